@@ -1,0 +1,71 @@
+#pragma once
+// The SPMD context of one rank: the communicator, world and node-local rank, host name,
+// and this rank's devices. Construction is collective over the communicator.
+#include <mpi.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "spmd/runtime/devices.hpp"
+
+namespace spmd::runtime {
+
+class Watchdog;
+
+struct ContextOptions {
+  BackendChoice backend = BackendChoice::Cpu;
+  int devices_per_rank = 1;       // CPU worker threads or GPUs per rank, >= 1
+  double hang_timeout_s = 300.0;  // <= 0 disables the watchdog
+};
+
+class Context {
+ public:
+  // Collective. Throws spmd::CollectiveError on every rank if any rank cannot get its
+  // devices (e.g. --backend cuda without a GPU).
+  Context(MPI_Comm comm, const ContextOptions& options);
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  MPI_Comm comm() const { return comm_; }
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  int local_rank() const { return local_rank_; }
+  int local_size() const { return local_size_; }
+  const std::string& host() const { return host_; }
+  bool is_root() const { return rank_ == 0; }
+
+  Backend backend() const { return backend_; }
+  // Why this backend was picked ("--backend auto: no GPU visible (...); using CPU").
+  const std::string& backend_note() const { return backend_note_; }
+  int devices_per_rank() const { return pool_->size(); }
+  int total_devices() const { return pool_->size() * size_; }
+  int global_device(int local_index) const { return rank_ * pool_->size() + local_index; }
+  const std::vector<DeviceInfo>& devices() const { return pool_->devices(); }
+  DevicePool& pool() const { return *pool_; }
+  Watchdog* watchdog() const { return watchdog_.get(); }
+
+  // Name of what the program is doing now ("eval step 12"), shown by the watchdog.
+  void set_phase(const std::string& phase);
+
+  // One line per rank, gathered on rank 0 (empty elsewhere): rank, host, local rank, devices.
+  struct RankRow {
+    int rank;
+    std::string host;
+    int local_rank;
+    std::string devices;
+  };
+  std::vector<RankRow> gather_rank_table() const;
+
+ private:
+  MPI_Comm comm_;
+  int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
+  std::string host_;
+  Backend backend_ = Backend::Cpu;
+  std::string backend_note_;
+  std::unique_ptr<DevicePool> pool_;
+  std::unique_ptr<Watchdog> watchdog_;
+};
+
+}  // namespace spmd::runtime

@@ -1,0 +1,28 @@
+#pragma once
+// MPI lifetime. One Mpi object per process, created first in main (the CLI and the test
+// main). It asks for MPI_THREAD_MULTIPLE because the hang watchdog's thread talks MPI while
+// the main thread may be blocked in a collective; device worker threads never call MPI.
+#include <mpi.h>
+
+namespace spmd::runtime {
+
+class Mpi {
+ public:
+  Mpi(int* argc, char*** argv);
+  ~Mpi();
+  Mpi(const Mpi&) = delete;
+  Mpi& operator=(const Mpi&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  // The thread level MPI granted (MPI_THREAD_MULTIPLE when the library supports it).
+  int thread_level() const { return thread_level_; }
+
+ private:
+  bool owns_ = false;
+  int rank_ = 0;
+  int size_ = 1;
+  int thread_level_ = MPI_THREAD_SINGLE;
+};
+
+}  // namespace spmd::runtime

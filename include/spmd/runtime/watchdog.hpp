@@ -1,0 +1,60 @@
+#pragma once
+// Hang watchdog. Collectives arm it for the duration of the MPI call; a thread checks every
+// 100 ms. When one rank has been inside the same collective for longer than the timeout, it
+// asks every other rank (on a private communicator, answered by their watchdog threads)
+// where it is, prints a report naming the step and the ranks that did not arrive, and
+// aborts the job (MPI_Abort) so that no rank is left waiting.
+#include <mpi.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace spmd::runtime {
+
+class Watchdog {
+ public:
+  // Collective over comm (it duplicates it). timeout_s <= 0 builds a disabled watchdog.
+  Watchdog(MPI_Comm comm, double timeout_s);
+  ~Watchdog();
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+
+  double timeout_s() const { return timeout_s_; }
+  void set_phase(const std::string& phase);
+
+  // RAII: marks this rank as waiting in `call` (e.g. "MPI_Allreduce") during the current phase.
+  class Armed {
+   public:
+    Armed(Watchdog* w, const char* call);
+    ~Armed();
+    Armed(const Armed&) = delete;
+    Armed& operator=(const Armed&) = delete;
+
+   private:
+    Watchdog* w_;
+  };
+
+ private:
+  void loop();
+  void answer_queries();
+  [[noreturn]] void report_and_abort(double waited_s);
+  std::string describe_self();
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0, size_ = 1;
+  double timeout_s_ = 0;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::string phase_ = "start-up";
+  const char* call_ = nullptr;
+  std::uint64_t arm_count_ = 0;
+  std::chrono::steady_clock::time_point armed_at_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace spmd::runtime

@@ -1,0 +1,33 @@
+#include "spmd/runtime/mpi.hpp"
+
+#include <hdf5.h>
+
+#include "spmd/runtime/check.hpp"
+
+namespace spmd::runtime {
+
+Mpi::Mpi(int* argc, char*** argv) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) {
+    if (MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &thread_level_) != MPI_SUCCESS)
+      throw Error("MPI_Init_thread failed: is this binary launched by a matching mpirun/srun --mpi=pmix?");
+    owns_ = true;
+  } else {
+    MPI_Query_thread(&thread_level_);
+  }
+  // Errors come back as codes, so that SPMD_CHECK_MPI can name the call and the rank.
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+  MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  // HDF5 would print its error stack on every rank; the checks report it once, with context.
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+}
+
+Mpi::~Mpi() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (owns_ && !finalized) MPI_Finalize();
+}
+
+}  // namespace spmd::runtime
