@@ -39,7 +39,7 @@ void agree_or_throw(MPI_Comm comm, const std::string& local_error) {
   const int me_failing = local_error.empty() ? 0 : 1;
   SPMD_CHECK_MPI(MPI_Allreduce(&me_failing, &failing, 1, MPI_INT, MPI_SUM, comm), "counting failed ranks");
   std::string message = bcast_string(comm, local_error, first, rank);
-  if (failing > 1) message += " (and " + std::to_string(failing - 1) + " more rank(s) failed)";
+  if (failing > 1 && failing < size) message += " (" + std::to_string(failing) + " of " + std::to_string(size) + " ranks failed)";
   throw CollectiveError(message);
 }
 

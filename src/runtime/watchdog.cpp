@@ -148,6 +148,13 @@ void Watchdog::report_and_abort(double waited_s) {
              << (in_call ? ", waiting in " + call : ", not in a collective") << ")";
     }
   }
+  // Every waiting rank times out at about the same moment; one report is enough. The lowest
+  // waiting rank prints and aborts; the others give it a head start, then abort quietly.
+  if (!arrived.empty() && arrived.front() != rank_) {
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    MPI_Abort(MPI_COMM_WORLD, 3);
+    std::_Exit(3);
+  }
   std::ostringstream os;
   os << "rank " << rank_ << ": error: hang detected: waited " << static_cast<int>(waited_s) << " s in " << my_call
      << " during '" << my_phase << "'.\n  ranks waiting there:";

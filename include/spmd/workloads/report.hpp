@@ -1,0 +1,50 @@
+#pragma once
+// Rank-0 reporting: the start-up table, fixed-width result tables with units, and the
+// machine-readable JSON summary (written atomically: a temp file renamed into place).
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "spmd/runtime/context.hpp"
+
+namespace spmd::workloads {
+
+// Collective (gathers the rank table); prints on rank 0 only:
+//   # spmd <command>  ranks 2  devices/rank 1  backend cpu (...)
+//   #  rank  host  local  devices
+std::string startup_table(const runtime::Context& ctx, const std::string& command);
+// The same information for --json.
+nlohmann::json startup_json(const runtime::Context& ctx);
+
+// A fixed-width table: columns with a header and a unit ("examples/s"); rows of cells
+// already formatted. Rendered with '#' header lines, as nccl-tests prints.
+class Table {
+ public:
+  struct Column {
+    std::string name;
+    std::string unit;  // may be empty
+    int width;
+  };
+  explicit Table(std::vector<Column> columns) : columns_(std::move(columns)) {}
+  std::string header() const;
+  std::string row(const std::vector<std::string>& cells) const;
+
+ private:
+  std::vector<Column> columns_;
+};
+
+// printf into a std::string.
+std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+
+// Writes text to path through a temporary file in the same folder and a rename, so a
+// reader never sees half a file. Throws spmd::Error naming the path.
+void write_text_atomic(const std::string& path, const std::string& text);
+// JSON pretty-printed, atomically. Rank 0 only by convention (callers check).
+void write_json(const std::string& path, const nlohmann::json& j);
+
+// stderr is a terminal (live progress bars) or not (periodic lines).
+bool stderr_is_terminal();
+
+}  // namespace spmd::workloads

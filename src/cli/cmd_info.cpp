@@ -1,0 +1,49 @@
+// spmd info: the start-up table (ranks, hosts, node-local ranks, devices) and library
+// versions. Also the simplest end-to-end check of a launch (mpirun, srun, sbatch).
+#include <boost/version.hpp>
+
+#include <chrono>
+#include <thread>
+
+#include "command.hpp"
+#include "commands.hpp"
+#include "spmd/runtime/collectives.hpp"
+#include "spmd/runtime/versions.hpp"
+#include "spmd/workloads/report.hpp"
+
+namespace spmd::cli {
+
+int cmd_info(const Args& args) {
+  po::options_description options = common_options();
+  options.add_options()("simulate-stall-rank", po::value<int>()->default_value(-1),
+                        "testing aid: this rank sleeps before the final barrier (shows the hang watchdog)")(
+      "simulate-stall-seconds", po::value<double>()->default_value(3600), "testing aid: how long it sleeps");
+  const auto cl = parse_validated("info", "[options]", options, args, {}, nullptr);
+  if (cl.help) {
+    print_root(cl.help_text);
+    return 0;
+  }
+  runtime::Context ctx(MPI_COMM_WORLD, context_options(cl.vm));
+  const std::string table = workloads::startup_table(ctx, "info");
+  auto versions = runtime::library_versions();
+  versions.emplace_back("boost", std::to_string(BOOST_VERSION / 100000) + "." + std::to_string(BOOST_VERSION / 100 % 1000));
+  std::string text = table + "# libraries\n";
+  for (const auto& [name, version] : versions) text += workloads::format("#   %-6s %s\n", name.c_str(), version.c_str());
+  print_root(text);
+  auto j = workloads::startup_json(ctx);
+  if (ctx.is_root() && !json_path(cl.vm).empty()) {
+    for (const auto& [name, version] : versions) j["libraries"][name] = version;
+    workloads::write_json(json_path(cl.vm), j);
+  }
+  const int stall = cl.vm["simulate-stall-rank"].as<int>();
+  ctx.set_phase("info: final barrier");
+  if (stall == ctx.rank()) {
+    ctx.set_phase("info: simulated stall");
+    std::this_thread::sleep_for(std::chrono::duration<double>(cl.vm["simulate-stall-seconds"].as<double>()));
+  }
+  std::int64_t one = 1;
+  runtime::allreduce_sum(ctx, std::span<std::int64_t>(&one, 1));
+  return 0;
+}
+
+}  // namespace spmd::cli

@@ -1,0 +1,204 @@
+#include "command.hpp"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "spmd/runtime/error.hpp"
+
+namespace spmd::cli {
+
+po::options_description common_options(bool with_devices) {
+  po::options_description d("Common options");
+  d.add_options()("help,h", "show this help and exit")(
+      "config", po::value<std::string>(),
+      "read options from this INI file (key = value, same names as the long options); the command line wins")(
+      "json", po::value<std::string>(), "write a machine-readable summary to this file (rank 0, atomic)")(
+      "hang-timeout", po::value<double>()->default_value(300.0),
+      "seconds a rank may wait in one collective before the job is stopped with a report naming the "
+      "ranks that did not arrive (0 disables)");
+  if (with_devices)
+    d.add_options()("devices", po::value<int>()->default_value(1),
+                    "devices per rank: CPU worker threads, or GPUs with --backend cuda")(
+        "backend", po::value<std::string>()->default_value("cpu"),
+        "cpu, cuda, or auto (CUDA when a GPU is visible, else CPU; the choice is printed)");
+  return d;
+}
+
+namespace {
+std::string value_text(const po::variable_value& v) {
+  const auto& a = v.value();
+  if (auto p = boost::any_cast<std::string>(&a)) return *p;
+  if (auto p = boost::any_cast<int>(&a)) return std::to_string(*p);
+  if (auto p = boost::any_cast<long>(&a)) return std::to_string(*p);
+  if (auto p = boost::any_cast<long long>(&a)) return std::to_string(*p);
+  if (auto p = boost::any_cast<unsigned>(&a)) return std::to_string(*p);
+  if (auto p = boost::any_cast<std::uint64_t>(&a)) return std::to_string(*p);
+  if (auto p = boost::any_cast<double>(&a)) {
+    std::ostringstream os;
+    os.precision(17);
+    os << *p;
+    return os.str();
+  }
+  if (auto p = boost::any_cast<float>(&a)) {
+    std::ostringstream os;
+    os.precision(9);
+    os << *p;
+    return os.str();
+  }
+  if (auto p = boost::any_cast<bool>(&a)) return *p ? "true" : "false";
+  if (auto p = boost::any_cast<std::vector<std::string>>(&a)) {
+    std::string s;
+    for (const auto& x : *p) s += x + ",";
+    return s;
+  }
+  return "(set)";
+}
+
+std::string file_identity(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return " [missing]";
+  return " [size " + std::to_string(st.st_size) + " mtime " + std::to_string(st.st_mtim.tv_sec) + "]";
+}
+}  // namespace
+
+CommandLine parse_command(const std::string& command, const std::string& usage, const po::options_description& options,
+                          const std::vector<std::string>& args, const std::vector<std::string>& file_options) {
+  CommandLine cl;
+  std::ostringstream help;
+  help << "usage: spmd " << command << " " << usage << "\n\n" << options;
+  cl.help_text = help.str();
+  try {
+    po::store(po::command_line_parser(args).options(options).run(), cl.vm);
+    if (cl.vm.count("help")) {
+      cl.help = true;
+      return cl;
+    }
+    if (cl.vm.count("config")) {
+      const std::string path = cl.vm["config"].as<std::string>();
+      std::ifstream in(path);
+      if (!in) throw Error("--config: cannot read '" + path + "' (missing or not readable)");
+      try {
+        po::store(po::parse_config_file(in, options, /*allow_unregistered=*/false), cl.vm);
+      } catch (const po::error& e) {
+        throw Error("--config '" + path + "': " + std::string(e.what()));
+      }
+    }
+    po::notify(cl.vm);
+  } catch (const po::error& e) {
+    throw Error(std::string(e.what()) + " (see spmd " + command + " --help)");
+  }
+  std::vector<std::string> lines;
+  for (const auto& [name, value] : cl.vm) {
+    if (name == "config" || name == "help") continue;
+    std::string line = name + "=" + value_text(value);
+    if (std::find(file_options.begin(), file_options.end(), name) != file_options.end())
+      line += file_identity(value_text(value));
+    lines.push_back(line);
+  }
+  std::sort(lines.begin(), lines.end());
+  cl.canonical = "command=" + command + "\n";
+  for (const auto& l : lines) cl.canonical += l + "\n";
+  return cl;
+}
+
+runtime::ContextOptions context_options(const po::variables_map& vm) {
+  runtime::ContextOptions o;
+  if (vm.count("backend")) o.backend = runtime::parse_backend_choice(vm["backend"].as<std::string>());
+  if (vm.count("devices")) {
+    o.devices_per_rank = vm["devices"].as<int>();
+    if (o.devices_per_rank < 1 || o.devices_per_rank > 1024)
+      throw Error("--devices must be between 1 and 1024 (got " + std::to_string(o.devices_per_rank) + ")");
+  }
+  if (vm.count("hang-timeout")) {
+    o.hang_timeout_s = vm["hang-timeout"].as<double>();
+    if (!(o.hang_timeout_s >= 0)) throw Error("--hang-timeout must be >= 0 seconds (0 disables the watchdog)");
+  }
+  return o;
+}
+
+namespace {
+double numeric(const po::variable_value& v) {
+  const auto& a = v.value();
+  if (auto p = boost::any_cast<int>(&a)) return *p;
+  if (auto p = boost::any_cast<long>(&a)) return static_cast<double>(*p);
+  if (auto p = boost::any_cast<long long>(&a)) return static_cast<double>(*p);
+  if (auto p = boost::any_cast<double>(&a)) return *p;
+  if (auto p = boost::any_cast<float>(&a)) return *p;
+  if (auto p = boost::any_cast<std::uint64_t>(&a)) return static_cast<double>(*p);
+  if (auto p = boost::any_cast<unsigned>(&a)) return *p;
+  throw Error("internal: option is not numeric");
+}
+}  // namespace
+
+void require_positive(const po::variables_map& vm, const std::string& name) {
+  if (!vm.count(name)) return;
+  const double x = numeric(vm[name]);
+  if (!(x > 0)) throw Error("--" + name + " must be > 0 (got " + value_text(vm[name]) + ")");
+}
+
+void require_non_negative(const po::variables_map& vm, const std::string& name) {
+  if (!vm.count(name)) return;
+  const double x = numeric(vm[name]);
+  if (!(x >= 0)) throw Error("--" + name + " must be >= 0 (got " + value_text(vm[name]) + ")");
+}
+
+void require_one_of(const po::variables_map& vm, const std::string& name, const std::vector<std::string>& allowed) {
+  if (!vm.count(name)) return;
+  const std::string v = vm[name].as<std::string>();
+  if (std::find(allowed.begin(), allowed.end(), v) != allowed.end()) return;
+  std::string list;
+  for (const auto& a : allowed) list += (list.empty() ? "" : "|") + a;
+  throw Error("--" + name + " must be one of " + list + " (got '" + v + "')");
+}
+
+void require_present(const po::variables_map& vm, const std::string& name, const std::string& why) {
+  if (!vm.count(name)) throw Error("--" + name + " is required" + (why.empty() ? "" : ": " + why));
+}
+
+void require_readable_file(const po::variables_map& vm, const std::string& name) {
+  if (!vm.count(name)) return;
+  const std::string path = vm[name].as<std::string>();
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("--" + name + " '" + path + "': file does not exist or is not readable");
+  if (std::filesystem::is_directory(path)) throw Error("--" + name + " '" + path + "': is a directory, expected a file");
+}
+
+void require_writable_destination(const po::variables_map& vm, const std::string& name) {
+  if (!vm.count(name)) return;
+  namespace fs = std::filesystem;
+  const fs::path p(vm[name].as<std::string>());
+  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    throw Error("--" + name + " '" + p.string() + "': folder '" + dir.string() + "' does not exist");
+  if (fs::is_directory(p, ec)) throw Error("--" + name + " '" + p.string() + "': is a directory, expected a file name");
+}
+
+std::string json_path(const po::variables_map& vm) { return vm.count("json") ? vm["json"].as<std::string>() : ""; }
+
+}  // namespace spmd::cli
+
+#include "spmd/runtime/agree.hpp"
+
+namespace spmd::cli {
+
+CommandLine parse_validated(const std::string& command, const std::string& usage, const po::options_description& options,
+                            const std::vector<std::string>& args, const std::vector<std::string>& file_options,
+                            const std::function<void(const po::variables_map&)>& validate) {
+  CommandLine cl;
+  runtime::agree_on(MPI_COMM_WORLD, [&] {
+    cl = parse_command(command, usage, options, args, file_options);
+    if (!cl.help) {
+      context_options(cl.vm);
+      if (validate) validate(cl.vm);
+    }
+  });
+  if (!cl.help) runtime::require_identical_on_all_ranks(MPI_COMM_WORLD, cl.canonical, "options or input files");
+  return cl;
+}
+
+}  // namespace spmd::cli

@@ -1,0 +1,63 @@
+#pragma once
+// Shared command-line machinery: Boost.Program_options with --config INI files (the command
+// line wins), --help, validation helpers whose messages name the option and the constraint,
+// and the canonical text of the validated options that every rank hashes and compares.
+#include <boost/program_options.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "spmd/runtime/context.hpp"
+
+namespace spmd::cli {
+
+namespace po = boost::program_options;
+
+struct CommandLine {
+  po::variables_map vm;
+  bool help = false;
+  std::string help_text;
+  // "key=value" lines, sorted, for the cross-rank identity check; file options also carry
+  // the file's size and modification time, so ranks that see different inputs are caught.
+  std::string canonical;
+};
+
+// Options every workload command takes: --config, --json, --devices, --backend,
+// --hang-timeout, --help.
+po::options_description common_options(bool with_devices = true);
+
+// Parses args (without the program and command names). Throws spmd::Error on unknown
+// options, bad values or an unreadable --config, naming the option.
+// file_options: option names whose values are input files (identity goes into canonical).
+CommandLine parse_command(const std::string& command, const std::string& usage, const po::options_description& options,
+                          const std::vector<std::string>& args, const std::vector<std::string>& file_options = {});
+
+runtime::ContextOptions context_options(const po::variables_map& vm);
+
+// Validation helpers: throw spmd::Error("--NAME must ... (got X)").
+void require_positive(const po::variables_map& vm, const std::string& name);
+void require_non_negative(const po::variables_map& vm, const std::string& name);
+void require_one_of(const po::variables_map& vm, const std::string& name, const std::vector<std::string>& allowed);
+void require_present(const po::variables_map& vm, const std::string& name, const std::string& why = "");
+void require_readable_file(const po::variables_map& vm, const std::string& name);
+void require_writable_destination(const po::variables_map& vm, const std::string& name);
+
+// --json value or empty.
+std::string json_path(const po::variables_map& vm);
+
+}  // namespace spmd::cli
+
+#include <functional>
+
+namespace spmd::cli {
+
+// The whole front half of every command, on every rank: parse, validate (validate may
+// throw spmd::Error), agree across ranks on failure (so every rank exits, rank 0 prints),
+// then check that all ranks got the same options and inputs. Returns with help=true when
+// --help was given (the caller prints help_text on rank 0 and exits 0).
+CommandLine parse_validated(const std::string& command, const std::string& usage, const po::options_description& options,
+                            const std::vector<std::string>& args, const std::vector<std::string>& file_options,
+                            const std::function<void(const po::variables_map&)>& validate);
+
+}  // namespace spmd::cli

@@ -1,0 +1,101 @@
+#include "spmd/workloads/report.hpp"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdarg>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "spmd/runtime/error.hpp"
+
+namespace spmd::workloads {
+
+std::string format(const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char buf[512];
+  const int n = std::vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  if (n < static_cast<int>(sizeof buf)) return std::string(buf, static_cast<size_t>(std::max(n, 0)));
+  std::string out(static_cast<size_t>(n) + 1, '\0');
+  va_start(ap, fmt);
+  std::vsnprintf(out.data(), out.size(), fmt, ap);
+  va_end(ap);
+  out.resize(static_cast<size_t>(n));
+  return out;
+}
+
+std::string startup_table(const runtime::Context& ctx, const std::string& command) {
+  const auto rows = ctx.gather_rank_table();
+  if (!ctx.is_root()) return {};
+  std::string out = format("# spmd %s  version %s\n# ranks %d  devices/rank %d  total devices %d  backend %s (%s)\n",
+                           command.c_str(), SPMD_VERSION, ctx.size(), ctx.devices_per_rank(), ctx.total_devices(),
+                           runtime::to_string(ctx.backend()), ctx.backend_note().c_str());
+  out += format("# %5s  %-20s  %5s  %s\n", "rank", "host", "local", "devices");
+  for (const auto& r : rows)
+    out += format("# %5d  %-20s  %5d  %s\n", r.rank, r.host.c_str(), r.local_rank, r.devices.c_str());
+  return out;
+}
+
+nlohmann::json startup_json(const runtime::Context& ctx) {
+  const auto rows = ctx.gather_rank_table();
+  nlohmann::json j;
+  j["ranks"] = ctx.size();
+  j["devices_per_rank"] = ctx.devices_per_rank();
+  j["total_devices"] = ctx.total_devices();
+  j["backend"] = runtime::to_string(ctx.backend());
+  j["backend_note"] = ctx.backend_note();
+  nlohmann::json table = nlohmann::json::array();
+  for (const auto& r : rows)
+    table.push_back({{"rank", r.rank}, {"host", r.host}, {"local_rank", r.local_rank}, {"devices", r.devices}});
+  j["rank_table"] = table;
+  return j;
+}
+
+std::string Table::header() const {
+  std::string names = "#", units = "#";
+  for (const auto& c : columns_) {
+    names += format(" %*s", c.width, c.name.c_str());
+    units += format(" %*s", c.width, c.unit.empty() ? "" : ("(" + c.unit + ")").c_str());
+  }
+  return names + "\n" + units + "\n";
+}
+
+std::string Table::row(const std::vector<std::string>& cells) const {
+  std::string out = " ";
+  for (size_t i = 0; i < columns_.size(); ++i)
+    out += format(" %*s", columns_[i].width, i < cells.size() ? cells[i].c_str() : "");
+  return out + "\n";
+}
+
+void write_text_atomic(const std::string& path, const std::string& text) {
+  namespace fs = std::filesystem;
+  const fs::path final_path(path);
+  const fs::path dir = final_path.has_parent_path() ? final_path.parent_path() : fs::path(".");
+  const fs::path tmp = dir / ("." + final_path.filename().string() + ".tmp." + std::to_string(::getpid()));
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw Error("cannot write '" + path + "': cannot create " + tmp.string() + " (" + std::strerror(errno) + ")");
+    out << text;
+    out.flush();
+    if (!out) {
+      std::error_code ec;
+      fs::remove(tmp, ec);
+      throw Error("cannot write '" + path + "': write failed (disk full?)");
+    }
+  }
+  std::error_code ec;
+  fs::rename(tmp, final_path, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    throw Error("cannot write '" + path + "': rename failed (" + ec.message() + ")");
+  }
+}
+
+void write_json(const std::string& path, const nlohmann::json& j) { write_text_atomic(path, j.dump(2) + "\n"); }
+
+bool stderr_is_terminal() { return ::isatty(STDERR_FILENO) == 1; }
+
+}  // namespace spmd::workloads

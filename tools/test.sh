@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds, and runs the whole test suite through ctest.
+# Extra arguments go to ctest (e.g. tools/test.sh -R mpi).
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+start=$(date +%s)
+"$root/tools/setup.sh"
+echo "setup+build: $(( $(date +%s) - start )) s"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+cd "${SPMD_BUILD_DIR:-$root/build}"
+ctest --output-on-failure -j "$(nproc)" "$@"
+echo "total: $(( $(date +%s) - start )) s"
