@@ -1,0 +1,15 @@
+# Shared by the local (mpirun) job scripts: root-safe Open MPI, the binary, the data folder.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# More ranks than cores is fine for correctness runs; timings then share cores.
+export OMPI_MCA_rmaps_base_oversubscribe=1
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+SPMD=${SPMD:-$root/build/spmd}
+DATA_DIR=${SPMD_DATA_DIR:-$root/inputs/data}
+[ -x "$SPMD" ] || { echo "error: $SPMD not built; run tools/setup.sh" >&2; exit 1; }
+section() { printf '\n==== %s ====\n' "$*"; }
+# Fashion-MNIST from Debian's dataset-fashion-mnist, converted once.
+ensure_fashion_mnist() {
+  if [ ! -f "$DATA_DIR/fashion-mnist/test.h5" ] || [ ! -f "$DATA_DIR/fashion-mnist/train.h5" ]; then
+    "$SPMD" data fashion-mnist --out "$DATA_DIR/fashion-mnist"
+  fi
+}
