@@ -1,6 +1,169 @@
+// spmd eval: padded full-dataset evaluation (see workloads/eval.hpp for the strategies).
+#include <algorithm>
+
+#include "command.hpp"
 #include "commands.hpp"
+#include "model_loading.hpp"
+#include "spmd/runtime/collectives.hpp"
 #include "spmd/runtime/error.hpp"
+#include "spmd/workloads/eval.hpp"
+#include "spmd/workloads/report.hpp"
 
 namespace spmd::cli {
-int cmd_eval(const Args&) { throw CollectiveError("spmd eval: not implemented yet"); }
+
+namespace {
+
+std::string shapes_text(const std::map<std::int64_t, std::int64_t>& shapes) {
+  std::string s;
+  for (auto it = shapes.rbegin(); it != shapes.rend(); ++it)
+    s += (s.empty() ? "" : " + ") + std::to_string(it->second) + "x" + std::to_string(it->first);
+  return s.empty() ? "-" : s;
+}
+
+std::string result_block(const workloads::EvalResult& r, const workloads::EvalOptions& o) {
+  using workloads::format;
+  workloads::Table table({{"strategy", "", 15}, {"correct", "", 9}, {"total", "", 9}, {"accuracy", "", 9},
+                          {"steps", "", 6}, {"batch shapes", "steps x rows/device", 22}, {"padded", "rows", 9},
+                          {"time", "s", 9}, {"throughput", "examples/s", 12}});
+  std::string out = table.header();
+  out += table.row({workloads::to_string(o.strategy), std::to_string(r.correct), std::to_string(r.total),
+                    format("%.6f", r.accuracy()), std::to_string(r.steps), shapes_text(r.batch_shapes),
+                    std::to_string(r.padded_rows), format("%.4f", r.seconds), format("%.0f", r.examples_per_second())});
+  std::string per_rank;
+  for (auto n : r.examples_per_rank) per_rank += (per_rank.empty() ? "" : ", ") + std::to_string(n);
+  out += "# examples per rank: [" + per_rank + "]\n";
+  const std::int64_t expected = r.dataset_rows - r.filtered_rows;
+  if (r.dropped > 0 || r.total != expected)
+    out += format("# WARNING: %lld of %lld examples were not evaluated (%s drops what does not fill a whole step); "
+                  "the accuracy above is over the wrong total. Use --strategy pad or infinite-pad.\n",
+                  static_cast<long long>(expected - r.total), static_cast<long long>(expected),
+                  workloads::to_string(o.strategy));
+  else
+    out += format("# every example counted exactly once: total %lld = %lld in the file%s\n", static_cast<long long>(r.total),
+                  static_cast<long long>(r.dataset_rows),
+                  r.filtered_rows ? format(" - %lld with the dropped label", static_cast<long long>(r.filtered_rows)).c_str()
+                                  : "");
+  return out;
+}
+
+}  // namespace
+
+int cmd_eval(const Args& args) {
+  po::options_description options("spmd eval options");
+  options.add_options()("data", po::value<std::string>(), "HDF5 file with the examples (required)")(
+      "features-key", po::value<std::string>()->default_value("images"), "dataset of the features [N, ...]")(
+      "labels-key", po::value<std::string>()->default_value("labels"), "dataset of the integer labels [N]")(
+      "model", po::value<std::string>()->default_value("zero"),
+      "zero (always class 0), logreg (--weights from spmd logreg), cnn (--weights: a spmd ensemble checkpoint)")(
+      "weights", po::value<std::string>(), "model file for --model logreg|cnn")(
+      "classes", po::value<int>()->default_value(10), "number of classes for --model zero (labels must lie in [0, classes))")(
+      "per-device-batch", po::value<std::int64_t>()->default_value(512), "rows per device per step (B)")(
+      "strategy", po::value<std::string>()->default_value("pad"),
+      "keep-remainder | drop-remainder | pad | pad-metrics | infinite-pad")(
+      "min-device-batch", po::value<std::int64_t>()->default_value(0),
+      "pad/pad-metrics: pad every device to at least this many rows (0: the per-device batch, one shape)")(
+      "drop-label", po::value<int>(), "drop the examples with this label after loading (per-rank counts become data dependent)")(
+      "dry-run", po::bool_switch(), "read only shapes; print each rank's split, padded batch shape, steps and memory")(
+      "benchmark", po::bool_switch(),
+      "also time pad and infinite-pad against the plain forward over the same examples and print the ratios")(
+      "repeat", po::value<int>()->default_value(3), "--benchmark: timed repetitions of each (the best counts)");
+  options.add(common_options());
+  const auto cl = parse_validated(
+      "eval", "--data FILE [options]", options, args, {"data", "weights"}, [](const po::variables_map& vm) {
+        require_present(vm, "data");
+        require_readable_file(vm, "data");
+        require_positive(vm, "per-device-batch");
+        require_non_negative(vm, "min-device-batch");
+        require_positive(vm, "classes");
+        require_positive(vm, "repeat");
+        require_one_of(vm, "model", {"zero", "logreg", "cnn"});
+        workloads::parse_eval_strategy(vm["strategy"].as<std::string>());
+        if (vm["model"].as<std::string>() != "zero") {
+          require_present(vm, "weights", "--model " + vm["model"].as<std::string>() + " needs its weights file");
+          require_readable_file(vm, "weights");
+        }
+        if (vm.count("drop-label") && vm["drop-label"].as<int>() < 0) throw Error("--drop-label must be >= 0");
+        require_writable_destination(vm, "json");
+      });
+  if (cl.help) {
+    print_root(cl.help_text);
+    return 0;
+  }
+  const auto& vm = cl.vm;
+  runtime::Context ctx(MPI_COMM_WORLD, context_options(vm));
+  workloads::EvalOptions o;
+  o.data = vm["data"].as<std::string>();
+  o.keys = {vm["features-key"].as<std::string>(), vm["labels-key"].as<std::string>()};
+  o.per_device_batch = vm["per-device-batch"].as<std::int64_t>();
+  o.strategy = workloads::parse_eval_strategy(vm["strategy"].as<std::string>());
+  o.min_device_batch = vm["min-device-batch"].as<std::int64_t>();
+  if (vm.count("drop-label")) o.drop_label = vm["drop-label"].as<int>();
+  if (o.strategy == workloads::EvalStrategy::KeepRemainder && ctx.total_devices() != 1)
+    throw CollectiveError("--strategy keep-remainder needs exactly one device in total (this run has " +
+                          std::to_string(ctx.size()) + " rank(s) x " + std::to_string(ctx.devices_per_rank()) +
+                          " device(s)): its smaller last batch cannot be shared evenly by several devices, and several "
+                          "ranks would run different numbers of steps. Use --strategy pad or infinite-pad.");
+
+  print_root(workloads::startup_table(ctx, "eval"));
+  const auto model = load_classifier(ctx, vm["model"].as<std::string>(),
+                                     vm.count("weights") ? vm["weights"].as<std::string>() : "", vm["classes"].as<int>());
+  const std::string json = json_path(vm);
+  nlohmann::json j = workloads::startup_json(ctx);
+  j["model"] = model->describe();
+  j["data"] = o.data;
+  if (vm["dry-run"].as<bool>()) {
+    print_root(workloads::eval_dry_run(ctx, o, *model, &j));
+    if (ctx.is_root() && !json.empty()) workloads::write_json(json, j);
+    return 0;
+  }
+  const auto shard = workloads::load_eval_shard(ctx, o, *model);
+  print_root(workloads::format("# data %s: %lld examples, model %s, per-device batch %lld, strategy %s\n", o.data.c_str(),
+                               static_cast<long long>(shard.shard.global_rows), model->describe().c_str(),
+                               static_cast<long long>(o.per_device_batch), workloads::to_string(o.strategy)));
+  const auto result = workloads::run_eval(ctx, o, *model, shard);
+  print_root(result_block(result, o));
+  j.update(workloads::to_json(result, o, ctx));
+
+  if (vm["benchmark"].as<bool>()) {
+    // The same examples three ways, each repeated; best time of each; ratios to the plain forward.
+    const int repeat = vm["repeat"].as<int>();
+    auto best = [&](auto&& fn) {
+      double t = 1e300;
+      workloads::EvalResult r;
+      for (int i = 0; i < repeat; ++i) {
+        r = fn();
+        t = std::min(t, r.seconds);
+      }
+      r.seconds = t;
+      return r;
+    };
+    auto with = [&](workloads::EvalStrategy s) {
+      auto oo = o;
+      oo.strategy = s;
+      return oo;
+    };
+    const auto plain = best([&] { return workloads::run_plain_forward(ctx, o, *model, shard); });
+    const auto pad = best([&] { return workloads::run_eval(ctx, with(workloads::EvalStrategy::Pad), *model, shard); });
+    const auto inf = best([&] { return workloads::run_eval(ctx, with(workloads::EvalStrategy::InfinitePad), *model, shard); });
+    workloads::Table table({{"run", "", 14}, {"correct", "", 9}, {"total", "", 9}, {"time", "s", 10},
+                            {"throughput", "examples/s", 12}, {"ratio", "vs plain", 9}});
+    std::string out = workloads::format("# benchmark: best of %d, model %s, per-device batch %lld\n", repeat,
+                                        model->describe().c_str(), static_cast<long long>(o.per_device_batch));
+    out += table.header();
+    nlohmann::json bj;
+    for (const auto& [name, r] : {std::pair<const char*, const workloads::EvalResult&>{"plain-forward", plain},
+                                  {"pad", pad}, {"infinite-pad", inf}}) {
+      const double ratio = r.examples_per_second() / plain.examples_per_second();
+      out += table.row({name, std::to_string(r.correct), std::to_string(r.total), workloads::format("%.5f", r.seconds),
+                        workloads::format("%.0f", r.examples_per_second()), workloads::format("%.3f", ratio)});
+      bj[name] = {{"seconds", r.seconds}, {"examples_per_second", r.examples_per_second()}, {"ratio", ratio},
+                  {"correct", r.correct}, {"total", r.total}};
+    }
+    print_root(out);
+    j["benchmark"] = bj;
+  }
+  if (ctx.is_root() && !json.empty()) workloads::write_json(json, j);
+  return 0;
+}
+
 }  // namespace spmd::cli

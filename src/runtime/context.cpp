@@ -84,7 +84,7 @@ Context::Context(MPI_Comm comm, const ContextOptions& options) : comm_(comm) {
 
 Context::~Context() = default;
 
-void Context::set_phase(const std::string& phase) {
+void Context::set_phase(const std::string& phase) const {
   if (watchdog_) watchdog_->set_phase(phase);
 }
 

@@ -47,7 +47,7 @@ class Context {
   Watchdog* watchdog() const { return watchdog_.get(); }
 
   // Name of what the program is doing now ("eval step 12"), shown by the watchdog.
-  void set_phase(const std::string& phase);
+  void set_phase(const std::string& phase) const;
 
   // One line per rank, gathered on rank 0 (empty elsewhere): rank, host, local rank, devices.
   struct RankRow {

@@ -1,0 +1,119 @@
+#pragma once
+// Loading a labelled dataset from HDF5, each rank reading only its own rows.
+//
+// A dataset is two HDF5 datasets in one file:
+//   features [N, d1, d2, ...]  uint8, int32, float32 or float64 on disk; float32 in memory.
+//                              uint8 (images) are scaled to [0, 1] by /255; the others are
+//                              converted as they are.
+//   labels   [N]               any integer type on disk; int32 in memory, in [0, classes).
+// The caller names both datasets (DatasetKeys) and picks this rank's contiguous row range
+// (the sharding layer's split_for_process); ranges may be empty.
+//
+// Every function taking a Context is collective over ctx.comm(): all ranks call it, with
+// the same path and keys. Reads use MPI-IO with collective transfers, a rank with no rows
+// takes part with an empty selection. Every problem (missing file or dataset, wrong rank
+// or dtype, N mismatch, N == 0, a bad range, a non-finite feature, a label out of range) is
+// agreed over the ranks: all of them throw the same spmd::CollectiveError, whose message
+// names the file, the dataset, the rank (for per-rank data) and what is wrong.
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "spmd/data/element_type.hpp"
+#include "spmd/data/h5_handle.hpp"
+
+namespace spmd::runtime {
+class Context;
+}
+
+namespace spmd::data {
+
+// Names of the two datasets inside the file ("images"/"labels" for eval and ensemble,
+// "X"/"y" for logreg; groups allowed: "train/x"). An empty `labels` means features only.
+struct DatasetKeys {
+  std::string features;
+  std::string labels;
+};
+
+// What the metadata says; no data is read.
+struct DatasetShape {
+  std::int64_t rows = 0;                   // N, the same for features and labels
+  std::vector<std::int64_t> sample_shape;  // the features' dims after N, e.g. {28, 28, 1}
+  std::int64_t sample_size = 0;            // product of sample_shape (floats per row)
+  ElementType features_type = ElementType::Float32;
+  std::optional<ElementType> labels_type;  // nullopt when keys.labels is empty
+};
+
+// This rank's rows [first_row, first_row + rows) of the dataset.
+struct LoadedShard {
+  std::vector<float> features;          // row-major [rows, sample_size]
+  std::vector<std::int32_t> labels;     // [rows]; empty when loaded without labels
+  std::vector<std::int64_t> sample_shape;
+  std::int64_t sample_size = 0;
+  std::int64_t global_rows = 0;         // N
+  std::int64_t first_row = 0;           // global index of features[0]
+  std::int64_t rows = 0;
+  int classes = 0;                      // labels lie in [0, classes); 0 without labels
+};
+
+// Metadata only (for --dry-run): N, sample shape, dtypes, all validated. Collective.
+DatasetShape probe_shape(const runtime::Context& ctx, const std::string& path, const DatasetKeys& keys);
+// The same on this process alone (serial open); throws spmd::Error.
+DatasetShape probe_shape(const std::string& path, const DatasetKeys& keys);
+
+// Reads features and labels of rows [first_row, first_row + rows). Collective.
+// classes > 0: labels must lie in [0, classes). classes <= 0: classes is inferred as
+// 1 + the largest label read by any rank (0 if no rank read a row); labels must be >= 0.
+LoadedShard load_shard(const runtime::Context& ctx, const std::string& path, const DatasetKeys& keys,
+                       std::int64_t first_row, std::int64_t rows, int classes);
+
+// Features only (keys.labels is ignored). Collective.
+LoadedShard load_features(const runtime::Context& ctx, const std::string& path, const std::string& features_key,
+                          std::int64_t first_row, std::int64_t rows);
+
+// An open dataset, for reading a range in pieces into the caller's buffers (streaming a
+// shard larger than memory, prefetching). Construction validates the metadata (as
+// probe_shape). Every member that reads is collective: all ranks make the same sequence
+// of calls, each with its own range (possibly empty).
+class ShardReader {
+ public:
+  ShardReader(const runtime::Context& ctx, std::string path, DatasetKeys keys);
+  ~ShardReader();
+  ShardReader(const ShardReader&) = delete;
+  ShardReader& operator=(const ShardReader&) = delete;
+
+  const DatasetShape& shape() const { return shape_; }
+  const std::string& path() const { return path_; }
+  const DatasetKeys& keys() const { return keys_; }
+
+  // Rows [first_row, first_row + count) as float32 into out (count * sample_size values,
+  // row-major; uint8 scaled by 1/255). Checks the range and that every value is finite.
+  void read_features(std::int64_t first_row, std::int64_t count, std::span<float> out);
+
+  // Labels of rows [first_row, first_row + count) into out (count values), widened to
+  // int64 exactly; no class-range check (load_shard does that). Needs keys.labels.
+  void read_labels(std::int64_t first_row, std::int64_t count, std::span<std::int64_t> out);
+
+  // Upper bound on the bytes one collective H5Dread moves per rank; larger requests are
+  // split (every rank makes the same number of calls). Defaults to 64 MiB.
+  void set_max_read_bytes(std::int64_t bytes);
+
+ private:
+  void check_range(std::int64_t first_row, std::int64_t count, std::size_t out_size, std::int64_t per_row,
+                   const std::string& dataset) const;
+
+  const runtime::Context& ctx_;
+  std::string path_;
+  DatasetKeys keys_;
+  DatasetShape shape_;
+  std::int64_t max_read_bytes_ = 64 << 20;
+  // Declared in this order so that the datasets close before the (collective) file close.
+  H5File file_;
+  H5Dataset features_;
+  H5Dataset labels_;
+  H5PropList collective_xfer_;
+};
+
+}  // namespace spmd::data

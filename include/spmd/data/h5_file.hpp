@@ -1,0 +1,52 @@
+#pragma once
+// Opening HDF5 files for reading, and looking at what they hold.
+//
+// Two ways to open:
+//  - parallel (open_file_parallel): MPI-IO over the context's communicator, for the
+//    workloads; every rank then reads its own hyperslab with collective transfers.
+//  - serial (open_file_serial): one process, HDF5's POSIX driver. No communicator is
+//    involved, so tools (`spmd data info`, the converters, checkpoint readers) can use it
+//    on any single rank; it is what a one-process MPI_COMM_SELF open would give, without
+//    the MPI-IO layer in between.
+//
+// Messages name the file and what the caller wanted from it (`what`, e.g.
+// "features 'images' and labels 'labels'"), so that an error says which input was wrong.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "spmd/data/h5_handle.hpp"
+
+namespace spmd::runtime {
+class Context;
+}
+
+namespace spmd::data {
+
+// Throws spmd::Error unless path is an existing, readable, regular HDF5 file.
+void require_hdf5_file(const std::string& path, const std::string& what);
+
+// Read-only, this process only. Throws spmd::Error.
+H5File open_file_serial(const std::string& path, const std::string& what);
+
+// Read-only with MPI-IO over ctx.comm(). Collective: every rank checks the file first,
+// and if any rank cannot use it, every rank throws the same spmd::CollectiveError.
+H5File open_file_parallel(const runtime::Context& ctx, const std::string& path, const std::string& what);
+
+// Every dataset in the file, recursively, as absolute names ("/images", "/g/x"), sorted.
+std::vector<std::string> list_datasets(hid_t file);
+
+// True when `name` (absolute or relative to the root, may contain groups) is a dataset.
+bool dataset_exists(hid_t file, const std::string& name);
+
+// Opens dataset `name`. When it is missing, throws spmd::Error naming the file, the
+// dataset and its role ("features", "labels", ...) and listing the datasets that exist.
+H5Dataset open_dataset(hid_t file, const std::string& file_path, const std::string& name, const std::string& role);
+
+// The dataset's dimensions (its dataspace extent); {} for a scalar.
+std::vector<std::int64_t> dataset_dims(hid_t dataset);
+
+// "[60000, 28, 28, 1]"
+std::string format_shape(const std::vector<std::int64_t>& dims);
+
+}  // namespace spmd::data

@@ -1,0 +1,41 @@
+#pragma once
+// A classifier as the eval workload sees it: per-device predictors that map a batch of
+// samples to class indices. The models (zero, logistic regression, CNN ensemble) implement
+// it; eval knows nothing else about them. No MPI here.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "spmd/runtime/devices.hpp"
+
+namespace spmd::models {
+
+// Runs on one device's worker thread; owns that device's buffers (allocated once for
+// max_rows and reused every call).
+class DevicePredictor {
+ public:
+  virtual ~DevicePredictor() = default;
+  // samples: [rows, sample_size] float32 row-major on the host, rows <= max_rows.
+  // classes_out: [rows]. Padding rows are predicted too (they are zeros); the caller masks.
+  virtual void predict(const float* samples, std::int64_t rows, std::int32_t* classes_out) = 0;
+};
+
+class Classifier {
+ public:
+  virtual ~Classifier() = default;
+  virtual std::string describe() const = 0;  // "logreg W[784,10] from w.h5"
+  virtual int classes() const = 0;
+  // Throws spmd::Error naming the data file when the samples do not fit the model
+  // (e.g. the CNN wants [28, 28, 1]; logreg wants F features).
+  virtual void check_sample_shape(const std::vector<std::int64_t>& sample_shape, const std::string& data_path) const = 0;
+  virtual std::unique_ptr<DevicePredictor> make_predictor(const runtime::DeviceInfo& device, std::int64_t max_rows) const = 0;
+  // For --dry-run: bytes per device for parameters and for the buffers of a batch of rows.
+  virtual std::int64_t parameter_bytes() const = 0;
+  virtual std::int64_t workspace_bytes(std::int64_t rows) const = 0;
+};
+
+// The full-eval guide's fake model: always class 0.
+std::unique_ptr<Classifier> make_zero_classifier(int classes);
+
+}  // namespace spmd::models

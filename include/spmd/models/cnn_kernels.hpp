@@ -1,0 +1,64 @@
+#pragma once
+// The CPU backend's compute kernels for the CNN, one implementation per instruction set,
+// chosen at run time. Public so that tests can check each against a scalar reference;
+// the model code (cnn_cpu.hpp) is their only other user.
+//
+// Why own kernels instead of cblas_sgemm: the CNN's GEMMs are small and fixed (N <= 288,
+// K <= 3136), bias + ReLU can be fused into the store, and Debian's OpenBLAS 0.3.21 does
+// not recognise recent Xeons (it falls back to its "Prescott" SSE3 kernels, ~30 GFLOP/s,
+// unless OPENBLAS_CORETYPE is set before the program starts). Isa::Blas keeps the cblas path
+// for comparison.
+#include <cstdint>
+#include <string>
+
+namespace spmd::models::cnn_cpu {
+
+enum class Isa {
+  Auto,    // the fastest supported: Avx512 when the CPU and OS support it, else Avx2
+  Avx2,    // AVX2 + FMA (the build's x86-64-v3 baseline; always available)
+  Avx512,  // AVX-512 F/VL/DQ/BW, 32 vector registers
+  Blas,    // GEMMs by cblas_sgemm (OpenBLAS), other kernels as Avx2
+};
+
+const char* to_string(Isa isa);
+Isa parse_isa(const std::string& text);  // "auto", "avx2", "avx512", "blas"; throws spmd::Error
+bool isa_supported(Isa isa);
+// Auto -> the fastest supported; an explicitly requested but unsupported ISA throws
+// spmd::Error naming it.
+Isa resolve_isa(Isa isa);
+
+// Applied to C after the product (when a GEMM ends): C = relu(C + bias[col]).
+struct GemmEpilogue {
+  const float* bias = nullptr;  // [n], or nullptr
+  bool relu = false;
+};
+
+// C[m, n] = (accumulate ? C : 0) + op(A) B, then the epilogue. Row-major throughout.
+//   a_transposed = false: A is [m, k] with row stride lda  (op(A) = A)
+//   a_transposed = true:  A is [k, m] with row stride lda  (op(A) = A^T)
+//   B is [k, n] with row stride ldb; C is [m, n] with row stride ldc.
+// n must be a multiple of 16 (every GEMM of the model satisfies this); m, k >= 0 arbitrary.
+using GemmFn = void (*)(bool a_transposed, int m, int n, int k, const float* a, long lda, const float* b,
+                        long ldb, float* c, long ldc, bool accumulate, GemmEpilogue epilogue);
+
+// conv1 on one image: 3x3 SAME, 1 -> 32 channels, + bias, ReLU.
+//   x_padded [30, 30]: the 28x28 image with a zero border of 1
+//   kernel [3, 3, 1, 32] (HWIO), bias [32], out [28, 28, 32] (NHWC, post-ReLU)
+using Conv1ForwardFn = void (*)(const float* x_padded, const float* kernel, const float* bias, float* out);
+
+// conv1's parameter gradients for one image, ACCUMULATED into dkernel [3,3,1,32], dbias [32]:
+//   dkernel[dy,dx,0,c] += sum_{y,x} x_padded[y+dy, x+dx] * dout[y, x, c];  dbias[c] += sum dout
+// dout [28, 28, 32] is the gradient w.r.t. conv1's pre-activation output.
+using Conv1WeightGradFn = void (*)(const float* x_padded, const float* dout, float* dkernel, float* dbias);
+
+struct Kernels {
+  Isa isa;
+  GemmFn gemm;
+  Conv1ForwardFn conv1_forward;
+  Conv1WeightGradFn conv1_weight_grad;
+};
+
+// The table for a resolved, supported ISA (see resolve_isa). Throws spmd::Error otherwise.
+const Kernels& kernels_for(Isa isa);
+
+}  // namespace spmd::models::cnn_cpu

@@ -1,0 +1,118 @@
+#pragma once
+// Multiclass logistic regression (the objective of the JAXopt + pjit example, seed 004):
+//
+//   f(W) = (1/n) sum_i [ logsumexp(x_i W) - (x_i W)_{y_i} ]  +  (l2 / 2) ||W||_F^2
+//   grad = (1/n) X^T (softmax(X W) - onehot(y))              +  l2 W
+//
+// X [n, F] float32 row-major, W [F, C] float32 row-major, labels int32 in [0, C). At W = 0
+// f = ln C. The seed has no regularisation (l2 = 0); l2 > 0 is the usual "weight decay"
+// convention (l2/2 times the squared Frobenius norm, so its gradient is l2 W).
+//
+// Data parallelism with bitwise identical results for any number of ranks and devices:
+// the rows are cut into chunks of a fixed GLOBAL size (kLogregChunkRows, counted from
+// global row 0, the last chunk shorter). Whoever owns a chunk computes its partial sums
+// with logreg_chunk_partials; everyone adds the chunks' partials in chunk order
+// (logreg_sum_partials) and calls logreg_finalize. A chunk's partials depend only on its
+// rows, W and nothing else (not the kernel variant either: the portable, AVX2 and AVX-512
+// variants give the same bits), so the total is the same bits however chunks are spread.
+//
+// Precision of one chunk's partials (the exact order is in src/models/logreg_kernel_spec.hpp):
+// logits in float32 (fma, 16 interleaved partial sums per logit, then a fixed tree); softmax
+// in float32 with a fixed exp; each row's loss in double, summed in row order in double;
+// the gradient X^T (P - Y) summed in float32 over consecutive blocks of
+// kLogregGradFloatBlockRows rows (from the chunk's first row), each block total added in
+// double. A chunk with n rows gives loss and gradient sums with relative error ~1e-6.
+//
+// Speed (one core, AVX-512, n = 50000, F = 784, C = 10): see tools/bench/bench_logreg_kernel.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+namespace spmd::models {
+
+// The global chunk size the workloads use (rows). Any value works; changing it changes
+// the last bits of the sums, so every rank must use the same one.
+inline constexpr std::int64_t kLogregChunkRows = 2048;
+// Rows summed in float32 before a gradient partial is added in double (part of the
+// arithmetic contract above; not tunable).
+inline constexpr std::int64_t kLogregGradFloatBlockRows = 256;
+
+// Implementations of the same arithmetic. automatic = the fastest this CPU supports.
+enum class LogregKernel { automatic, portable, avx2, avx512 };
+
+const char* to_string(LogregKernel kernel);
+bool logreg_kernel_supported(LogregKernel kernel);  // automatic and portable: always
+LogregKernel logreg_best_kernel();                  // what automatic resolves to here
+
+// Number of doubles in one partials record: [0] = loss sum, [1 + f*C + c] = gradient sum
+// for W[f][c].
+inline std::size_t logreg_partials_size(int features, int classes) {
+  return 1 + static_cast<std::size_t>(features) * static_cast<std::size_t>(classes);
+}
+
+// Scratch memory of the kernels, allocated on first use and reused (grows only). One per
+// thread: not thread-safe. Not copyable; movable.
+class LogregWorkspace {
+ public:
+  // Throws spmd::Error if the requested kernel is not supported by this CPU.
+  explicit LogregWorkspace(LogregKernel kernel = LogregKernel::automatic);
+  ~LogregWorkspace();
+  LogregWorkspace(LogregWorkspace&&) noexcept;
+  LogregWorkspace& operator=(LogregWorkspace&&) noexcept;
+  LogregWorkspace(const LogregWorkspace&) = delete;
+  LogregWorkspace& operator=(const LogregWorkspace&) = delete;
+
+  LogregKernel kernel() const { return kernel_; }  // never automatic
+
+ private:
+  struct Buffers;
+  friend struct LogregWorkspaceAccess;  // the implementation's door to the buffers
+  LogregKernel kernel_;
+  std::unique_ptr<Buffers> buffers_;
+};
+
+// Partial sums of one chunk: out[0] = sum of the rows' losses, out[1 + f*C + c] = sum over
+// the rows of x[f] * (p[c] - [c == y]); out has logreg_partials_size(F, C) entries and is
+// overwritten. rows may be 0 (all zeros). X holds rows * F floats (any alignment), labels
+// rows ints in [0, C) (else spmd::Error naming the row), W F * C floats. Throws
+// spmd::Error for F < 1, C < 1, rows < 0.
+void logreg_chunk_partials(const float* X, const std::int32_t* labels, std::int64_t rows, int features,
+                           int classes, const float* W, double* out, LogregWorkspace& workspace);
+
+// The partials of consecutive chunks of chunk_rows rows (the last one shorter) of one
+// contiguous range: out[k * logreg_partials_size(F, C) ...] for chunk k, k <
+// ceil(rows / chunk_rows). Same bits as calling logreg_chunk_partials chunk by chunk;
+// transposes W once. The range must start at a chunk boundary of the global row numbering
+// for the results to be the global chunks' partials.
+void logreg_range_partials(const float* X, const std::int32_t* labels, std::int64_t rows, int features,
+                           int classes, const float* W, std::int64_t chunk_rows, double* out,
+                           LogregWorkspace& workspace);
+
+// total = partials[0] + partials[1] + ... in chunk order (total overwritten; num_chunks may
+// be 0). This order is the contract that makes sums independent of the rank count.
+void logreg_sum_partials(const double* partials, std::int64_t num_chunks, int features, int classes,
+                         double* total);
+
+// Turns summed partials into the objective: returns f(W) and writes grad [F * C]
+// (row-major like W) = total_grad / global_rows + l2 * W, in double. The L2 term is
+// l2/2 * sum W^2 (summed in double, index order). Throws spmd::Error when global_rows < 1
+// or l2 < 0.
+double logreg_finalize(const double* total, std::int64_t global_rows, int features, int classes, const float* W,
+                       double l2, double* grad);
+
+// Whole objective on one thread with the standard chunking: chunk partials, sum, finalize
+// (the same bits as the distributed computation with kLogregChunkRows chunks). grad [F*C].
+double logreg_value_and_grad(const float* X, const std::int32_t* labels, std::int64_t rows, int features,
+                             int classes, const float* W, double l2, double* grad, LogregWorkspace& workspace);
+
+// Predicted class (argmax of the float32 logits x W, lowest index on ties) of each row into
+// classes_out [rows].
+void logreg_predict(const float* X, std::int64_t rows, int features, int classes, const float* W,
+                    std::int32_t* classes_out, LogregWorkspace& workspace);
+
+// Plain double-precision reference for tests: the same partials as logreg_chunk_partials,
+// computed with double logits, std::exp and std::log, rows in order.
+void logreg_reference_partials(const float* X, const std::int32_t* labels, std::int64_t rows, int features,
+                               int classes, const float* W, double* out);
+
+}  // namespace spmd::models

@@ -1,0 +1,395 @@
+#include "spmd/data/dataset.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+#include "spmd/data/h5_file.hpp"
+#include "spmd/runtime/agree.hpp"
+#include "spmd/runtime/check.hpp"
+#include "spmd/runtime/collectives.hpp"
+#include "spmd/runtime/context.hpp"
+#include "spmd/runtime/watchdog.hpp"
+
+namespace spmd::data {
+
+namespace {
+
+std::string describe_keys(const DatasetKeys& keys) {
+  std::string s = "features '" + keys.features + "'";
+  if (!keys.labels.empty()) s += " and labels '" + keys.labels + "'";
+  return s;
+}
+
+std::string rank_prefix(const runtime::Context& ctx) { return "rank " + std::to_string(ctx.rank()) + ": "; }
+
+bool supported_feature_type(ElementType t) {
+  return t == ElementType::UInt8 || t == ElementType::Int32 || t == ElementType::Float32 || t == ElementType::Float64;
+}
+
+ElementType dataset_element_type(hid_t dataset, const std::string& path, const std::string& role,
+                                 const std::string& name, const std::string& allowed) {
+  H5Datatype type(SPMD_CHECK_HDF5(H5Dget_type(dataset), "reading a dataset's type"));
+  const auto element = element_type_of(type.get());
+  if (!element)
+    throw Error("'" + path + "': " + role + " dataset '" + name + "' has dtype " + describe_hdf5_type(type.get()) +
+                "; supported: " + allowed);
+  return *element;
+}
+
+// Validates the datasets named by keys and returns their shape; the opened datasets are
+// handed to the caller (who keeps them for reading). Throws spmd::Error.
+DatasetShape inspect(hid_t file, const std::string& path, const DatasetKeys& keys, H5Dataset& features_out,
+                     H5Dataset& labels_out) {
+  if (keys.features.empty()) throw Error("'" + path + "': no features dataset name given");
+  DatasetShape shape;
+  H5Dataset features = open_dataset(file, path, keys.features, "features");
+  shape.features_type = dataset_element_type(features.get(), path, "features", keys.features, "uint8, int32, float32, float64");
+  if (!supported_feature_type(shape.features_type))
+    throw Error("'" + path + "': features dataset '" + keys.features + "' has dtype " + to_string(shape.features_type) +
+                "; supported: uint8, int32, float32, float64");
+  const auto fdims = dataset_dims(features.get());
+  if (fdims.size() < 2)
+    throw Error("'" + path + "': features dataset '" + keys.features + "' has shape " + format_shape(fdims) + " (rank " +
+                std::to_string(fdims.size()) + "); features must be at least 2-D [N, ...]");
+  shape.rows = fdims[0];
+  shape.sample_shape.assign(fdims.begin() + 1, fdims.end());
+  shape.sample_size = 1;
+  for (auto d : shape.sample_shape) shape.sample_size *= d;
+  if (shape.sample_size == 0)
+    throw Error("'" + path + "': features dataset '" + keys.features + "' has shape " + format_shape(fdims) +
+                ": every sample is empty");
+
+  if (!keys.labels.empty()) {
+    H5Dataset labels = open_dataset(file, path, keys.labels, "labels");
+    const ElementType ltype = dataset_element_type(labels.get(), path, "labels", keys.labels, "integer types");
+    if (!is_integer(ltype))
+      throw Error("'" + path + "': labels dataset '" + keys.labels + "' has dtype " + to_string(ltype) +
+                  "; labels must be an integer type (int8 ... uint64)");
+    const auto ldims = dataset_dims(labels.get());
+    if (ldims.size() != 1)
+      throw Error("'" + path + "': labels dataset '" + keys.labels + "' has shape " + format_shape(ldims) + " (rank " +
+                  std::to_string(ldims.size()) + "); labels must be 1-D [N]");
+    if (ldims[0] != shape.rows)
+      throw Error("'" + path + "': features dataset '" + keys.features + "' has " + std::to_string(shape.rows) +
+                  " rows but labels dataset '" + keys.labels + "' has " + std::to_string(ldims[0]) +
+                  "; both must have the same N");
+    shape.labels_type = ltype;
+    labels_out = std::move(labels);
+  }
+  if (shape.rows == 0)
+    throw Error("'" + path + "': features dataset '" + keys.features + "'" +
+                (keys.labels.empty() ? std::string() : " (and labels '" + keys.labels + "')") +
+                " is empty (N = 0 rows)");
+  features_out = std::move(features);
+  return shape;
+}
+
+// One collective H5Dread of rows [row0, row0 + rows) of a dataset whose rows hold
+// row_elems elements of mem_type. rows == 0 still takes part, with empty selections.
+void read_rows(const runtime::Context& ctx, hid_t dataset, hid_t mem_type, hid_t xfer, std::int64_t row0,
+               std::int64_t rows, std::int64_t row_elems, void* buffer) {
+  const char* hint = "collective hyperslab read (every rank must reach this read)";
+  H5Dataspace file_space(SPMD_CHECK_HDF5(H5Dget_space(dataset), hint));
+  const int rank = SPMD_CHECK_HDF5(H5Sget_simple_extent_ndims(file_space.get()), hint);
+  std::vector<hsize_t> dims(static_cast<std::size_t>(rank));
+  SPMD_CHECK_HDF5(H5Sget_simple_extent_dims(file_space.get(), dims.data(), nullptr), hint);
+  H5Dataspace mem_space;
+  unsigned char dummy = 0;
+  if (rows > 0) {
+    std::vector<hsize_t> start(dims.size(), 0), count = dims;
+    start[0] = static_cast<hsize_t>(row0);
+    count[0] = static_cast<hsize_t>(rows);
+    SPMD_CHECK_HDF5(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr), hint);
+    const hsize_t elems = static_cast<hsize_t>(rows * row_elems);
+    mem_space = H5Dataspace(SPMD_CHECK_HDF5(H5Screate_simple(1, &elems, nullptr), hint));
+  } else {
+    SPMD_CHECK_HDF5(H5Sselect_none(file_space.get()), hint);
+    const hsize_t one = 1;
+    mem_space = H5Dataspace(SPMD_CHECK_HDF5(H5Screate_simple(1, &one, nullptr), hint));
+    SPMD_CHECK_HDF5(H5Sselect_none(mem_space.get()), hint);
+    buffer = &dummy;
+  }
+  runtime::Watchdog::Armed armed(ctx.watchdog(), "H5Dread (MPI-IO, collective)");
+  SPMD_CHECK_HDF5(H5Dread(dataset, mem_type, mem_space.get(), file_space.get(), xfer, buffer), hint);
+}
+
+// Reads rows [first, first + count) in pieces of at most piece_rows. Every rank makes the
+// same number of H5Dread calls (the largest count decides); a rank that has run out of
+// rows, or has failed, joins with empty selections. consume(buffer, global_row0, rows)
+// sees each piece; an exception from it (or the read) becomes this rank's error, which
+// is agreed on after the last call, so all ranks throw together.
+template <class Disk, class Dest, class Consume>
+void read_in_pieces(const runtime::Context& ctx, hid_t dataset, hid_t xfer, std::int64_t row_elems, std::int64_t first,
+                    std::int64_t count, std::int64_t piece_rows, Dest&& destination, Consume&& consume) {
+  std::int64_t pieces = (count + piece_rows - 1) / piece_rows;
+  runtime::allreduce_max(ctx, std::span<std::int64_t>(&pieces, 1));
+  std::string error;
+  for (std::int64_t p = 0; p < pieces; ++p) {
+    const std::int64_t row0 = first + p * piece_rows;
+    std::int64_t rows = std::clamp<std::int64_t>(count - p * piece_rows, 0, piece_rows);
+    if (!error.empty()) rows = 0;
+    Disk* buffer = nullptr;
+    if (rows > 0) {
+      try {
+        buffer = destination(p * piece_rows, rows);
+      } catch (const std::exception& e) {
+        error = rank_prefix(ctx) + e.what();
+        rows = 0;  // still join this read
+      }
+    }
+    try {
+      read_rows(ctx, dataset, native_hdf5_type(element_type_v<Disk>), xfer, row0, rows, row_elems, buffer);
+      if (rows > 0) consume(static_cast<const Disk*>(buffer), row0, rows);
+    } catch (const std::exception& e) {
+      if (error.empty()) error = rank_prefix(ctx) + e.what();
+    }
+  }
+  runtime::agree_or_throw(ctx.comm(), error);
+}
+
+// float(v / 255.0) for every byte, as numpy's `images / 255.0` followed by astype(float32).
+const std::array<float, 256>& uint8_scale_table() {
+  static const std::array<float, 256> table = [] {
+    std::array<float, 256> t{};
+    for (int v = 0; v < 256; ++v) t[static_cast<std::size_t>(v)] = static_cast<float>(v / 255.0);
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace
+
+ShardReader::ShardReader(const runtime::Context& ctx, std::string path, DatasetKeys keys)
+    : ctx_(ctx), path_(std::move(path)), keys_(std::move(keys)) {
+  file_ = open_file_parallel(ctx_, path_, describe_keys(keys_));
+  // The metadata is the same on every rank, so normally all ranks fail alike; agreeing
+  // still guarantees that nobody goes on to a collective read alone.
+  runtime::agree_on(ctx_.comm(), [&] {
+    shape_ = inspect(file_.get(), path_, keys_, features_, labels_);
+    collective_xfer_ = H5PropList(SPMD_CHECK_HDF5(H5Pcreate(H5P_DATASET_XFER), "creating a transfer property list"));
+    SPMD_CHECK_HDF5(H5Pset_dxpl_mpio(collective_xfer_.get(), H5FD_MPIO_COLLECTIVE), "asking for collective MPI-IO transfers");
+  });
+}
+
+ShardReader::~ShardReader() = default;
+
+void ShardReader::set_max_read_bytes(std::int64_t bytes) { max_read_bytes_ = std::max<std::int64_t>(bytes, 1); }
+
+void ShardReader::check_range(std::int64_t first_row, std::int64_t count, std::size_t out_size, std::int64_t per_row,
+                              const std::string& dataset) const {
+  std::string error;
+  if (first_row < 0 || count < 0 || first_row > shape_.rows || count > shape_.rows - first_row) {
+    error = rank_prefix(ctx_) + "'" + path_ + "': cannot read rows [" + std::to_string(first_row) + ", " +
+            std::to_string(first_row + count) + ") of dataset '" + dataset + "', which has " +
+            std::to_string(shape_.rows) + " rows";
+  } else if (static_cast<std::uint64_t>(out_size) < static_cast<std::uint64_t>(count * per_row)) {
+    error = rank_prefix(ctx_) + "'" + path_ + "': the buffer for " + std::to_string(count) + " rows of dataset '" +
+            dataset + "' holds " + std::to_string(out_size) + " values, " + std::to_string(count * per_row) +
+            " are needed";
+  }
+  runtime::agree_or_throw(ctx_.comm(), error);
+}
+
+void ShardReader::read_features(std::int64_t first_row, std::int64_t count, std::span<float> out) {
+  check_range(first_row, count, out.size(), shape_.sample_size, keys_.features);
+  const std::int64_t elems = shape_.sample_size;
+  const std::int64_t piece_rows =
+      std::max<std::int64_t>(1, max_read_bytes_ / (elems * static_cast<std::int64_t>(size_of(shape_.features_type))));
+  const std::string where = "'" + path_ + "': features dataset '" + keys_.features + "'";
+  auto non_finite = [&](std::int64_t row, std::int64_t element, double value) {
+    std::ostringstream os;
+    os << where << ": row " << row << " has a non-finite value (" << value << ") at element " << element
+       << "; features must be finite";
+    return Error(os.str());
+  };
+  auto check_finite = [&](const float* data, std::int64_t row0, std::int64_t rows) {
+    for (std::int64_t i = 0; i < rows * elems; ++i)
+      if (!std::isfinite(data[i])) throw non_finite(row0 + i / elems, i % elems, data[i]);
+  };
+
+  std::vector<std::uint8_t> bytes;
+  std::vector<std::int32_t> ints;
+  std::vector<double> doubles;
+  auto into_out = [&](std::int64_t local_row) { return out.data() + local_row * elems; };
+  const hid_t ds = features_.get(), xfer = collective_xfer_.get();
+  switch (shape_.features_type) {
+    case ElementType::Float32:
+      read_in_pieces<float>(
+          ctx_, ds, xfer, elems, first_row, count, piece_rows,
+          [&](std::int64_t local_row, std::int64_t) { return into_out(local_row); }, check_finite);
+      break;
+    case ElementType::Float64:
+      read_in_pieces<double>(
+          ctx_, ds, xfer, elems, first_row, count, piece_rows,
+          [&](std::int64_t, std::int64_t rows) {
+            doubles.resize(static_cast<std::size_t>(rows * elems));
+            return doubles.data();
+          },
+          [&](const double* data, std::int64_t row0, std::int64_t rows) {
+            float* dst = into_out(row0 - first_row);
+            for (std::int64_t i = 0; i < rows * elems; ++i) {
+              if (!std::isfinite(data[i])) throw non_finite(row0 + i / elems, i % elems, data[i]);
+              dst[i] = static_cast<float>(data[i]);
+              if (!std::isfinite(dst[i])) {
+                std::ostringstream os;
+                os << where << ": row " << row0 + i / elems << " element " << i % elems << " holds " << data[i]
+                   << ", outside the float32 range";
+                throw Error(os.str());
+              }
+            }
+          });
+      break;
+    case ElementType::Int32:
+      read_in_pieces<std::int32_t>(
+          ctx_, ds, xfer, elems, first_row, count, piece_rows,
+          [&](std::int64_t, std::int64_t rows) {
+            ints.resize(static_cast<std::size_t>(rows * elems));
+            return ints.data();
+          },
+          [&](const std::int32_t* data, std::int64_t row0, std::int64_t rows) {
+            float* dst = into_out(row0 - first_row);
+            for (std::int64_t i = 0; i < rows * elems; ++i) dst[i] = static_cast<float>(data[i]);
+          });
+      break;
+    case ElementType::UInt8: {
+      const auto& scale = uint8_scale_table();
+      read_in_pieces<std::uint8_t>(
+          ctx_, ds, xfer, elems, first_row, count, piece_rows,
+          [&](std::int64_t, std::int64_t rows) {
+            bytes.resize(static_cast<std::size_t>(rows * elems));
+            return bytes.data();
+          },
+          [&](const std::uint8_t* data, std::int64_t row0, std::int64_t rows) {
+            float* dst = into_out(row0 - first_row);
+            for (std::int64_t i = 0; i < rows * elems; ++i) dst[i] = scale[data[i]];
+          });
+      break;
+    }
+    default:
+      throw Error(where + ": unsupported dtype " + to_string(shape_.features_type));  // rejected by inspect()
+  }
+}
+
+namespace {
+template <class Disk>
+void read_labels_as(const runtime::Context& ctx, hid_t dataset, hid_t xfer, std::int64_t first, std::int64_t count,
+                    std::int64_t piece_rows, std::span<std::int64_t> out, const std::string& where) {
+  std::vector<Disk> staging;
+  read_in_pieces<Disk>(
+      ctx, dataset, xfer, 1, first, count, piece_rows,
+      [&](std::int64_t, std::int64_t rows) {
+        staging.resize(static_cast<std::size_t>(rows));
+        return staging.data();
+      },
+      [&](const Disk* data, std::int64_t row0, std::int64_t rows) {
+        std::int64_t* dst = out.data() + (row0 - first);
+        for (std::int64_t i = 0; i < rows; ++i) {
+          if constexpr (std::is_same_v<Disk, std::uint64_t>) {
+            if (data[i] > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+              throw Error(where + ": row " + std::to_string(row0 + i) + " has label " + std::to_string(data[i]) +
+                          ", which does not fit in int64");
+          }
+          dst[i] = static_cast<std::int64_t>(data[i]);
+        }
+      });
+}
+}  // namespace
+
+void ShardReader::read_labels(std::int64_t first_row, std::int64_t count, std::span<std::int64_t> out) {
+  if (keys_.labels.empty() || !shape_.labels_type)
+    throw CollectiveError("'" + path_ + "': read_labels called on a reader opened without a labels dataset");
+  check_range(first_row, count, out.size(), 1, keys_.labels);
+  const std::int64_t piece_rows =
+      std::max<std::int64_t>(1, max_read_bytes_ / static_cast<std::int64_t>(size_of(*shape_.labels_type)));
+  const std::string where = "'" + path_ + "': labels dataset '" + keys_.labels + "'";
+  const hid_t ds = labels_.get(), xfer = collective_xfer_.get();
+  switch (*shape_.labels_type) {
+    case ElementType::Int8: read_labels_as<std::int8_t>(ctx_, ds, xfer, first_row, count, piece_rows, out, where); break;
+    case ElementType::UInt8: read_labels_as<std::uint8_t>(ctx_, ds, xfer, first_row, count, piece_rows, out, where); break;
+    case ElementType::Int16: read_labels_as<std::int16_t>(ctx_, ds, xfer, first_row, count, piece_rows, out, where); break;
+    case ElementType::UInt16: read_labels_as<std::uint16_t>(ctx_, ds, xfer, first_row, count, piece_rows, out, where); break;
+    case ElementType::Int32: read_labels_as<std::int32_t>(ctx_, ds, xfer, first_row, count, piece_rows, out, where); break;
+    case ElementType::UInt32: read_labels_as<std::uint32_t>(ctx_, ds, xfer, first_row, count, piece_rows, out, where); break;
+    case ElementType::Int64: read_labels_as<std::int64_t>(ctx_, ds, xfer, first_row, count, piece_rows, out, where); break;
+    case ElementType::UInt64: read_labels_as<std::uint64_t>(ctx_, ds, xfer, first_row, count, piece_rows, out, where); break;
+    default: throw CollectiveError(where + ": labels must be an integer type");  // rejected by inspect()
+  }
+}
+
+DatasetShape probe_shape(const runtime::Context& ctx, const std::string& path, const DatasetKeys& keys) {
+  ShardReader reader(ctx, path, keys);
+  return reader.shape();
+}
+
+DatasetShape probe_shape(const std::string& path, const DatasetKeys& keys) {
+  H5File file = open_file_serial(path, describe_keys(keys));
+  H5Dataset features, labels;
+  return inspect(file.get(), path, keys, features, labels);
+}
+
+namespace {
+// Reads this rank's rows into a new shard; labels too when the reader has them.
+LoadedShard load(const runtime::Context& ctx, ShardReader& reader, std::int64_t first_row, std::int64_t rows,
+                 int classes) {
+  const DatasetShape& shape = reader.shape();
+  LoadedShard shard;
+  shard.sample_shape = shape.sample_shape;
+  shard.sample_size = shape.sample_size;
+  shard.global_rows = shape.rows;
+  shard.first_row = first_row;
+  shard.rows = rows;
+  // Range first (agreed), so that a bad request fails cleanly rather than in an allocation.
+  const bool range_ok = first_row >= 0 && rows >= 0 && first_row <= shape.rows && rows <= shape.rows - first_row;
+  runtime::agree_on(ctx.comm(), [&] {
+    if (range_ok) shard.features.resize(static_cast<std::size_t>(rows * shape.sample_size));
+  });
+  reader.read_features(first_row, rows, shard.features);
+  if (reader.keys().labels.empty()) return shard;
+
+  std::vector<std::int64_t> labels(static_cast<std::size_t>(rows));
+  reader.read_labels(first_row, rows, labels);
+  const std::string where = "'" + reader.path() + "': labels dataset '" + reader.keys().labels + "'";
+  std::string how;
+  std::int64_t limit = classes;
+  if (classes <= 0) {
+    std::int64_t largest = labels.empty() ? -1 : *std::max_element(labels.begin(), labels.end());
+    runtime::allreduce_max(ctx, std::span<std::int64_t>(&largest, 1));
+    // `largest` is the same on every rank here, so every rank throws alike.
+    if (largest >= std::numeric_limits<std::int32_t>::max())
+      throw CollectiveError(where + ": the largest label is " + std::to_string(largest) +
+                            "; inferring classes = largest + 1 needs it below 2^31-1");
+    limit = std::max<std::int64_t>(largest + 1, 0);
+    how = "classes inferred as " + std::to_string(limit) + " = 1 + the largest label";
+  } else {
+    how = "classes = " + std::to_string(classes);
+  }
+  std::string error;
+  for (std::size_t i = 0; i < labels.size(); ++i)
+    if (labels[i] < 0 || labels[i] >= limit) {
+      error = rank_prefix(ctx) + where + ": row " + std::to_string(first_row + static_cast<std::int64_t>(i)) +
+              " has label " + std::to_string(labels[i]) + ", outside [0, " + std::to_string(limit) + ") (" + how + ")";
+      break;
+    }
+  runtime::agree_or_throw(ctx.comm(), error);
+  shard.classes = static_cast<int>(limit);
+  shard.labels.assign(labels.begin(), labels.end());
+  return shard;
+}
+}  // namespace
+
+LoadedShard load_shard(const runtime::Context& ctx, const std::string& path, const DatasetKeys& keys,
+                       std::int64_t first_row, std::int64_t rows, int classes) {
+  ShardReader reader(ctx, path, keys);
+  return load(ctx, reader, first_row, rows, classes);
+}
+
+LoadedShard load_features(const runtime::Context& ctx, const std::string& path, const std::string& features_key,
+                          std::int64_t first_row, std::int64_t rows) {
+  ShardReader reader(ctx, path, DatasetKeys{features_key, ""});
+  return load(ctx, reader, first_row, rows, 0);
+}
+
+}  // namespace spmd::data

@@ -1,0 +1,106 @@
+#include "spmd/data/element_type.hpp"
+
+namespace spmd::data {
+
+const char* to_string(ElementType type) {
+  switch (type) {
+    case ElementType::Int8: return "int8";
+    case ElementType::UInt8: return "uint8";
+    case ElementType::Int16: return "int16";
+    case ElementType::UInt16: return "uint16";
+    case ElementType::Int32: return "int32";
+    case ElementType::UInt32: return "uint32";
+    case ElementType::Int64: return "int64";
+    case ElementType::UInt64: return "uint64";
+    case ElementType::Float32: return "float32";
+    case ElementType::Float64: return "float64";
+  }
+  return "?";
+}
+
+std::size_t size_of(ElementType type) {
+  switch (type) {
+    case ElementType::Int8:
+    case ElementType::UInt8: return 1;
+    case ElementType::Int16:
+    case ElementType::UInt16: return 2;
+    case ElementType::Int32:
+    case ElementType::UInt32:
+    case ElementType::Float32: return 4;
+    case ElementType::Int64:
+    case ElementType::UInt64:
+    case ElementType::Float64: return 8;
+  }
+  return 0;
+}
+
+bool is_integer(ElementType type) { return type != ElementType::Float32 && type != ElementType::Float64; }
+
+hid_t native_hdf5_type(ElementType type) {
+  switch (type) {
+    case ElementType::Int8: return H5T_NATIVE_INT8;
+    case ElementType::UInt8: return H5T_NATIVE_UINT8;
+    case ElementType::Int16: return H5T_NATIVE_INT16;
+    case ElementType::UInt16: return H5T_NATIVE_UINT16;
+    case ElementType::Int32: return H5T_NATIVE_INT32;
+    case ElementType::UInt32: return H5T_NATIVE_UINT32;
+    case ElementType::Int64: return H5T_NATIVE_INT64;
+    case ElementType::UInt64: return H5T_NATIVE_UINT64;
+    case ElementType::Float32: return H5T_NATIVE_FLOAT;
+    case ElementType::Float64: return H5T_NATIVE_DOUBLE;
+  }
+  return -1;
+}
+
+std::optional<ElementType> element_type_of(hid_t hdf5_type) {
+  const H5T_class_t cls = H5Tget_class(hdf5_type);
+  const std::size_t size = H5Tget_size(hdf5_type);
+  if (cls == H5T_INTEGER) {
+    const bool is_signed = H5Tget_sign(hdf5_type) == H5T_SGN_2;
+    switch (size) {
+      case 1: return is_signed ? ElementType::Int8 : ElementType::UInt8;
+      case 2: return is_signed ? ElementType::Int16 : ElementType::UInt16;
+      case 4: return is_signed ? ElementType::Int32 : ElementType::UInt32;
+      case 8: return is_signed ? ElementType::Int64 : ElementType::UInt64;
+      default: return std::nullopt;
+    }
+  }
+  if (cls == H5T_FLOAT) {
+    // Size alone would accept a custom 32- or 64-bit float layout; the reads below assume
+    // IEEE single/double, recognised by their exponent and mantissa widths.
+    std::size_t sign_pos = 0, exp_pos = 0, exp_bits = 0, mant_pos = 0, mant_bits = 0;
+    if (H5Tget_fields(hdf5_type, &sign_pos, &exp_pos, &exp_bits, &mant_pos, &mant_bits) < 0) return std::nullopt;
+    if (size == 4 && exp_bits == 8 && mant_bits == 23) return ElementType::Float32;
+    if (size == 8 && exp_bits == 11 && mant_bits == 52) return ElementType::Float64;
+  }
+  return std::nullopt;
+}
+
+std::string describe_hdf5_type(hid_t hdf5_type) {
+  const H5T_class_t cls = H5Tget_class(hdf5_type);
+  const std::size_t size = H5Tget_size(hdf5_type);
+  const bool big_endian = (cls == H5T_INTEGER || cls == H5T_FLOAT) && H5Tget_order(hdf5_type) == H5T_ORDER_BE;
+  std::string name;
+  if (const auto known = element_type_of(hdf5_type)) {
+    name = to_string(*known);
+  } else {
+    switch (cls) {
+      case H5T_INTEGER: name = "int" + std::to_string(size * 8) + "-bit"; break;
+      case H5T_FLOAT: name = "float" + std::to_string(size * 8); break;
+      case H5T_STRING: name = "string"; break;
+      case H5T_COMPOUND: name = "compound"; break;
+      case H5T_ENUM: name = "enum"; break;
+      case H5T_ARRAY: name = "array"; break;
+      case H5T_VLEN: name = "variable-length"; break;
+      case H5T_OPAQUE: name = "opaque"; break;
+      case H5T_BITFIELD: name = "bitfield"; break;
+      case H5T_REFERENCE: name = "reference"; break;
+      case H5T_TIME: name = "time"; break;
+      default: name = "unknown type"; break;
+    }
+  }
+  if (big_endian && size > 1) name += " (big-endian)";
+  return name;
+}
+
+}  // namespace spmd::data

@@ -1,0 +1,133 @@
+#include "spmd/data/h5_file.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <sstream>
+
+#include "spmd/runtime/agree.hpp"
+#include "spmd/runtime/check.hpp"
+#include "spmd/runtime/context.hpp"
+#include "spmd/runtime/watchdog.hpp"
+
+namespace spmd::data {
+
+namespace fs = std::filesystem;
+
+void require_hdf5_file(const std::string& path, const std::string& what) {
+  std::error_code ec;
+  const auto status = fs::status(path, ec);
+  if (ec || !fs::exists(status))
+    throw Error("cannot read " + what + " from '" + path + "': the file does not exist");
+  if (fs::is_directory(status))
+    throw Error("cannot read " + what + " from '" + path + "': it is a directory, not an HDF5 file");
+  if (::access(path.c_str(), R_OK) != 0)
+    throw Error("cannot read " + what + " from '" + path + "': permission denied");
+  const htri_t is_hdf5 = H5Fis_hdf5(path.c_str());
+  H5Eclear2(H5E_DEFAULT);
+  if (is_hdf5 <= 0)
+    throw Error("cannot read " + what + " from '" + path + "': not an HDF5 file (no HDF5 signature" +
+                (fs::file_size(path, ec) == 0 ? std::string(", the file is empty") : std::string()) + ")");
+}
+
+H5File open_file_serial(const std::string& path, const std::string& what) {
+  require_hdf5_file(path, what);
+  const hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (id < 0) {
+    const std::string hint = "reading " + what + " from '" + path + "'";
+    runtime::throw_hdf5_error("H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT)", __FILE__, __LINE__, hint.c_str());
+  }
+  return H5File(id);
+}
+
+H5File open_file_parallel(const runtime::Context& ctx, const std::string& path, const std::string& what) {
+  // Checked on every rank: on a cluster the path may be visible on some nodes only.
+  runtime::agree_on(ctx.comm(), [&] {
+    try {
+      require_hdf5_file(path, what);
+    } catch (const Error& e) {
+      throw Error("rank " + std::to_string(ctx.rank()) + ": " + e.what());
+    }
+  });
+  H5File file;
+  try {
+    runtime::agree_on(ctx.comm(), [&] {
+      const std::string hint = "opening '" + path + "' with MPI-IO to read " + what;
+      H5PropList fapl(SPMD_CHECK_HDF5(H5Pcreate(H5P_FILE_ACCESS), hint.c_str()));
+      SPMD_CHECK_HDF5(H5Pset_fapl_mpio(fapl.get(), ctx.comm(), MPI_INFO_NULL), hint.c_str());
+      runtime::Watchdog::Armed armed(ctx.watchdog(), "H5Fopen (MPI-IO, collective)");
+      file = H5File(SPMD_CHECK_HDF5(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get()), hint.c_str()));
+    });
+  } catch (const CollectiveError&) {
+    // Closing an MPI-IO file is collective; the ranks that failed to open will not join.
+    file.release();
+    throw;
+  }
+  return file;
+}
+
+namespace {
+herr_t collect_dataset(hid_t, const char* name, const H5O_info_t* info, void* out) {
+  if (info->type == H5O_TYPE_DATASET) static_cast<std::vector<std::string>*>(out)->push_back(std::string("/") + name);
+  return 0;
+}
+}  // namespace
+
+std::vector<std::string> list_datasets(hid_t file) {
+  std::vector<std::string> names;
+  SPMD_CHECK_HDF5(H5Ovisit2(file, H5_INDEX_NAME, H5_ITER_INC, collect_dataset, &names, H5O_INFO_BASIC),
+                  "listing the datasets of an HDF5 file");
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+bool dataset_exists(hid_t file, const std::string& name) {
+  // H5Oget_info_by_name fails on a missing intermediate group, so walk the path first.
+  std::string prefix;
+  std::istringstream parts(name);
+  for (std::string part; std::getline(parts, part, '/');) {
+    if (part.empty()) continue;
+    prefix += "/" + part;
+    const htri_t exists = H5Lexists(file, prefix.c_str(), H5P_DEFAULT);
+    if (exists <= 0) {
+      H5Eclear2(H5E_DEFAULT);
+      return false;
+    }
+  }
+  if (prefix.empty()) return false;
+  H5O_info_t info;
+  if (H5Oget_info_by_name2(file, prefix.c_str(), &info, H5O_INFO_BASIC, H5P_DEFAULT) < 0) {
+    H5Eclear2(H5E_DEFAULT);
+    return false;
+  }
+  return info.type == H5O_TYPE_DATASET;
+}
+
+H5Dataset open_dataset(hid_t file, const std::string& file_path, const std::string& name, const std::string& role) {
+  if (!dataset_exists(file, name)) {
+    const auto existing = list_datasets(file);
+    std::string listing;
+    for (const auto& n : existing) listing += (listing.empty() ? "" : ", ") + n;
+    throw Error("'" + file_path + "' has no dataset '" + name + "' (the " + role + "); datasets in the file: " +
+                (listing.empty() ? std::string("none") : listing));
+  }
+  const std::string hint = "opening the " + role + " dataset '" + name + "' of '" + file_path + "'";
+  return H5Dataset(SPMD_CHECK_HDF5(H5Dopen2(file, name.c_str(), H5P_DEFAULT), hint.c_str()));
+}
+
+std::vector<std::int64_t> dataset_dims(hid_t dataset) {
+  H5Dataspace space(SPMD_CHECK_HDF5(H5Dget_space(dataset), "reading a dataset's shape"));
+  const int rank = SPMD_CHECK_HDF5(H5Sget_simple_extent_ndims(space.get()), "reading a dataset's rank");
+  std::vector<hsize_t> dims(static_cast<std::size_t>(rank));
+  if (rank > 0) SPMD_CHECK_HDF5(H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr), "reading a dataset's shape");
+  return std::vector<std::int64_t>(dims.begin(), dims.end());
+}
+
+std::string format_shape(const std::vector<std::int64_t>& dims) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+}  // namespace spmd::data

@@ -1,0 +1,211 @@
+// Kernel templates shared by the per-ISA translation units (cnn_kernels_avx2.cpp,
+// cnn_kernels_avx512.cpp). Each includes this file inside its own unnamed namespace after
+// defining `Ops` (vector width, register type, load/store/broadcast/fma) and, for AVX-512,
+// after `#pragma GCC target`, so every instantiation gets that unit's instruction set and
+// internal linkage: no ODR clash between the two compilations of the same template.
+//
+// Not a public header: include only from those units. It includes nothing itself.
+
+// ---------------------------------------------------------------------------------------
+// GEMM. The micro-kernel keeps an MR x (NV vectors) tile of C in registers and walks k:
+// NV loads from a row of B, MR broadcasts from A, MR*NV FMAs. No packing: the model's
+// B panels are re-read from L1/L2, and A is read in place (a row pointer per tile row
+// without transposition; MR consecutive floats of one row with it).
+
+template <int MR, int NV, bool ATrans>
+void gemm_tile(int k, const float* a, long lda, const float* b, long ldb, float* c, long ldc, bool load_c,
+               const float* bias, bool relu) {
+  using Reg = typename Ops::Reg;
+  constexpr int W = Ops::kWidth;
+  Reg acc[MR][NV];
+  if (load_c) {
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+      for (int j = 0; j < NV; ++j) acc[i][j] = Ops::load(c + i * ldc + j * W);
+  } else {
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+      for (int j = 0; j < NV; ++j) acc[i][j] = Ops::zero();
+  }
+  for (int kk = 0; kk < k; ++kk) {
+    Reg bv[NV];
+#pragma GCC unroll 4
+    for (int j = 0; j < NV; ++j) bv[j] = Ops::load(b + kk * ldb + j * W);
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+      const Reg av = ATrans ? Ops::broadcast(a + kk * lda + i) : Ops::broadcast(a + i * lda + kk);
+#pragma GCC unroll 4
+      for (int j = 0; j < NV; ++j) acc[i][j] = Ops::fma(av, bv[j], acc[i][j]);
+    }
+  }
+  if (bias != nullptr) {
+#pragma GCC unroll 4
+    for (int j = 0; j < NV; ++j) {
+      const Reg bj = Ops::load(bias + j * W);
+#pragma GCC unroll 16
+      for (int i = 0; i < MR; ++i) acc[i][j] = Ops::add(acc[i][j], bj);
+    }
+  }
+  if (relu) {
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+      for (int j = 0; j < NV; ++j) acc[i][j] = Ops::relu(acc[i][j]);
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int j = 0; j < NV; ++j) Ops::store(c + i * ldc + j * W, acc[i][j]);
+}
+
+// Rows of one column panel: full MR tiles, then the remainder in power-of-two tiles.
+template <int NV, bool ATrans>
+void gemm_panel(int m, int k, const float* a, long lda, const float* b, long ldb, float* c, long ldc, bool load_c,
+                const float* bias, bool relu) {
+  constexpr int MR = Ops::template rows_for<NV, ATrans>();
+  const auto a_at = [&](int row) { return ATrans ? a + row : a + row * lda; };
+  int i = 0;
+  for (; i + MR <= m; i += MR) gemm_tile<MR, NV, ATrans>(k, a_at(i), lda, b, ldb, c + i * ldc, ldc, load_c, bias, relu);
+  if constexpr (MR > 8) {
+    if (i + 8 <= m) { gemm_tile<8, NV, ATrans>(k, a_at(i), lda, b, ldb, c + i * ldc, ldc, load_c, bias, relu); i += 8; }
+  }
+  if constexpr (MR > 4) {
+    if (i + 4 <= m) { gemm_tile<4, NV, ATrans>(k, a_at(i), lda, b, ldb, c + i * ldc, ldc, load_c, bias, relu); i += 4; }
+  }
+  if (i + 2 <= m) { gemm_tile<2, NV, ATrans>(k, a_at(i), lda, b, ldb, c + i * ldc, ldc, load_c, bias, relu); i += 2; }
+  if (i < m) gemm_tile<1, NV, ATrans>(k, a_at(i), lda, b, ldb, c + i * ldc, ldc, load_c, bias, relu);
+}
+
+template <bool ATrans>
+void gemm_impl(int m, int n, int k, const float* a, long lda, const float* b, long ldb, float* c, long ldc,
+               bool accumulate, const float* bias, bool relu) {
+  constexpr int W = Ops::kWidth;
+  // Split k evenly into blocks of at most kMaxKc so one block's B panel (kc x NR) stays in L1.
+  const int k_blocks = k > 0 ? (k + Ops::kMaxKc - 1) / Ops::kMaxKc : 1;
+  const int kc_nominal = k > 0 ? (k + k_blocks - 1) / k_blocks : 0;
+  for (int n0 = 0; n0 < n;) {
+    const int nv = (n - n0) / W >= Ops::kMaxNv ? Ops::kMaxNv : (n - n0) / W;
+    for (int kb = 0; kb < k_blocks; ++kb) {
+      const int k0 = kb * kc_nominal;
+      const int kc = k0 + kc_nominal <= k ? kc_nominal : k - k0;
+      const bool load_c = accumulate || kb > 0;
+      const bool last = kb + 1 == k_blocks;
+      const float* a_k = ATrans ? a + static_cast<long>(k0) * lda : a + k0;
+      const float* b_k = b + static_cast<long>(k0) * ldb + n0;
+      float* c_n = c + n0;
+      const float* bias_n = last && bias != nullptr ? bias + n0 : nullptr;
+      const bool relu_now = last && relu;
+      switch (nv) {
+        case 1: gemm_panel<1, ATrans>(m, kc, a_k, lda, b_k, ldb, c_n, ldc, load_c, bias_n, relu_now); break;
+        case 2: gemm_panel<2, ATrans>(m, kc, a_k, lda, b_k, ldb, c_n, ldc, load_c, bias_n, relu_now); break;
+        case 3:
+          if constexpr (Ops::kMaxNv >= 3) gemm_panel<3, ATrans>(m, kc, a_k, lda, b_k, ldb, c_n, ldc, load_c, bias_n, relu_now);
+          break;
+        default:
+          if constexpr (Ops::kMaxNv >= 4) gemm_panel<4, ATrans>(m, kc, a_k, lda, b_k, ldb, c_n, ldc, load_c, bias_n, relu_now);
+          break;
+      }
+    }
+    n0 += nv * W;
+  }
+}
+
+void gemm(bool a_transposed, int m, int n, int k, const float* a, long lda, const float* b, long ldb, float* c,
+          long ldc, bool accumulate, GemmEpilogue epilogue) {
+  if (m <= 0 || n <= 0) return;
+  if (a_transposed)
+    gemm_impl<true>(m, n, k, a, lda, b, ldb, c, ldc, accumulate, epilogue.bias, epilogue.relu);
+  else
+    gemm_impl<false>(m, n, k, a, lda, b, ldb, c, ldc, accumulate, epilogue.bias, epilogue.relu);
+}
+
+// ---------------------------------------------------------------------------------------
+// conv1 (1 input channel): a direct kernel. A tile is PX consecutive output pixels of one
+// row times CV vectors of channels; each of the 9 taps adds broadcast(input) * kernel row.
+
+constexpr int kSide = 28;
+constexpr int kPaddedSide = 30;
+constexpr int kC1 = 32;
+
+void conv1_forward(const float* x_padded, const float* kernel, const float* bias, float* out) {
+  using Reg = typename Ops::Reg;
+  constexpr int W = Ops::kWidth;
+  constexpr int PX = Ops::kConv1Pixels;
+  constexpr int CV = Ops::kConv1Vectors;
+  static_assert(kSide % PX == 0 && kC1 % (CV * W) == 0);
+  for (int y = 0; y < kSide; ++y) {
+    for (int x0 = 0; x0 < kSide; x0 += PX) {
+      for (int c0 = 0; c0 < kC1; c0 += CV * W) {
+        Reg acc[PX][CV];
+#pragma GCC unroll 16
+        for (int p = 0; p < PX; ++p)
+#pragma GCC unroll 4
+          for (int v = 0; v < CV; ++v) acc[p][v] = Ops::load(bias + c0 + v * W);
+#pragma GCC unroll 3
+        for (int dy = 0; dy < 3; ++dy) {
+#pragma GCC unroll 3
+          for (int dx = 0; dx < 3; ++dx) {
+            const float* in = x_padded + (y + dy) * kPaddedSide + x0 + dx;
+            Reg wv[CV];
+#pragma GCC unroll 4
+            for (int v = 0; v < CV; ++v) wv[v] = Ops::load(kernel + (dy * 3 + dx) * kC1 + c0 + v * W);
+#pragma GCC unroll 16
+            for (int p = 0; p < PX; ++p) {
+              const Reg xv = Ops::broadcast(in + p);
+#pragma GCC unroll 4
+              for (int v = 0; v < CV; ++v) acc[p][v] = Ops::fma(xv, wv[v], acc[p][v]);
+            }
+          }
+        }
+#pragma GCC unroll 16
+        for (int p = 0; p < PX; ++p)
+#pragma GCC unroll 4
+          for (int v = 0; v < CV; ++v) Ops::store(out + (y * kSide + x0 + p) * kC1 + c0 + v * W, Ops::relu(acc[p][v]));
+      }
+    }
+  }
+}
+
+void conv1_weight_grad(const float* x_padded, const float* dout, float* dkernel, float* dbias) {
+  using Reg = typename Ops::Reg;
+  constexpr int W = Ops::kWidth;
+  constexpr int CV = Ops::kConv1GradVectors;
+  static_assert(kC1 % (CV * W) == 0);
+  for (int c0 = 0; c0 < kC1; c0 += CV * W) {
+    Reg acc[9][CV];
+    Reg bacc[CV];
+#pragma GCC unroll 4
+    for (int v = 0; v < CV; ++v) {
+      bacc[v] = Ops::load(dbias + c0 + v * W);
+#pragma GCC unroll 9
+      for (int t = 0; t < 9; ++t) acc[t][v] = Ops::load(dkernel + t * kC1 + c0 + v * W);
+    }
+    for (int y = 0; y < kSide; ++y) {
+      for (int x = 0; x < kSide; ++x) {
+        Reg g[CV];
+#pragma GCC unroll 4
+        for (int v = 0; v < CV; ++v) {
+          g[v] = Ops::load(dout + (y * kSide + x) * kC1 + c0 + v * W);
+          bacc[v] = Ops::add(bacc[v], g[v]);
+        }
+#pragma GCC unroll 3
+        for (int dy = 0; dy < 3; ++dy) {
+#pragma GCC unroll 3
+          for (int dx = 0; dx < 3; ++dx) {
+            const Reg xv = Ops::broadcast(x_padded + (y + dy) * kPaddedSide + x + dx);
+#pragma GCC unroll 4
+            for (int v = 0; v < CV; ++v) acc[dy * 3 + dx][v] = Ops::fma(xv, g[v], acc[dy * 3 + dx][v]);
+          }
+        }
+      }
+    }
+#pragma GCC unroll 4
+    for (int v = 0; v < CV; ++v) {
+      Ops::store(dbias + c0 + v * W, bacc[v]);
+#pragma GCC unroll 9
+      for (int t = 0; t < 9; ++t) Ops::store(dkernel + t * kC1 + c0 + v * W, acc[t][v]);
+    }
+  }
+}

@@ -1,0 +1,263 @@
+// Multiclass logistic regression: the public entry points of models/logreg.hpp. Validates
+// shapes, owns the workspace, picks the kernel variant and runs the chunk driver (tiles of
+// rows through logits -> softmax -> gradient while they are in cache, float gradient blocks
+// folded into double chunk sums).
+#include "spmd/models/logreg.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "logreg_kernel_spec.hpp"
+#include "spmd/runtime/error.hpp"
+
+namespace spmd::models {
+
+namespace {
+
+using logreg_detail::KernelOps;
+using logreg_detail::kLanes;
+using logreg_detail::kTileRows;
+using logreg_detail::round_up;
+using logreg_detail::TileShape;
+
+// A 64-byte aligned array that only grows; contents are not kept across growth.
+template <class T>
+class AlignedArray {
+ public:
+  AlignedArray() = default;
+  AlignedArray(const AlignedArray&) = delete;
+  AlignedArray& operator=(const AlignedArray&) = delete;
+  ~AlignedArray() { std::free(data_); }
+
+  T* reserve(std::size_t count) {
+    if (count > capacity_) {
+      std::free(data_);
+      data_ = nullptr;
+      capacity_ = 0;
+      const std::size_t bytes = (count * sizeof(T) + 63) / 64 * 64;
+      data_ = static_cast<T*>(std::aligned_alloc(64, bytes));
+      if (data_ == nullptr) throw std::bad_alloc();
+      capacity_ = count;
+    }
+    return data_;
+  }
+
+ private:
+  T* data_ = nullptr;
+  std::size_t capacity_ = 0;
+};
+
+}  // namespace
+
+struct LogregWorkspace::Buffers {
+  AlignedArray<float> transposed_weights;  // WT [C][Fpad]
+  AlignedArray<float> logits;              // Z [kTileRows][Cpad]
+  AlignedArray<float> softmax_delta;       // D [kTileRows][Cpad]
+  AlignedArray<float> gradient_block;      // Gf [C][Fpad]
+  AlignedArray<double> gradient_chunk;     // Gd [C][Fpad]
+  std::vector<double> partials;            // one chunk's partials (logreg_value_and_grad)
+};
+
+struct LogregWorkspaceAccess {
+  static LogregWorkspace::Buffers& buffers(LogregWorkspace& ws) { return *ws.buffers_; }
+};
+
+namespace {
+
+KernelOps ops_for(LogregKernel kernel) {
+  switch (kernel) {
+    case LogregKernel::avx512: return logreg_detail::avx512_ops();
+    case LogregKernel::avx2: return logreg_detail::avx2_ops();
+    default: return logreg_detail::portable_ops();
+  }
+}
+
+TileShape checked_shape(std::int64_t rows, int features, int classes) {
+  if (features < 1) throw Error("logreg: features must be >= 1 (got " + std::to_string(features) + ")");
+  if (classes < 1) throw Error("logreg: classes must be >= 1 (got " + std::to_string(classes) + ")");
+  if (rows < 0) throw Error("logreg: rows must be >= 0 (got " + std::to_string(rows) + ")");
+  return TileShape{features, classes, round_up(features, kLanes), round_up(classes, kLanes)};
+}
+
+// WT[c][f] = W[f][c], zero for f >= F.
+const float* prepare_weights(const float* W, const TileShape& s, LogregWorkspace::Buffers& b) {
+  float* wt = b.transposed_weights.reserve(static_cast<std::size_t>(s.classes) * s.padded_features);
+  for (int c = 0; c < s.classes; ++c) {
+    float* row = wt + static_cast<std::size_t>(c) * s.padded_features;
+    for (int f = 0; f < s.features; ++f) row[f] = W[static_cast<std::size_t>(f) * s.classes + c];
+    std::fill(row + s.features, row + s.padded_features, 0.0f);
+  }
+  return wt;
+}
+
+void check_labels(const std::int32_t* labels, std::int64_t first, std::int64_t count, int classes) {
+  for (std::int64_t i = first; i < first + count; ++i)
+    if (labels[i] < 0 || labels[i] >= classes)
+      throw Error("logreg: label " + std::to_string(labels[i]) + " of row " + std::to_string(i) +
+                  " (counted from the chunk's first row) is outside [0, " + std::to_string(classes) + ")");
+}
+
+// One chunk with W already transposed into the workspace.
+void chunk_partials_prepared(const KernelOps& ops, const float* X, const std::int32_t* labels, std::int64_t rows,
+                             const TileShape& s, const float* wt, LogregWorkspace::Buffers& b, double* out) {
+  const std::size_t grad_size = static_cast<std::size_t>(s.classes) * s.padded_features;
+  float* z = b.logits.reserve(static_cast<std::size_t>(kTileRows) * s.padded_classes);
+  float* d = b.softmax_delta.reserve(static_cast<std::size_t>(kTileRows) * s.padded_classes);
+  float* gf = b.gradient_block.reserve(grad_size);
+  double* gd = b.gradient_chunk.reserve(grad_size);
+  std::fill(gd, gd + grad_size, 0.0);
+  double loss = 0.0;
+  for (std::int64_t block = 0; block < rows; block += kLogregGradFloatBlockRows) {
+    const std::int64_t block_end = std::min(rows, block + kLogregGradFloatBlockRows);
+    check_labels(labels, block, block_end - block, s.classes);
+    std::fill(gf, gf + grad_size, 0.0f);
+    for (std::int64_t tile = block; tile < block_end; tile += kTileRows) {
+      const int n = static_cast<int>(std::min<std::int64_t>(kTileRows, block_end - tile));
+      const float* x = X + tile * s.features;
+      ops.logits(x, n, s, wt, z);
+      ops.softmax(z, labels + tile, n, s, d, loss);
+      ops.gradient(x, d, n, s, gf);
+    }
+    for (int c = 0; c < s.classes; ++c) {
+      const std::size_t row = static_cast<std::size_t>(c) * s.padded_features;
+      for (int f = 0; f < s.features; ++f) gd[row + f] += static_cast<double>(gf[row + f]);
+    }
+  }
+  out[0] = loss;
+  for (int f = 0; f < s.features; ++f)
+    for (int c = 0; c < s.classes; ++c)
+      out[1 + static_cast<std::size_t>(f) * s.classes + c] = gd[static_cast<std::size_t>(c) * s.padded_features + f];
+}
+
+}  // namespace
+
+const char* to_string(LogregKernel kernel) {
+  switch (kernel) {
+    case LogregKernel::automatic: return "automatic";
+    case LogregKernel::portable: return "portable";
+    case LogregKernel::avx2: return "avx2";
+    case LogregKernel::avx512: return "avx512";
+  }
+  return "unknown";
+}
+
+bool logreg_kernel_supported(LogregKernel kernel) {
+  switch (kernel) {
+    case LogregKernel::avx512: return __builtin_cpu_supports("avx512f");
+    case LogregKernel::avx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    default: return true;
+  }
+}
+
+LogregKernel logreg_best_kernel() {
+  if (logreg_kernel_supported(LogregKernel::avx512)) return LogregKernel::avx512;
+  if (logreg_kernel_supported(LogregKernel::avx2)) return LogregKernel::avx2;
+  return LogregKernel::portable;
+}
+
+LogregWorkspace::LogregWorkspace(LogregKernel kernel)
+    : kernel_(kernel == LogregKernel::automatic ? logreg_best_kernel() : kernel),
+      buffers_(std::make_unique<Buffers>()) {
+  if (!logreg_kernel_supported(kernel_))
+    throw Error(std::string("logreg: kernel '") + to_string(kernel_) + "' is not supported by this CPU");
+}
+LogregWorkspace::~LogregWorkspace() = default;
+LogregWorkspace::LogregWorkspace(LogregWorkspace&&) noexcept = default;
+LogregWorkspace& LogregWorkspace::operator=(LogregWorkspace&&) noexcept = default;
+
+void logreg_chunk_partials(const float* X, const std::int32_t* labels, std::int64_t rows, int features,
+                           int classes, const float* W, double* out, LogregWorkspace& workspace) {
+  const TileShape s = checked_shape(rows, features, classes);
+  auto& b = LogregWorkspaceAccess::buffers(workspace);
+  const float* wt = prepare_weights(W, s, b);
+  chunk_partials_prepared(ops_for(workspace.kernel()), X, labels, rows, s, wt, b, out);
+}
+
+void logreg_range_partials(const float* X, const std::int32_t* labels, std::int64_t rows, int features,
+                           int classes, const float* W, std::int64_t chunk_rows, double* out,
+                           LogregWorkspace& workspace) {
+  const TileShape s = checked_shape(rows, features, classes);
+  if (chunk_rows < 1) throw Error("logreg: chunk_rows must be >= 1 (got " + std::to_string(chunk_rows) + ")");
+  auto& b = LogregWorkspaceAccess::buffers(workspace);
+  const float* wt = prepare_weights(W, s, b);
+  const KernelOps ops = ops_for(workspace.kernel());
+  const std::size_t record = logreg_partials_size(features, classes);
+  for (std::int64_t first = 0, k = 0; first < rows; first += chunk_rows, ++k)
+    chunk_partials_prepared(ops, X + first * features, labels + first, std::min(chunk_rows, rows - first), s, wt, b,
+                            out + k * record);
+}
+
+void logreg_sum_partials(const double* partials, std::int64_t num_chunks, int features, int classes,
+                         double* total) {
+  const std::size_t record = logreg_partials_size(features, classes);
+  std::fill(total, total + record, 0.0);
+  for (std::int64_t k = 0; k < num_chunks; ++k)
+    for (std::size_t i = 0; i < record; ++i) total[i] += partials[k * record + i];
+}
+
+double logreg_finalize(const double* total, std::int64_t global_rows, int features, int classes, const float* W,
+                       double l2, double* grad) {
+  checked_shape(global_rows, features, classes);
+  if (global_rows < 1) throw Error("logreg: the mean needs at least one row (global rows = 0)");
+  if (!(l2 >= 0)) throw Error("logreg: 'l2' must be >= 0 (got " + std::to_string(l2) + ")");
+  const double n = static_cast<double>(global_rows);
+  const std::size_t size = static_cast<std::size_t>(features) * classes;
+  double value = total[0] / n;
+  for (std::size_t k = 0; k < size; ++k) grad[k] = total[1 + k] / n;
+  if (l2 > 0) {
+    double squares = 0.0;
+    for (std::size_t k = 0; k < size; ++k) {
+      const double w = W[k];
+      squares += w * w;
+      grad[k] += l2 * w;
+    }
+    value += 0.5 * l2 * squares;
+  }
+  return value;
+}
+
+double logreg_value_and_grad(const float* X, const std::int32_t* labels, std::int64_t rows, int features,
+                             int classes, const float* W, double l2, double* grad, LogregWorkspace& workspace) {
+  const TileShape s = checked_shape(rows, features, classes);
+  auto& b = LogregWorkspaceAccess::buffers(workspace);
+  const float* wt = prepare_weights(W, s, b);
+  const KernelOps ops = ops_for(workspace.kernel());
+  const std::size_t record = logreg_partials_size(features, classes);
+  b.partials.resize(2 * record);
+  double* chunk = b.partials.data();
+  double* total = chunk + record;
+  // Adding each chunk as it is done is logreg_sum_partials' order exactly.
+  std::fill(total, total + record, 0.0);
+  for (std::int64_t first = 0; first < rows; first += kLogregChunkRows) {
+    chunk_partials_prepared(ops, X + first * features, labels + first, std::min(kLogregChunkRows, rows - first), s,
+                            wt, b, chunk);
+    for (std::size_t i = 0; i < record; ++i) total[i] += chunk[i];
+  }
+  return logreg_finalize(total, rows, features, classes, W, l2, grad);
+}
+
+void logreg_predict(const float* X, std::int64_t rows, int features, int classes, const float* W,
+                    std::int32_t* classes_out, LogregWorkspace& workspace) {
+  const TileShape s = checked_shape(rows, features, classes);
+  auto& b = LogregWorkspaceAccess::buffers(workspace);
+  const float* wt = prepare_weights(W, s, b);
+  const KernelOps ops = ops_for(workspace.kernel());
+  float* z = b.logits.reserve(static_cast<std::size_t>(kTileRows) * s.padded_classes);
+  for (std::int64_t tile = 0; tile < rows; tile += kTileRows) {
+    const int n = static_cast<int>(std::min<std::int64_t>(kTileRows, rows - tile));
+    ops.logits(X + tile * features, n, s, wt, z);
+    for (int i = 0; i < n; ++i) {
+      const float* row = z + static_cast<std::size_t>(i) * s.padded_classes;
+      int best = 0;
+      for (int c = 1; c < classes; ++c)
+        if (row[c] > row[best]) best = c;
+      classes_out[tile + i] = best;
+    }
+  }
+}
+
+}  // namespace spmd::models

@@ -1,0 +1,239 @@
+// The logistic-regression kernel with AVX2 + FMA (the build's baseline, x86-64-v3). Each of
+// the spec's 16 float lanes lives in a pair of 8-lane registers (lo: lanes 0-7, hi: 8-15),
+// so the arithmetic is exactly logreg_kernel_spec.hpp's (tested against the portable
+// variant) at the price of more registers:
+//   Logits: one row at a time, up to 6 classes per pass (12 accumulators).
+//   Gradient: 16 features x up to 6 classes of Gf in registers over the tile's rows.
+#pragma GCC optimize("fp-contract=off")  // only the explicit fmadd may fuse
+
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "logreg_kernel_spec.hpp"
+
+namespace spmd::models::logreg_detail {
+namespace {
+
+#define SPMD_INLINE inline __attribute__((always_inline))
+
+constexpr int kClassGroup = 6;
+
+// 16-lane masks (first `count` lanes) for maskload: {lo, hi}.
+struct LaneMask {
+  __m256i lo, hi;
+};
+SPMD_INLINE LaneMask lane_mask(int count) {
+  const __m256i ids = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i n = _mm256_set1_epi32(count);
+  return {_mm256_cmpgt_epi32(n, ids), _mm256_cmpgt_epi32(n, _mm256_add_epi32(ids, _mm256_set1_epi32(8)))};
+}
+
+// exp_spec, 8 lanes.
+SPMD_INLINE __m256 exp8(__m256 t) {
+  const __m256 cutoff = _mm256_set1_ps(kExpCutoff);
+  const __m256 tc = _mm256_max_ps(cutoff, t);
+  const __m256 magic = _mm256_set1_ps(kRoundMagic);
+  const __m256 n = _mm256_sub_ps(_mm256_add_ps(_mm256_mul_ps(tc, _mm256_set1_ps(kLog2e)), magic), magic);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Hi), tc);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Lo), r);
+  __m256 p = _mm256_set1_ps(kExpP0);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kExpP1));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kExpP2));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kExpP3));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kExpP4));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kExpP5));
+  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r);
+  p = _mm256_add_ps(p, _mm256_set1_ps(1.0f));
+  const __m256i exponent =
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  const __m256 e = _mm256_mul_ps(p, _mm256_castsi256_ps(exponent));
+  return _mm256_blendv_ps(e, _mm256_setzero_ps(), _mm256_cmp_ps(t, cutoff, _CMP_LT_OQ));
+}
+
+struct Add8 {
+  SPMD_INLINE __m256 operator()(__m256 a, __m256 b) const { return _mm256_add_ps(a, b); }
+};
+struct Max8 {  // lane-wise a > b ? a : b
+  SPMD_INLINE __m256 operator()(__m256 a, __m256 b) const { return _mm256_max_ps(a, b); }
+};
+
+// tree16 over the 16 lanes (lo, hi), lower lane first at every level.
+template <class Op>
+SPMD_INLINE float tree16(__m256 lo, __m256 hi, Op op) {
+  __m256 v = op(lo, hi);                                        // lane j op lane j+8
+  v = op(v, _mm256_permute2f128_ps(v, v, 0x01));                // lane j op lane j+4
+  v = op(v, _mm256_permute_ps(v, _MM_SHUFFLE(3, 2, 3, 2)));     // lane j op lane j+2
+  v = op(v, _mm256_permute_ps(v, _MM_SHUFFLE(1, 1, 1, 1)));     // lane 0 op lane 1
+  return _mm256_cvtss_f32(v);
+}
+
+// Lane c of the result = tree16 sum of class c's 16 lanes (lo[c], hi[c]); 0 for c >= n.
+template <int n>
+SPMD_INLINE __m256 transpose_reduce(const __m256* lo, const __m256* hi) {
+  __m256 l1[8], v[4], w[2];
+#pragma GCC unroll 8
+  for (int c = 0; c < 8; ++c) l1[c] = c < n ? _mm256_add_ps(lo[c], hi[c]) : _mm256_setzero_ps();
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c)  // halves: classes c, c+4
+    v[c] = _mm256_add_ps(_mm256_permute2f128_ps(l1[c], l1[c + 4], 0x20), _mm256_permute2f128_ps(l1[c], l1[c + 4], 0x31));
+#pragma GCC unroll 2
+  for (int c = 0; c < 2; ++c) {
+    const __m256d a = _mm256_castps_pd(v[2 * c]), b = _mm256_castps_pd(v[2 * c + 1]);
+    w[c] = _mm256_add_ps(_mm256_castpd_ps(_mm256_unpacklo_pd(a, b)), _mm256_castpd_ps(_mm256_unpackhi_pd(a, b)));
+  }
+  return _mm256_add_ps(_mm256_shuffle_ps(w[0], w[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm256_shuffle_ps(w[0], w[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+template <int n>
+void logits_group(const float* X, int rows, const TileShape& shape, const float* wt, float* Z) {
+  const int F = shape.features, Fpad = shape.padded_features;
+  const LaneMask tail = lane_mask(F % kLanes);
+  alignas(32) float z[8];
+  for (int i = 0; i < rows; ++i) {
+    const float* x = X + static_cast<std::int64_t>(i) * F;
+    __m256 lo[n], hi[n];
+#pragma GCC unroll 8
+    for (int c = 0; c < n; ++c) lo[c] = hi[c] = _mm256_setzero_ps();
+    int k = 0;
+    for (; k + kLanes <= F; k += kLanes) {
+      const __m256 xl = _mm256_loadu_ps(x + k), xh = _mm256_loadu_ps(x + k + 8);
+#pragma GCC unroll 8
+      for (int c = 0; c < n; ++c) {
+        lo[c] = _mm256_fmadd_ps(xl, _mm256_load_ps(wt + c * Fpad + k), lo[c]);
+        hi[c] = _mm256_fmadd_ps(xh, _mm256_load_ps(wt + c * Fpad + k + 8), hi[c]);
+      }
+    }
+    if (k < F) {
+      const __m256 xl = _mm256_maskload_ps(x + k, tail.lo), xh = _mm256_maskload_ps(x + k + 8, tail.hi);
+#pragma GCC unroll 8
+      for (int c = 0; c < n; ++c) {
+        lo[c] = _mm256_fmadd_ps(xl, _mm256_load_ps(wt + c * Fpad + k), lo[c]);
+        hi[c] = _mm256_fmadd_ps(xh, _mm256_load_ps(wt + c * Fpad + k + 8), hi[c]);
+      }
+    }
+    _mm256_store_ps(z, transpose_reduce<n>(lo, hi));
+    for (int c = 0; c < n; ++c) Z[i * shape.padded_classes + c] = z[c];
+  }
+}
+
+void logits_avx2(const float* X, int rows, const TileShape& shape, const float* WT, float* Z) {
+  for (int c0 = 0; c0 < shape.classes; c0 += kClassGroup) {
+    const int n = shape.classes - c0 < kClassGroup ? shape.classes - c0 : kClassGroup;
+    const float* wt = WT + static_cast<std::int64_t>(c0) * shape.padded_features;
+    float* z = Z + c0;
+    switch (n) {
+      case 1: logits_group<1>(X, rows, shape, wt, z); break;
+      case 2: logits_group<2>(X, rows, shape, wt, z); break;
+      case 3: logits_group<3>(X, rows, shape, wt, z); break;
+      case 4: logits_group<4>(X, rows, shape, wt, z); break;
+      case 5: logits_group<5>(X, rows, shape, wt, z); break;
+      default: logits_group<6>(X, rows, shape, wt, z); break;
+    }
+  }
+}
+
+void softmax_avx2(const float* Z, const std::int32_t* labels, int rows, const TileShape& shape, float* D,
+                  double& loss) {
+  const int C = shape.classes, Cpad = shape.padded_classes;
+  const __m256 minus_inf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  const __m256i ids = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  for (int i = 0; i < rows; ++i) {
+    const float* z = Z + i * Cpad;
+    float* d = D + i * Cpad;
+    __m256 max_lo = minus_inf, max_hi = minus_inf;
+    for (int b = 0; b < Cpad; b += kLanes) {
+      const LaneMask valid = lane_mask(C - b);
+      const __m256 lo = _mm256_blendv_ps(minus_inf, _mm256_maskload_ps(z + b, valid.lo), _mm256_castsi256_ps(valid.lo));
+      const __m256 hi =
+          _mm256_blendv_ps(minus_inf, _mm256_maskload_ps(z + b + 8, valid.hi), _mm256_castsi256_ps(valid.hi));
+      max_lo = b == 0 ? lo : _mm256_max_ps(max_lo, lo);
+      max_hi = b == 0 ? hi : _mm256_max_ps(max_hi, hi);
+    }
+    const float m = tree16(max_lo, max_hi, Max8{});
+    const __m256 mv = _mm256_set1_ps(m);
+
+    __m256 sum_lo = _mm256_setzero_ps(), sum_hi = _mm256_setzero_ps();
+    for (int b = 0; b < Cpad; b += kLanes) {
+      const LaneMask valid = lane_mask(C - b);
+      const __m256 lo = _mm256_and_ps(_mm256_castsi256_ps(valid.lo),
+                                      exp8(_mm256_sub_ps(_mm256_maskload_ps(z + b, valid.lo), mv)));
+      const __m256 hi = _mm256_and_ps(_mm256_castsi256_ps(valid.hi),
+                                      exp8(_mm256_sub_ps(_mm256_maskload_ps(z + b + 8, valid.hi), mv)));
+      sum_lo = b == 0 ? lo : _mm256_add_ps(sum_lo, lo);
+      sum_hi = b == 0 ? hi : _mm256_add_ps(sum_hi, hi);
+      _mm256_store_ps(d + b, lo);
+      _mm256_store_ps(d + b + 8, hi);
+    }
+    const float s = tree16(sum_lo, sum_hi, Add8{});
+
+    const int y = labels[i];
+    const __m256 inverse = _mm256_set1_ps(1.0f / s);
+    const __m256 one = _mm256_set1_ps(1.0f);
+    for (int b = 0; b < Cpad; b += 8) {
+      const __m256 onehot = _mm256_and_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(ids, _mm256_set1_epi32(y - b))), one);
+      _mm256_store_ps(d + b, _mm256_sub_ps(_mm256_mul_ps(_mm256_load_ps(d + b), inverse), onehot));
+    }
+    loss += (static_cast<double>(m) + std::log(static_cast<double>(s))) - static_cast<double>(z[y]);
+  }
+}
+
+// Gf[c0 + c][f0 .. f0 + 16) for c < n over the tile's rows.
+template <int n>
+SPMD_INLINE void gradient_block(const float* X, const float* D, int rows, const TileShape& shape, int f0, int c0,
+                                float* Gf) {
+  const int F = shape.features, Fpad = shape.padded_features, Cpad = shape.padded_classes;
+  const LaneMask valid = lane_mask(F - f0);
+  __m256 lo[n], hi[n];
+#pragma GCC unroll 8
+  for (int c = 0; c < n; ++c) {
+    lo[c] = _mm256_load_ps(Gf + (c0 + c) * Fpad + f0);
+    hi[c] = _mm256_load_ps(Gf + (c0 + c) * Fpad + f0 + 8);
+  }
+  for (int i = 0; i < rows; ++i) {
+    const float* x = X + static_cast<std::int64_t>(i) * F + f0;
+    const float* d = D + i * Cpad + c0;
+    const __m256 xl = _mm256_maskload_ps(x, valid.lo), xh = _mm256_maskload_ps(x + 8, valid.hi);
+#pragma GCC unroll 8
+    for (int c = 0; c < n; ++c) {
+      const __m256 dc = _mm256_broadcast_ss(d + c);
+      lo[c] = _mm256_fmadd_ps(dc, xl, lo[c]);
+      hi[c] = _mm256_fmadd_ps(dc, xh, hi[c]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int c = 0; c < n; ++c) {
+    _mm256_store_ps(Gf + (c0 + c) * Fpad + f0, lo[c]);
+    _mm256_store_ps(Gf + (c0 + c) * Fpad + f0 + 8, hi[c]);
+  }
+}
+
+template <int n>
+void gradient_group(const float* X, const float* D, int rows, const TileShape& shape, int c0, float* Gf) {
+  for (int f0 = 0; f0 < shape.padded_features; f0 += kLanes) gradient_block<n>(X, D, rows, shape, f0, c0, Gf);
+}
+
+void gradient_avx2(const float* X, const float* D, int rows, const TileShape& shape, float* Gf) {
+  for (int c0 = 0; c0 < shape.classes; c0 += kClassGroup) {
+    const int n = shape.classes - c0 < kClassGroup ? shape.classes - c0 : kClassGroup;
+    switch (n) {
+      case 1: gradient_group<1>(X, D, rows, shape, c0, Gf); break;
+      case 2: gradient_group<2>(X, D, rows, shape, c0, Gf); break;
+      case 3: gradient_group<3>(X, D, rows, shape, c0, Gf); break;
+      case 4: gradient_group<4>(X, D, rows, shape, c0, Gf); break;
+      case 5: gradient_group<5>(X, D, rows, shape, c0, Gf); break;
+      default: gradient_group<6>(X, D, rows, shape, c0, Gf); break;
+    }
+  }
+}
+
+#undef SPMD_INLINE
+
+}  // namespace
+
+KernelOps avx2_ops() { return {logits_avx2, softmax_avx2, gradient_avx2}; }
+
+}  // namespace spmd::models::logreg_detail

@@ -1,0 +1,259 @@
+// The logistic-regression kernel with AVX-512F (selected at run time; the rest of the build
+// targets x86-64-v3). 16 float lanes per register: one register per class accumulator.
+//   Logits: two rows at a time, up to 10 classes per pass (20 accumulators in registers);
+//     lanes run along features, one transposing tree reduction per row gives 16 logits.
+//   Gradient: 32 features x up to 10 classes of Gf in registers while the tile's rows
+//     stream through (x rows from L1/L2, d broadcast from the small D tile).
+// The arithmetic is exactly logreg_kernel_spec.hpp's (tested against the portable variant).
+#pragma GCC optimize("fp-contract=off")  // only the explicit fmadd may fuse
+
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "logreg_kernel_spec.hpp"
+
+// Everything below is compiled for AVX-512; it is reached only through avx512_ops(), which
+// the dispatcher calls only on CPUs that have AVX-512F. Internal linkage throughout, so no
+// AVX-512 copy of a shared inline function can be picked by the linker for other code.
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx2,fma")
+
+namespace spmd::models::logreg_detail {
+namespace {
+
+#define SPMD_INLINE inline __attribute__((always_inline))
+
+SPMD_INLINE __mmask16 lane_mask(int count) {  // the first `count` lanes (any count)
+  if (count <= 0) return 0;
+  return count >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << count) - 1u);
+}
+
+// exp_spec, 16 lanes.
+SPMD_INLINE __m512 exp16(__m512 t) {
+  const __m512 cutoff = _mm512_set1_ps(kExpCutoff);
+  const __m512 tc = _mm512_max_ps(cutoff, t);
+  const __m512 magic = _mm512_set1_ps(kRoundMagic);
+  const __m512 n = _mm512_sub_ps(_mm512_add_ps(_mm512_mul_ps(tc, _mm512_set1_ps(kLog2e)), magic), magic);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Hi), tc);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Lo), r);
+  __m512 p = _mm512_set1_ps(kExpP0);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kExpP1));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kExpP2));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kExpP3));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kExpP4));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kExpP5));
+  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r);
+  p = _mm512_add_ps(p, _mm512_set1_ps(1.0f));
+  const __m512i exponent =
+      _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+  const __m512 e = _mm512_mul_ps(p, _mm512_castsi512_ps(exponent));
+  return _mm512_mask_mov_ps(e, _mm512_cmp_ps_mask(t, cutoff, _CMP_LT_OQ), _mm512_setzero_ps());
+}
+
+// tree16 over the lanes of v (lower lane first at every level); the result is in lane 0.
+template <class Op>
+SPMD_INLINE float tree16(__m512 v, Op op) {
+  v = op(v, _mm512_shuffle_f32x4(v, v, 0xEE));                    // lane j op lane j+8
+  v = op(v, _mm512_shuffle_f32x4(v, v, 0x01));                    // lane j op lane j+4
+  v = op(v, _mm512_permute_ps(v, _MM_SHUFFLE(3, 2, 3, 2)));        // lane j op lane j+2
+  v = op(v, _mm512_permute_ps(v, _MM_SHUFFLE(1, 1, 1, 1)));        // lane 0 op lane 1
+  return _mm512_cvtss_f32(v);
+}
+struct Add16 {
+  SPMD_INLINE __m512 operator()(__m512 a, __m512 b) const { return _mm512_add_ps(a, b); }
+};
+struct Max16 {  // lane-wise a > b ? a : b
+  SPMD_INLINE __m512 operator()(__m512 a, __m512 b) const { return _mm512_max_ps(a, b); }
+};
+
+// Lane c of the result = tree16 sum of a[c] (a[c] = 0 for c >= n), i.e. 16 reductions at
+// once, by the same pairing: distance 8, 4, 2, 1.
+template <int n>
+SPMD_INLINE __m512 transpose_reduce(const __m512* a) {
+  __m512 in[16], u[8], v[4], w[2];
+#pragma GCC unroll 16
+  for (int c = 0; c < 16; ++c) in[c] = c < n ? a[c] : _mm512_setzero_ps();
+#pragma GCC unroll 8
+  for (int c = 0; c < 8; ++c)  // lanes 0-7: class c; lanes 8-15: class c+8
+    u[c] = _mm512_add_ps(_mm512_shuffle_f32x4(in[c], in[c + 8], 0x44),
+                         _mm512_shuffle_f32x4(in[c], in[c + 8], 0xEE));
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c)  // quarters: classes c, c+8, c+4, c+12
+    v[c] = _mm512_add_ps(_mm512_shuffle_f32x4(u[c], u[c + 4], 0x88),
+                         _mm512_shuffle_f32x4(u[c], u[c + 4], 0xDD));
+#pragma GCC unroll 2
+  for (int c = 0; c < 2; ++c) {
+    const __m512d lo = _mm512_castps_pd(v[2 * c]), hi = _mm512_castps_pd(v[2 * c + 1]);
+    w[c] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(lo, hi)), _mm512_castpd_ps(_mm512_unpackhi_pd(lo, hi)));
+  }
+  const __m512 r = _mm512_add_ps(_mm512_shuffle_ps(w[0], w[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                 _mm512_shuffle_ps(w[0], w[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  return _mm512_shuffle_f32x4(r, r, 0xD8);  // quarters held classes 0-3, 8-11, 4-7, 12-15
+}
+
+// Logits of classes [c0, c0 + n) for rows x0 and x1 (x1 may equal x0).
+template <int n>
+SPMD_INLINE void logits_pair(const float* x0, const float* x1, const float* wt, const TileShape& shape,
+                             float* z0, float* z1) {
+  const int F = shape.features, Fpad = shape.padded_features;
+  __m512 acc0[n], acc1[n];
+#pragma GCC unroll 16
+  for (int c = 0; c < n; ++c) acc0[c] = acc1[c] = _mm512_setzero_ps();
+  int k = 0;
+  for (; k + kLanes <= F; k += kLanes) {
+    const __m512 xa = _mm512_loadu_ps(x0 + k), xb = _mm512_loadu_ps(x1 + k);
+#pragma GCC unroll 16
+    for (int c = 0; c < n; ++c) {
+      const __m512 w = _mm512_load_ps(wt + c * Fpad + k);
+      acc0[c] = _mm512_fmadd_ps(xa, w, acc0[c]);
+      acc1[c] = _mm512_fmadd_ps(xb, w, acc1[c]);
+    }
+  }
+  if (k < F) {
+    const __mmask16 m = lane_mask(F - k);
+    const __m512 xa = _mm512_maskz_loadu_ps(m, x0 + k), xb = _mm512_maskz_loadu_ps(m, x1 + k);
+#pragma GCC unroll 16
+    for (int c = 0; c < n; ++c) {
+      const __m512 w = _mm512_load_ps(wt + c * Fpad + k);
+      acc0[c] = _mm512_fmadd_ps(xa, w, acc0[c]);
+      acc1[c] = _mm512_fmadd_ps(xb, w, acc1[c]);
+    }
+  }
+  _mm512_mask_storeu_ps(z0, lane_mask(n), transpose_reduce<n>(acc0));
+  _mm512_mask_storeu_ps(z1, lane_mask(n), transpose_reduce<n>(acc1));
+}
+
+template <int n>
+void logits_group(const float* X, int rows, const TileShape& shape, const float* wt, float* Z) {
+  const int F = shape.features, Cpad = shape.padded_classes;
+  for (int i = 0; i < rows; i += 2) {
+    const int i1 = i + 1 < rows ? i + 1 : i;  // an odd last row is computed twice, same bits
+    logits_pair<n>(X + static_cast<std::int64_t>(i) * F, X + static_cast<std::int64_t>(i1) * F, wt, shape,
+                   Z + i * Cpad, Z + i1 * Cpad);
+  }
+}
+
+void logits_avx512(const float* X, int rows, const TileShape& shape, const float* WT, float* Z) {
+  for (int c0 = 0; c0 < shape.classes; c0 += kMaxClassGroup) {
+    const int n = shape.classes - c0 < kMaxClassGroup ? shape.classes - c0 : kMaxClassGroup;
+    const float* wt = WT + static_cast<std::int64_t>(c0) * shape.padded_features;
+    float* z = Z + c0;
+    switch (n) {
+      case 1: logits_group<1>(X, rows, shape, wt, z); break;
+      case 2: logits_group<2>(X, rows, shape, wt, z); break;
+      case 3: logits_group<3>(X, rows, shape, wt, z); break;
+      case 4: logits_group<4>(X, rows, shape, wt, z); break;
+      case 5: logits_group<5>(X, rows, shape, wt, z); break;
+      case 6: logits_group<6>(X, rows, shape, wt, z); break;
+      case 7: logits_group<7>(X, rows, shape, wt, z); break;
+      case 8: logits_group<8>(X, rows, shape, wt, z); break;
+      case 9: logits_group<9>(X, rows, shape, wt, z); break;
+      default: logits_group<10>(X, rows, shape, wt, z); break;
+    }
+  }
+}
+
+void softmax_avx512(const float* Z, const std::int32_t* labels, int rows, const TileShape& shape, float* D,
+                    double& loss) {
+  const int C = shape.classes, Cpad = shape.padded_classes;
+  const __m512 minus_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  const __m512i lane_ids = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  for (int i = 0; i < rows; ++i) {
+    const float* z = Z + i * Cpad;
+    float* d = D + i * Cpad;
+    __m512 lanes = _mm512_mask_loadu_ps(minus_inf, lane_mask(C), z);
+    for (int b = kLanes; b < Cpad; b += kLanes)
+      lanes = _mm512_max_ps(lanes, _mm512_mask_loadu_ps(minus_inf, lane_mask(C - b), z + b));
+    const float m = tree16(lanes, Max16{});
+    const __m512 mv = _mm512_set1_ps(m);
+
+    __m512 sum = _mm512_setzero_ps();
+    for (int b = 0; b < Cpad; b += kLanes) {
+      const __mmask16 valid = lane_mask(C - b);
+      const __m512 e = _mm512_maskz_mov_ps(valid, exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(valid, z + b), mv)));
+      sum = b == 0 ? e : _mm512_add_ps(sum, e);
+      _mm512_store_ps(d + b, e);
+    }
+    const float s = tree16(sum, Add16{});
+
+    const int y = labels[i];
+    const __m512 inverse = _mm512_set1_ps(1.0f / s);
+    for (int b = 0; b < Cpad; b += kLanes) {
+      const __mmask16 is_label = _mm512_cmpeq_epi32_mask(lane_ids, _mm512_set1_epi32(y - b));
+      const __m512 onehot = _mm512_maskz_mov_ps(is_label, _mm512_set1_ps(1.0f));
+      _mm512_store_ps(d + b, _mm512_sub_ps(_mm512_mul_ps(_mm512_load_ps(d + b), inverse), onehot));
+    }
+    loss += (static_cast<double>(m) + std::log(static_cast<double>(s))) - static_cast<double>(z[y]);
+  }
+}
+
+// Gf[c0 + c][f0 + 16 b + lane] for c < n, b < blocks, over the tile's rows.
+template <int n, int blocks>
+SPMD_INLINE void gradient_block(const float* X, const float* D, int rows, const TileShape& shape, int f0, int c0,
+                                float* Gf) {
+  const int F = shape.features, Fpad = shape.padded_features, Cpad = shape.padded_classes;
+  __mmask16 mask[blocks];
+  __m512 acc[n][blocks];
+#pragma GCC unroll 2
+  for (int b = 0; b < blocks; ++b) mask[b] = lane_mask(F - f0 - kLanes * b);
+#pragma GCC unroll 16
+  for (int c = 0; c < n; ++c)
+#pragma GCC unroll 2
+    for (int b = 0; b < blocks; ++b) acc[c][b] = _mm512_load_ps(Gf + (c0 + c) * Fpad + f0 + kLanes * b);
+  for (int i = 0; i < rows; ++i) {
+    const float* x = X + static_cast<std::int64_t>(i) * F + f0;
+    const float* d = D + i * Cpad + c0;
+    __m512 xv[blocks];
+#pragma GCC unroll 2
+    for (int b = 0; b < blocks; ++b) xv[b] = _mm512_maskz_loadu_ps(mask[b], x + kLanes * b);
+#pragma GCC unroll 16
+    for (int c = 0; c < n; ++c) {
+      const __m512 dc = _mm512_set1_ps(d[c]);
+#pragma GCC unroll 2
+      for (int b = 0; b < blocks; ++b) acc[c][b] = _mm512_fmadd_ps(dc, xv[b], acc[c][b]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int c = 0; c < n; ++c)
+#pragma GCC unroll 2
+    for (int b = 0; b < blocks; ++b) _mm512_store_ps(Gf + (c0 + c) * Fpad + f0 + kLanes * b, acc[c][b]);
+}
+
+template <int n>
+void gradient_group(const float* X, const float* D, int rows, const TileShape& shape, int c0, float* Gf) {
+  int f0 = 0;
+  for (; f0 + 2 * kLanes <= shape.padded_features; f0 += 2 * kLanes)
+    gradient_block<n, 2>(X, D, rows, shape, f0, c0, Gf);
+  if (f0 < shape.padded_features) gradient_block<n, 1>(X, D, rows, shape, f0, c0, Gf);
+}
+
+void gradient_avx512(const float* X, const float* D, int rows, const TileShape& shape, float* Gf) {
+  for (int c0 = 0; c0 < shape.classes; c0 += kMaxClassGroup) {
+    const int n = shape.classes - c0 < kMaxClassGroup ? shape.classes - c0 : kMaxClassGroup;
+    switch (n) {
+      case 1: gradient_group<1>(X, D, rows, shape, c0, Gf); break;
+      case 2: gradient_group<2>(X, D, rows, shape, c0, Gf); break;
+      case 3: gradient_group<3>(X, D, rows, shape, c0, Gf); break;
+      case 4: gradient_group<4>(X, D, rows, shape, c0, Gf); break;
+      case 5: gradient_group<5>(X, D, rows, shape, c0, Gf); break;
+      case 6: gradient_group<6>(X, D, rows, shape, c0, Gf); break;
+      case 7: gradient_group<7>(X, D, rows, shape, c0, Gf); break;
+      case 8: gradient_group<8>(X, D, rows, shape, c0, Gf); break;
+      case 9: gradient_group<9>(X, D, rows, shape, c0, Gf); break;
+      default: gradient_group<10>(X, D, rows, shape, c0, Gf); break;
+    }
+  }
+}
+
+#undef SPMD_INLINE
+
+}  // namespace
+
+KernelOps avx512_ops() { return {logits_avx512, softmax_avx512, gradient_avx512}; }
+
+}  // namespace spmd::models::logreg_detail
+
+#pragma GCC pop_options

@@ -1,0 +1,119 @@
+#pragma once
+// Private to src/models/logreg*.cpp: the exact arithmetic every logistic-regression kernel
+// variant performs, so that the portable, AVX2 and AVX-512 variants give the same bits
+// (tested), whichever one a rank picks. The public contract is in
+// include/spmd/models/logreg.hpp; this file spells out the order of operations.
+//
+// Shapes: F features, C classes; Fpad = F rounded up to 16, Cpad = C rounded up to 16.
+// WT is W transposed and zero padded: WT[c * Fpad + f] = W[f * C + c], 0 for f >= F.
+//
+// Logits, per row x and class c: 16 float "lanes"; lane j accumulates, over feature blocks
+// k = 0, 1, ..., acc_j = fma(x[16k + j], WT[c][16k + j], acc_j) (x taken as 0 past F), and
+// z_c = tree_sum(acc) (pairs at distance 8, then 4, 2, 1).
+// Softmax, per row: classes in blocks of 16 lanes; max and sum first combine the blocks lane
+// by lane in block order, then reduce the 16 lanes by the same tree (max(a, b) is
+// `a > b ? a : b` with a the lower lane, as the x86 max instructions do). exp_spec below.
+//   m = max_c z_c;  e_c = exp_spec(z_c - m);  s = sum_c e_c;  d_c = e_c * (1/s) - [c == y]
+//   row loss (double) = ((double)m + log((double)s)) - (double)z_y
+// Gradient, per class c and feature f, rows in order: g = fma(d_c, x_f, g) in float; the
+// float sums restart every kGradFloatBlockRows rows of the chunk and are added to the
+// double chunk sums (in block order).
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+namespace spmd::models::logreg_detail {
+
+inline constexpr int kLanes = 16;
+// Rows whose logits, softmax and gradient are done together while they are in cache. Does
+// not change any result (every row and every gradient lane is computed the same way).
+inline constexpr int kTileRows = 16;
+// Largest class group a kernel keeps in registers at once; larger C runs in several groups
+// (again without changing results).
+inline constexpr int kMaxClassGroup = 10;
+
+inline int round_up(int value, int multiple) { return (value + multiple - 1) / multiple * multiple; }
+
+struct TileShape {
+  int features = 0;         // F
+  int classes = 0;          // C
+  int padded_features = 0;  // Fpad
+  int padded_classes = 0;   // Cpad
+};
+
+// exp(t) for the softmax, where t = z - max <= 0. Cephes' expf: t = n ln2 + r, |r| <= ln2/2,
+// e^r by a degree-7 polynomial, times 2^n. Inputs below kExpCutoff give exactly 0: e^-80 is
+// ~1.8e-35, far below float resolution next to the row's largest term (which is 1), and the
+// cut keeps subnormals (and their slow paths) out of the sums. NaN propagates.
+inline constexpr float kExpCutoff = -80.0f;
+inline constexpr float kLog2e = 1.44269504088896341f;
+inline constexpr float kRoundMagic = 12582912.0f;  // 1.5 * 2^23: x + magic - magic rounds x to an integer
+inline constexpr float kLn2Hi = 0.693359375f;
+inline constexpr float kLn2Lo = -2.12194440e-4f;
+inline constexpr float kExpP0 = 1.9875691500e-4f;
+inline constexpr float kExpP1 = 1.3981999507e-3f;
+inline constexpr float kExpP2 = 8.3334519073e-3f;
+inline constexpr float kExpP3 = 4.1665795894e-2f;
+inline constexpr float kExpP4 = 1.6666665459e-1f;
+inline constexpr float kExpP5 = 5.0000001201e-1f;
+
+// The x86 max: returns b when a is not greater (b NaN, a NaN, or both zeros).
+inline float max_like_x86(float a, float b) { return a > b ? a : b; }
+
+// Scalar statement of the exp every variant computes; the vector versions do these very
+// operations lane by lane. Callers compile it with -ffp-contract=off semantics (no fused
+// multiply-add other than the explicit std::fma).
+inline float exp_spec(float t) {
+  const float tc = max_like_x86(kExpCutoff, t);
+  const float scaled = tc * kLog2e;
+  const float n = (scaled + kRoundMagic) - kRoundMagic;
+  float r = std::fma(-n, kLn2Hi, tc);
+  r = std::fma(-n, kLn2Lo, r);
+  float p = kExpP0;
+  p = std::fma(p, r, kExpP1);
+  p = std::fma(p, r, kExpP2);
+  p = std::fma(p, r, kExpP3);
+  p = std::fma(p, r, kExpP4);
+  p = std::fma(p, r, kExpP5);
+  const float r2 = r * r;
+  p = std::fma(p, r2, r);
+  p = p + 1.0f;
+  // n is integral in [-116, 0] for t >= kExpCutoff (t NaN: p is NaN whatever the scale).
+  const std::int32_t exponent = ((std::isnan(n) ? 0 : static_cast<std::int32_t>(n)) + 127) << 23;
+  const float e = p * std::bit_cast<float>(exponent);
+  return t < kExpCutoff ? 0.0f : e;
+}
+
+// The 16-lane reduction tree: distance 8, 4, 2, 1.
+template <class Op>
+inline float tree16(const float* v, Op op) {
+  float l1[8], l2[4], l3[2];
+  for (int j = 0; j < 8; ++j) l1[j] = op(v[j], v[j + 8]);
+  for (int j = 0; j < 4; ++j) l2[j] = op(l1[j], l1[j + 4]);
+  for (int j = 0; j < 2; ++j) l3[j] = op(l2[j], l2[j + 2]);
+  return op(l3[0], l3[1]);
+}
+
+// The variants, behind one table of per-tile operations (tiles have at most kTileRows rows
+// of dense row-major X with row stride F; Z and D rows have stride Cpad).
+using LogitsFn = void (*)(const float* X, int rows, const TileShape& shape, const float* WT, float* Z);
+// Softmax of each Z row into D (pad columns set to 0); adds each row's loss to `loss` in
+// row order.
+using SoftmaxFn = void (*)(const float* Z, const std::int32_t* labels, int rows, const TileShape& shape,
+                           float* D, double& loss);
+// Gf[c * Fpad + f] = fma(D[i][c], X[i][f], Gf[c * Fpad + f]) for the tile's rows in order
+// (lanes f >= F hold junk and are never read).
+using GradientFn = void (*)(const float* X, const float* D, int rows, const TileShape& shape, float* Gf);
+
+struct KernelOps {
+  LogitsFn logits;
+  SoftmaxFn softmax;
+  GradientFn gradient;
+};
+
+KernelOps portable_ops();
+KernelOps avx2_ops();
+KernelOps avx512_ops();  // call only where the CPU has AVX-512F
+
+}  // namespace spmd::models::logreg_detail

@@ -1,0 +1,44 @@
+#include "spmd/sharding/step_sync.hpp"
+
+#include <span>
+#include <vector>
+
+#include "spmd/runtime/collectives.hpp"
+
+namespace spmd::sharding {
+
+GlobalRowCount count_real_rows(const runtime::Context& ctx, std::int64_t local_real_rows) {
+  std::int64_t count = local_real_rows;
+  runtime::allreduce_sum(ctx, std::span<std::int64_t>(&count, 1));
+  return {count};
+}
+
+GlobalRowCount count_real_rows(const runtime::Context& ctx, const Batch& batch) {
+  runtime::PerDevice<std::int64_t> per_device;
+  per_device.reserve(batch.devices.size());
+  for (const auto& dev : batch.devices) per_device.push_back(dev.real_rows);
+  return {runtime::psum<std::int64_t>(ctx, per_device)};
+}
+
+void require_equal_step_counts(const runtime::Context& ctx, std::int64_t local_steps, const std::string& what) {
+  // One allreduce gives both extremes: max(s) and max(-s) = -min(s).
+  std::int64_t extremes[2] = {local_steps, -local_steps};
+  runtime::allreduce_max(ctx, std::span<std::int64_t>(extremes, 2));
+  const std::int64_t max_steps = extremes[0], min_steps = -extremes[1];
+  if (min_steps == max_steps) return;
+
+  // Every rank saw the same extremes, so all of them take this path: the gather is safe.
+  std::vector<std::int64_t> steps(static_cast<std::size_t>(ctx.size()));
+  runtime::allgather_bytes(ctx, &local_steps, sizeof local_steps, steps.data());
+  constexpr int kListed = 16;
+  std::string per_rank;
+  for (int r = 0; r < ctx.size() && r < kListed; ++r)
+    per_rank += (r ? ", " : "") + std::string("rank ") + std::to_string(r) + ": " + std::to_string(steps[static_cast<std::size_t>(r)]);
+  if (ctx.size() > kListed) per_rank += ", ... (" + std::to_string(ctx.size() - kListed) + " more ranks)";
+  throw CollectiveError(what + ": ranks would run different numbers of steps (min " + std::to_string(min_steps) + ", max " +
+                        std::to_string(max_steps) + "; " + per_rank +
+                        "), and a collective inside the step loop would deadlock. Use --strategy infinite-pad: every rank "
+                        "pads with masked batches and all stop together when the global count of real rows is 0.");
+}
+
+}  // namespace spmd::sharding

@@ -1,0 +1,409 @@
+#include "spmd/workloads/eval.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+#include "spmd/runtime/agree.hpp"
+#include "spmd/runtime/check.hpp"
+#include "spmd/runtime/collectives.hpp"
+#include "spmd/sharding/batching.hpp"
+#include "spmd/sharding/pad_shard_unpad.hpp"
+#include "spmd/sharding/split.hpp"
+#include "spmd/sharding/step_sync.hpp"
+#include "spmd/workloads/report.hpp"
+
+namespace spmd::workloads {
+
+using runtime::Context;
+using sharding::ConstHostView;
+using sharding::DType;
+
+const char* to_string(EvalStrategy s) {
+  switch (s) {
+    case EvalStrategy::KeepRemainder: return "keep-remainder";
+    case EvalStrategy::DropRemainder: return "drop-remainder";
+    case EvalStrategy::Pad: return "pad";
+    case EvalStrategy::PadMetrics: return "pad-metrics";
+    case EvalStrategy::InfinitePad: return "infinite-pad";
+  }
+  return "?";
+}
+
+EvalStrategy parse_eval_strategy(const std::string& text) {
+  for (auto s : {EvalStrategy::KeepRemainder, EvalStrategy::DropRemainder, EvalStrategy::Pad, EvalStrategy::PadMetrics,
+                 EvalStrategy::InfinitePad})
+    if (text == to_string(s)) return s;
+  throw Error("--strategy must be one of keep-remainder|drop-remainder|pad|pad-metrics|infinite-pad (got '" + text + "')");
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Per-device predictors and prediction buffers, made once for the run.
+struct Devices {
+  std::vector<std::unique_ptr<models::DevicePredictor>> predictors;
+  std::vector<std::vector<std::int32_t>> predictions;
+};
+
+Devices make_devices(const Context& ctx, const models::Classifier& model, std::int64_t max_rows) {
+  Devices d;
+  d.predictors.resize(static_cast<size_t>(ctx.devices_per_rank()));
+  d.predictions.resize(static_cast<size_t>(ctx.devices_per_rank()));
+  ctx.pool().run([&](int i) {
+    d.predictors[static_cast<size_t>(i)] = model.make_predictor(ctx.devices()[static_cast<size_t>(i)], max_rows);
+    d.predictions[static_cast<size_t>(i)].assign(static_cast<size_t>(max_rows), 0);
+  });
+  return d;
+}
+
+std::int64_t count_correct(const std::int32_t* predicted, const std::int32_t* labels, std::int64_t rows) {
+  std::int64_t c = 0;
+  for (std::int64_t i = 0; i < rows; ++i) c += predicted[i] == labels[i];
+  return c;
+}
+
+ConstHostView features_view(const data::LoadedShard& s) {
+  sharding::Shape shape{s.rows};
+  for (auto e : s.sample_shape) shape.push_back(e);
+  return ConstHostView(DType::Float32, shape, reinterpret_cast<const std::byte*>(s.features.data()));
+}
+
+ConstHostView labels_view(const data::LoadedShard& s) {
+  return ConstHostView(DType::Int32, {s.rows}, reinterpret_cast<const std::byte*>(s.labels.data()));
+}
+
+// Local counters, reduced once at the end (integers: exact).
+struct Tally {
+  std::int64_t correct = 0, real = 0, padded = 0, steps = 0;
+  std::map<std::int64_t, std::int64_t> shapes;
+};
+
+EvalResult finish(const Context& ctx, const EvalShard& shard, const Tally& t, double seconds, std::int64_t dropped) {
+  EvalResult r;
+  std::int64_t sums[5] = {t.correct, t.real, t.padded, dropped, shard.filtered};
+  runtime::allreduce_sum(ctx, std::span<std::int64_t>(sums, 5));
+  r.correct = sums[0];
+  r.total = sums[1];
+  r.padded_rows = sums[2];
+  r.dropped = sums[3];
+  r.filtered_rows = sums[4];
+  r.dataset_rows = shard.shard.global_rows;
+  r.steps = t.steps;
+  r.batch_shapes = t.shapes;
+  std::vector<std::int64_t> mine{t.real};
+  r.examples_per_rank.resize(static_cast<size_t>(ctx.size()));
+  runtime::allgather_bytes(ctx, mine.data(), sizeof(std::int64_t), r.examples_per_rank.data());
+  double s = seconds;
+  runtime::allreduce_max(ctx, std::span<double>(&s, 1));
+  r.seconds = s;
+  return r;
+}
+
+// keep-remainder, drop-remainder and infinite-pad: the batcher feeds the devices directly.
+EvalResult run_batched(const Context& ctx, const EvalOptions& o, const models::Classifier& model, const EvalShard& es) {
+  const auto& s = es.shard;
+  const int d = ctx.devices_per_rank();
+  sharding::BatcherOptions bo;
+  bo.geometry = {d, o.per_device_batch};
+  std::int64_t dropped = 0;
+  switch (o.strategy) {
+    case EvalStrategy::KeepRemainder: bo.mode = sharding::BatchMode::KeepRemainder; break;
+    case EvalStrategy::InfinitePad: bo.mode = sharding::BatchMode::InfinitePad; break;
+    default: {
+      // drop-remainder: whole steps of the smallest shard, so every rank runs the same
+      // number of steps (SPMD); everything past them is dropped and reported.
+      bo.mode = sharding::BatchMode::DropRemainder;
+      break;
+    }
+  }
+  sharding::ShardBatcher batcher(s.rows, {features_view(s), labels_view(s)}, bo);
+  std::int64_t steps_to_run = -1;
+  if (o.strategy == EvalStrategy::DropRemainder) {
+    std::int64_t local = sharding::local_step_count(bo.mode, s.rows, bo.geometry);
+    std::int64_t neg = -local;
+    runtime::allreduce_max(ctx, std::span<std::int64_t>(&neg, 1));
+    steps_to_run = -neg;
+    dropped = s.rows - steps_to_run * bo.geometry.step_rows();
+  } else if (o.strategy == EvalStrategy::KeepRemainder) {
+    steps_to_run = sharding::local_step_count(bo.mode, s.rows, bo.geometry);
+  }
+  Devices dev = make_devices(ctx, model, o.per_device_batch);
+  std::vector<std::int64_t> correct(static_cast<size_t>(d));
+  Tally t;
+  const auto start = Clock::now();
+  for (std::int64_t step = 0;; ++step) {
+    if (steps_to_run >= 0 && step >= steps_to_run) break;
+    const sharding::Batch* b = batcher.next();
+    if (!b) break;
+    ctx.set_phase("eval step " + std::to_string(step));
+    if (o.strategy == EvalStrategy::InfinitePad && sharding::count_real_rows(ctx, *b).all_done()) break;
+    ctx.pool().run([&](int i) {
+      const auto& db = b->devices[static_cast<size_t>(i)];
+      auto& pred = dev.predictions[static_cast<size_t>(i)];
+      correct[static_cast<size_t>(i)] = 0;
+      if (db.rows == 0) return;
+      dev.predictors[static_cast<size_t>(i)]->predict(db.columns[0].data<float>().data(), db.rows, pred.data());
+      correct[static_cast<size_t>(i)] = count_correct(pred.data(), db.columns[1].data<std::int32_t>().data(), db.real_rows);
+    });
+    for (int i = 0; i < d; ++i) t.correct += correct[static_cast<size_t>(i)];
+    // The shape device 0 runs: keep-remainder (one device in total) shows its short last batch.
+    t.shapes[b->devices[0].rows] += 1;
+    t.real += b->real_rows();
+    t.padded += b->rows() - b->real_rows();
+    ++t.steps;
+  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return finish(ctx, es, t, seconds, dropped);
+}
+
+// pad and pad-metrics: pad_shard_unpad around the device step, min_device_batch = B.
+EvalResult run_padded(const Context& ctx, const EvalOptions& o, const models::Classifier& model, const EvalShard& es) {
+  const auto& s = es.shard;
+  const int d = ctx.devices_per_rank();
+  const sharding::BatchGeometry geometry{d, o.per_device_batch};
+  const std::int64_t step_rows = geometry.step_rows();
+  std::int64_t steps = 0;
+  if (o.drop_label) {
+    // Filtered shards have sizes nobody knows in advance: count locally and make sure
+    // every rank agrees, or stop (never deadlock).
+    steps = sharding::local_step_count(sharding::BatchMode::PadWithMask, s.rows, geometry);
+    sharding::require_equal_step_counts(ctx, steps, std::string("--strategy ") + to_string(o.strategy));
+  } else {
+    steps = sharding::pad_step_count(s.global_rows, ctx.size(), geometry);
+  }
+  const std::int64_t min_device_batch = o.min_device_batch > 0 ? o.min_device_batch : o.per_device_batch;
+  Devices dev = make_devices(ctx, model, std::max(o.per_device_batch, min_device_batch));
+  const bool in_step_metrics = o.strategy == EvalStrategy::PadMetrics;
+
+  struct Metrics {
+    std::int64_t correct = 0, count = 0;
+  };
+  std::vector<Metrics> per_device(static_cast<size_t>(d));
+  // The wrapped step: args = (metrics [static], images, labels, mask); per device predict;
+  // pad-metrics also counts over the mask and psums inside (static_return).
+  sharding::PadShardUnpadOptions po;
+  po.devices = d;
+  po.static_argnums = {0};
+  po.static_return = in_step_metrics;
+  std::int64_t padded_rows_seen = 0;
+  auto step_fn = [&](const sharding::ShardedArgs& a) -> std::vector<sharding::HostArray> {
+    const auto images = a.arg(1).array();
+    const auto labels = a.arg(2).array();
+    const auto mask = a.arg(3).array();
+    const std::int64_t bdev = a.device_batch();
+    padded_rows_seen += static_cast<std::int64_t>(d) * bdev - a.batch();
+    sharding::HostArray out(DType::Int32, {d, bdev});
+    ctx.pool().run([&](int i) {
+      const auto x = images.at(i);
+      auto pred = out.view().at(i).data<std::int32_t>();
+      dev.predictors[static_cast<size_t>(i)]->predict(x.data<float>().data(), bdev, pred.data());
+      if (in_step_metrics) {
+        const auto y = labels.at(i).data<std::int32_t>();
+        const auto m = mask.at(i).data<std::uint8_t>();
+        Metrics mt;
+        for (std::int64_t r = 0; r < bdev; ++r) {
+          mt.count += m[static_cast<size_t>(r)];
+          mt.correct += m[static_cast<size_t>(r)] && pred[static_cast<size_t>(r)] == y[static_cast<size_t>(r)];
+        }
+        per_device[static_cast<size_t>(i)] = mt;
+      }
+    });
+    if (!in_step_metrics) return {std::move(out)};
+    runtime::PerDevice<std::int64_t> c, n;
+    for (const auto& m : per_device) {
+      c.push_back(m.correct);
+      n.push_back(m.count);
+    }
+    const auto& prev = a.arg(0).get<Metrics>();
+    std::int64_t both[2] = {0, 0};
+    for (int i = 0; i < d; ++i) {
+      both[0] += c[static_cast<size_t>(i)];
+      both[1] += n[static_cast<size_t>(i)];
+    }
+    runtime::allreduce_sum(ctx, std::span<std::int64_t>(both, 2));
+    sharding::HostArray m(DType::Int64, {2});
+    m.data<std::int64_t>()[0] = prev.correct + both[0];
+    m.data<std::int64_t>()[1] = prev.count + both[1];
+    return {std::move(m)};
+  };
+  auto wrapped = sharding::pad_shard_unpad(step_fn, po);
+  std::vector<std::uint8_t> ones(static_cast<size_t>(step_rows), 1);
+  Tally t;
+  Metrics global;  // pad-metrics: already summed over ranks
+  const auto start = Clock::now();
+  for (std::int64_t step = 0; step < steps; ++step) {
+    ctx.set_phase("eval step " + std::to_string(step));
+    const std::int64_t first = std::min(s.rows, step * step_rows);
+    const std::int64_t b = std::min(step_rows, s.rows - first);
+    const ConstHostView x = features_view(s).slice_rows(first, b);
+    const ConstHostView y = labels_view(s).slice_rows(first, b);
+    const ConstHostView m(DType::UInt8, {b}, reinterpret_cast<const std::byte*>(ones.data()));
+    const std::int64_t bdev = wrapped.device_batch_for(b, min_device_batch);
+    auto out = wrapped({sharding::Arg::ref(global), x, y, m}, {}, {min_device_batch});
+    if (in_step_metrics) {
+      global.correct = out[0].data<std::int64_t>()[0];
+      global.count = out[0].data<std::int64_t>()[1];
+    } else {
+      t.correct += count_correct(out[0].data<std::int32_t>().data(), y.data<std::int32_t>().data(), b);
+    }
+    t.real += b;
+    t.shapes[bdev] += 1;
+    ++t.steps;
+  }
+  t.padded = padded_rows_seen;
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  EvalResult r = finish(ctx, es, t, seconds, 0);
+  if (in_step_metrics) {
+    // The in-step psum is the result; the host-side tally must agree with it.
+    if (global.count != r.total)
+      throw Error(runtime::rank_tag() + ": internal: in-step count " + std::to_string(global.count) +
+                  " differs from the host count " + std::to_string(r.total));
+    r.correct = global.correct;
+  }
+  return r;
+}
+
+}  // namespace
+
+EvalShard load_eval_shard(const Context& ctx, const EvalOptions& o, const models::Classifier& model) {
+  const auto shape = data::probe_shape(ctx, o.data, o.keys);
+  model.check_sample_shape(shape.sample_shape, o.data);
+  const auto range = sharding::split_for_process(shape.rows, ctx.rank(), ctx.size());
+  EvalShard es;
+  es.shard = data::load_shard(ctx, o.data, o.keys, range.first, range.size, model.classes());
+  if (o.drop_label) {
+    auto& s = es.shard;
+    const std::int64_t row = s.sample_size;
+    std::int64_t kept = 0;
+    for (std::int64_t i = 0; i < s.rows; ++i) {
+      if (s.labels[static_cast<size_t>(i)] == *o.drop_label) continue;
+      if (kept != i) {
+        std::copy_n(s.features.begin() + i * row, row, s.features.begin() + kept * row);
+        s.labels[static_cast<size_t>(kept)] = s.labels[static_cast<size_t>(i)];
+      }
+      ++kept;
+    }
+    es.filtered = s.rows - kept;
+    s.rows = kept;
+    s.features.resize(static_cast<size_t>(kept * row));
+    s.labels.resize(static_cast<size_t>(kept));
+  }
+  return es;
+}
+
+EvalResult run_eval(const Context& ctx, const EvalOptions& o, const models::Classifier& model, const EvalShard& shard) {
+  if (o.strategy == EvalStrategy::KeepRemainder && ctx.total_devices() != 1)
+    throw CollectiveError("--strategy keep-remainder needs exactly one device in total (this run has " +
+                          std::to_string(ctx.size()) + " rank(s) x " + std::to_string(ctx.devices_per_rank()) +
+                          " device(s)): its last batch has another size, which several devices cannot share "
+                          "evenly and several ranks would reach at different steps. Use --strategy pad or infinite-pad.");
+  if (o.strategy == EvalStrategy::Pad || o.strategy == EvalStrategy::PadMetrics) return run_padded(ctx, o, model, shard);
+  return run_batched(ctx, o, model, shard);
+}
+
+EvalResult run_plain_forward(const Context& ctx, const EvalOptions& o, const models::Classifier& model,
+                             const EvalShard& es) {
+  const auto& s = es.shard;
+  const int d = ctx.devices_per_rank();
+  Devices dev = make_devices(ctx, model, o.per_device_batch);
+  std::vector<std::int64_t> correct(static_cast<size_t>(d), 0);
+  Tally t;
+  const std::int64_t step_rows = static_cast<std::int64_t>(d) * o.per_device_batch;
+  const auto start = Clock::now();
+  for (std::int64_t first = 0; first < s.rows; first += step_rows) {
+    ctx.pool().run([&](int i) {
+      const std::int64_t lo = std::min(s.rows, first + i * o.per_device_batch);
+      const std::int64_t n = std::min(o.per_device_batch, s.rows - lo);
+      if (n <= 0) return;
+      auto& pred = dev.predictions[static_cast<size_t>(i)];
+      dev.predictors[static_cast<size_t>(i)]->predict(s.features.data() + lo * s.sample_size, n, pred.data());
+      correct[static_cast<size_t>(i)] += count_correct(pred.data(), s.labels.data() + lo, n);
+    });
+    ++t.steps;
+  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  for (auto c : correct) t.correct += c;
+  t.real = s.rows;
+  // Ranks may run different numbers of steps here: there is no collective inside the loop.
+  return finish(ctx, es, t, seconds, 0);
+}
+
+std::string eval_dry_run(const Context& ctx, const EvalOptions& o, const models::Classifier& model, nlohmann::json* json) {
+  const auto shape = data::probe_shape(ctx, o.data, o.keys);
+  model.check_sample_shape(shape.sample_shape, o.data);
+  const int d = ctx.devices_per_rank();
+  const sharding::BatchGeometry geometry{d, o.per_device_batch};
+  const std::int64_t min_device_batch =
+      (o.strategy == EvalStrategy::Pad || o.strategy == EvalStrategy::PadMetrics)
+          ? (o.min_device_batch > 0 ? o.min_device_batch : o.per_device_batch)
+          : o.per_device_batch;
+  const std::int64_t bdev = std::max(o.per_device_batch, min_device_batch);
+  const std::int64_t bytes = bdev * shape.sample_size * 4 + bdev * 4 + model.parameter_bytes() + model.workspace_bytes(bdev);
+  std::string shape_text = "[" + std::to_string(d) + ", " + std::to_string(bdev);
+  for (auto e : shape.sample_shape) shape_text += ", " + std::to_string(e);
+  shape_text += "]";
+  std::string out = format("# dry run: %s  N=%lld  sample %s  model %s  strategy %s\n", o.data.c_str(),
+                           static_cast<long long>(shape.rows), sharding::to_string(shape.sample_shape).c_str(),
+                           model.describe().c_str(), to_string(o.strategy));
+  Table table({{"rank", "", 6}, {"first", "row", 10}, {"examples", "", 10}, {"steps", "", 7},
+               {"padded batch", "shape", 22}, {"memory", "MiB/device", 12}});
+  out += table.header();
+  nlohmann::json ranks = nlohmann::json::array();
+  for (int r = 0; r < ctx.size(); ++r) {
+    const auto range = sharding::split_for_process(shape.rows, r, ctx.size());
+    std::int64_t steps = 0;
+    std::string steps_text;
+    switch (o.strategy) {
+      case EvalStrategy::Pad:
+      case EvalStrategy::PadMetrics:
+        steps = o.drop_label ? -1 : sharding::pad_step_count(shape.rows, ctx.size(), geometry);
+        break;
+      case EvalStrategy::DropRemainder:
+        steps = sharding::local_step_count(sharding::BatchMode::DropRemainder,
+                                           sharding::split_for_process(shape.rows, ctx.size() - 1, ctx.size()).size,
+                                           geometry);
+        break;
+      default:
+        steps = o.drop_label ? -1 : sharding::local_step_count(sharding::BatchMode::PadWithMask, range.size, geometry);
+    }
+    steps_text = steps < 0 ? "data-dep." : std::to_string(steps);
+    out += table.row({std::to_string(r), std::to_string(range.first), std::to_string(range.size), steps_text, shape_text,
+                      format("%.2f", static_cast<double>(bytes) / (1 << 20))});
+    ranks.push_back({{"rank", r}, {"first", range.first}, {"examples", range.size}, {"steps", steps},
+                     {"device_bytes", bytes}});
+  }
+  if (json) {
+    (*json)["dry_run"] = true;
+    (*json)["rows"] = shape.rows;
+    (*json)["sample_shape"] = shape.sample_shape;
+    (*json)["padded_batch_shape"] = shape_text;
+    (*json)["per_rank"] = ranks;
+  }
+  return out;
+}
+
+nlohmann::json to_json(const EvalResult& r, const EvalOptions& o, const Context& ctx) {
+  nlohmann::json j;
+  j["correct"] = r.correct;
+  j["total"] = r.total;
+  j["accuracy"] = r.accuracy();
+  j["steps"] = r.steps;
+  nlohmann::json shapes = nlohmann::json::object();
+  for (const auto& [rows, n] : r.batch_shapes) shapes[std::to_string(rows)] = n;
+  j["batch_shapes"] = shapes;
+  j["examples_per_rank"] = r.examples_per_rank;
+  j["padded_rows"] = r.padded_rows;
+  j["dropped"] = r.dropped;
+  j["filtered"] = r.filtered_rows;
+  j["dataset_rows"] = r.dataset_rows;
+  j["strategy"] = to_string(o.strategy);
+  j["per_device_batch"] = o.per_device_batch;
+  j["ranks"] = ctx.size();
+  j["devices_per_rank"] = ctx.devices_per_rank();
+  j["seconds"] = r.seconds;
+  j["examples_per_second"] = r.examples_per_second();
+  return j;
+}
+
+}  // namespace spmd::workloads

@@ -1,0 +1,221 @@
+// spmd eval's central property: every real example is counted exactly once, on every
+// layout of ranks x devices x batch size, including ranks with no examples, and the
+// integer results are the same on every layout.
+//
+// The data is built so that a miscount cannot hide: row i has feature x0 = i and a label
+// that a test classifier (class = x0 mod 10) gets right only when i % 3 == 0. A dropped,
+// duplicated or padded row changes `correct` or `total`.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <unistd.h>
+
+#include "spmd/data/h5_writer.hpp"
+#include "spmd/runtime/collectives.hpp"
+#include "spmd/runtime/error.hpp"
+#include "spmd/workloads/eval.hpp"
+
+using namespace spmd;
+using workloads::EvalStrategy;
+
+namespace {
+
+class RowClassifier final : public models::Classifier {
+  class Predictor final : public models::DevicePredictor {
+   public:
+    explicit Predictor(std::int64_t row) : row_(row) {}
+    void predict(const float* x, std::int64_t rows, std::int32_t* out) override {
+      for (std::int64_t r = 0; r < rows; ++r) out[r] = static_cast<std::int32_t>(x[r * row_]) % 10;
+    }
+
+   private:
+    std::int64_t row_;
+  };
+
+ public:
+  std::string describe() const override { return "row classifier"; }
+  int classes() const override { return 10; }
+  void check_sample_shape(const std::vector<std::int64_t>&, const std::string&) const override {}
+  std::unique_ptr<models::DevicePredictor> make_predictor(const runtime::DeviceInfo&, std::int64_t) const override {
+    return std::make_unique<Predictor>(3);
+  }
+  std::int64_t parameter_bytes() const override { return 0; }
+  std::int64_t workspace_bytes(std::int64_t) const override { return 0; }
+};
+
+int label_of(std::int64_t i) { return static_cast<int>(i % 3 == 0 ? i % 10 : (i + 1) % 10); }
+
+// A shared temporary folder (rank 0 makes it, everyone gets the name).
+std::string shared_tmpdir(const runtime::Context& ctx) {
+  std::vector<char> name(256, 0);
+  if (ctx.is_root()) {
+    std::string t = (std::filesystem::temp_directory_path() / "spmd-eval-XXXXXX").string();
+    std::copy(t.begin(), t.end(), name.begin());
+    if (!mkdtemp(name.data())) throw std::runtime_error("mkdtemp failed");
+  }
+  runtime::broadcast(ctx, std::span<char>(name));
+  return std::string(name.data());
+}
+
+std::string make_file(const runtime::Context& ctx, const std::string& dir, std::int64_t n,
+                      int (*label)(std::int64_t) = label_of) {
+  const std::string path = dir + "/rows" + std::to_string(n) + ".h5";
+  data::write_on_root(ctx, path, [&](data::AtomicH5Writer& w) {
+    std::vector<float> x(static_cast<size_t>(n * 3));
+    std::vector<std::int32_t> y(static_cast<size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i) {
+      x[static_cast<size_t>(i * 3)] = static_cast<float>(i);
+      x[static_cast<size_t>(i * 3 + 1)] = 0.5f;
+      x[static_cast<size_t>(i * 3 + 2)] = -1.0f;
+      y[static_cast<size_t>(i)] = label(i);
+    }
+    w.write("images", x, {n, 3});
+    w.write("labels", y, {n});
+  });
+  return path;
+}
+
+std::int64_t expected_correct(std::int64_t n) { return (n + 2) / 3; }
+
+struct Fixture {
+  std::string dir;
+  ~Fixture() {
+    MPI_Barrier(MPI_COMM_WORLD);
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    std::error_code ec;
+    if (rank == 0 && !dir.empty()) std::filesystem::remove_all(dir, ec);
+  }
+};
+
+}  // namespace
+
+TEST(EvalLayouts, EveryExampleCountedOnceForEveryLayout) {
+  int P = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &P);
+  Fixture fx;
+  for (int d : {1, 2, 3}) {
+    runtime::Context ctx(MPI_COMM_WORLD, {runtime::BackendChoice::Cpu, d, 120.0});
+    if (fx.dir.empty()) fx.dir = shared_tmpdir(ctx);
+    for (std::int64_t B : {1, 2, 5, 64}) {
+      const std::int64_t step = static_cast<std::int64_t>(P) * d * B;
+      std::vector<std::int64_t> sizes = {1, std::max<std::int64_t>(1, P - 1), step - 1, step, step + 1,
+                                         3 * step - 1, 3 * step, 3 * step + 1};
+      for (std::int64_t n : sizes) {
+        if (n < 1) continue;
+        const std::string path = make_file(ctx, fx.dir, n);
+        RowClassifier model;
+        workloads::EvalOptions o;
+        o.data = path;
+        o.per_device_batch = B;
+        o.strategy = EvalStrategy::Pad;
+        const auto shard = workloads::load_eval_shard(ctx, o, model);
+        std::vector<std::int64_t> reference;
+        for (auto s : {EvalStrategy::Pad, EvalStrategy::PadMetrics, EvalStrategy::InfinitePad,
+                       EvalStrategy::KeepRemainder, EvalStrategy::DropRemainder}) {
+          if (s == EvalStrategy::KeepRemainder && ctx.total_devices() != 1) continue;
+          o.strategy = s;
+          SCOPED_TRACE(::testing::Message() << "P=" << P << " d=" << d << " B=" << B << " N=" << n
+                                            << " strategy=" << workloads::to_string(s));
+          const auto r = workloads::run_eval(ctx, o, model, shard);
+          if (s == EvalStrategy::DropRemainder) {
+            // Whole steps of the smallest shard on every rank; the rest is dropped and said so.
+            const std::int64_t smallest = n / P;
+            const std::int64_t steps = smallest / (d * B);
+            EXPECT_EQ(r.steps, steps);
+            EXPECT_EQ(r.total, steps * d * B * P);
+            EXPECT_EQ(r.dropped, n - r.total);
+            continue;
+          }
+          EXPECT_EQ(r.total, n);
+          EXPECT_EQ(r.correct, expected_correct(n));
+          std::int64_t sum = 0;
+          for (auto e : r.examples_per_rank) sum += e;
+          EXPECT_EQ(sum, n);
+          EXPECT_EQ(r.dropped, 0);
+          if (s == EvalStrategy::Pad || s == EvalStrategy::PadMetrics) {
+            EXPECT_EQ(r.batch_shapes.size(), 1u) << "pad must run one shape";
+            EXPECT_EQ(r.batch_shapes.begin()->first, B);
+          }
+          if (s == EvalStrategy::KeepRemainder) EXPECT_LE(r.batch_shapes.size(), 2u);
+        }
+      }
+    }
+  }
+}
+
+TEST(EvalLayouts, PerDeviceBatchLargerThanEveryShard) {
+  int P = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &P);
+  Fixture fx;
+  runtime::Context ctx(MPI_COMM_WORLD, {runtime::BackendChoice::Cpu, 2, 120.0});
+  fx.dir = shared_tmpdir(ctx);
+  const std::int64_t n = 7 * P + 3;
+  const std::string path = make_file(ctx, fx.dir, n);
+  RowClassifier model;
+  workloads::EvalOptions o;
+  o.data = path;
+  o.per_device_batch = 1000;
+  const auto shard = workloads::load_eval_shard(ctx, o, model);
+  for (auto s : {EvalStrategy::Pad, EvalStrategy::PadMetrics, EvalStrategy::InfinitePad}) {
+    o.strategy = s;
+    const auto r = workloads::run_eval(ctx, o, model, shard);
+    EXPECT_EQ(r.total, n);
+    EXPECT_EQ(r.correct, expected_correct(n));
+    EXPECT_EQ(r.steps, 1);
+  }
+}
+
+TEST(EvalLayouts, DropLabelNeedsInfinitePadWhenStepCountsDiffer) {
+  int P = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &P);
+  Fixture fx;
+  runtime::Context ctx(MPI_COMM_WORLD, {runtime::BackendChoice::Cpu, 1, 120.0});
+  fx.dir = shared_tmpdir(ctx);
+  // Rank 0's rows (the first ceil(N/P)) all carry label 5: dropping 5 leaves rank 0 with
+  // nothing while the others keep theirs, so their step counts differ.
+  const std::int64_t per = 6, n = per * P;
+  static std::int64_t cut;
+  cut = per;
+  const std::string path = make_file(ctx, fx.dir, n, [](std::int64_t i) { return i < cut ? 5 : label_of(i) == 5 ? 6 : label_of(i); });
+  RowClassifier model;
+  workloads::EvalOptions o;
+  o.data = path;
+  o.per_device_batch = 2;
+  o.drop_label = 5;
+  const auto shard = workloads::load_eval_shard(ctx, o, model);
+  std::int64_t expected_correct_kept = 0, kept = 0;
+  for (std::int64_t i = per; i < n; ++i) {
+    ++kept;
+    const int y = label_of(i) == 5 ? 6 : label_of(i);
+    expected_correct_kept += (i % 10) == y;
+  }
+  o.strategy = EvalStrategy::InfinitePad;
+  const auto r = workloads::run_eval(ctx, o, model, shard);
+  EXPECT_EQ(r.total, kept);
+  EXPECT_EQ(r.correct, expected_correct_kept);
+  EXPECT_EQ(r.filtered_rows, per);
+  for (auto s : {EvalStrategy::Pad, EvalStrategy::PadMetrics}) {
+    o.strategy = s;
+    if (P == 1) {
+      EXPECT_EQ(workloads::run_eval(ctx, o, model, shard).total, kept);
+      continue;
+    }
+    try {
+      workloads::run_eval(ctx, o, model, shard);
+      ADD_FAILURE() << "expected a CollectiveError on every rank";
+    } catch (const CollectiveError& e) {
+      EXPECT_NE(std::string(e.what()).find("infinite-pad"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(EvalLayouts, KeepRemainderRefusesSeveralDevices) {
+  runtime::Context ctx(MPI_COMM_WORLD, {runtime::BackendChoice::Cpu, 2, 120.0});
+  RowClassifier model;
+  workloads::EvalOptions o;
+  o.strategy = EvalStrategy::KeepRemainder;
+  workloads::EvalShard empty;
+  EXPECT_THROW(workloads::run_eval(ctx, o, model, empty), CollectiveError);
+}
