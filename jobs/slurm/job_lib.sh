@@ -70,24 +70,30 @@ use_config() {
   echo "# config $CONFIG"
 }
 
-# launch NTASKS CMD...: starts NTASKS ranks of CMD with the chosen launcher.
-launch() {
-  local ntasks=$1
-  shift
-  echo "# $(date +%T) $LAUNCH x$ntasks: $*"
+# launcher NTASKS: sets LAUNCHER, the command line that starts NTASKS ranks of what follows
+# it with the chosen launcher. (An array rather than a function, so that a script can start
+# it in the background and get the launcher's own pid from $!.)
+launcher() {
   case "$LAUNCH" in
     srun)
       # Since Slurm 22.05 srun no longer inherits --cpus-per-task from the batch allocation;
       # without it every rank would get one CPU. Debian's Open MPI accepts only --mpi=pmix.
-      srun --mpi=pmix --ntasks="$ntasks" --cpus-per-task="${SLURM_CPUS_PER_TASK:-1}" "$@"
+      LAUNCHER=(srun --mpi=pmix --ntasks="$1" --cpus-per-task="${SLURM_CPUS_PER_TASK:-1}")
       ;;
     mpirun)
-      # Open MPI refuses root without these two. --bind-to none: by default each rank would
-      # be pinned to one core, and its device threads would share it.
-      OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
-        mpirun -np "$ntasks" --bind-to none "$@"
+      # Open MPI refuses root without the two variables. --bind-to none: by default each
+      # rank would be pinned to one core, and its device threads would share it.
+      LAUNCHER=(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np "$1" --bind-to none)
       ;;
   esac
+}
+
+# launch NTASKS CMD...: runs NTASKS ranks of CMD in the foreground.
+launch() {
+  launcher "$1"
+  shift
+  echo "# $(date +%T) ${LAUNCHER[*]} $*"
+  "${LAUNCHER[@]}" "$@"
 }
 
 # config_value KEY ARGS...: the value KEY takes for spmd: the last --KEY on the command line,

@@ -1,6 +1,121 @@
+// spmd logreg: data-parallel multiclass logistic regression with L-BFGS (JAXopt's LBFGS).
+#include <cstdio>
+
+#include "command.hpp"
 #include "commands.hpp"
 #include "spmd/runtime/error.hpp"
+#include "spmd/workloads/logreg.hpp"
+#include "spmd/workloads/logreg_weights.hpp"
+#include "spmd/workloads/report.hpp"
 
 namespace spmd::cli {
-int cmd_logreg(const Args&) { throw CollectiveError("spmd logreg: not implemented yet"); }
+
+namespace {
+optim::LBFGSParams<double> solver_params(const po::variables_map& vm) {
+  optim::LBFGSParams<double> p;
+  p.maxiter = vm["maxiter"].as<int>();
+  p.tol = vm["tol"].as<double>();
+  p.history = vm["history"].as<int>();
+  p.stepsize = vm["stepsize"].as<double>();
+  p.linesearch = optim::parse_line_search(vm["linesearch"].as<std::string>());
+  p.max_linesearch = vm["max-linesearch"].as<int>();
+  return p;
+}
+}  // namespace
+
+int cmd_logreg(const Args& args) {
+  po::options_description options("spmd logreg options");
+  options.add_options()("data", po::value<std::string>(), "HDF5 file with features [N, F...] and integer labels [N] (required)")(
+      "features-key", po::value<std::string>()->default_value("X"), "dataset of the features")(
+      "labels-key", po::value<std::string>()->default_value("y"), "dataset of the labels")(
+      "classes", po::value<int>()->default_value(0), "number of classes C (0: max label + 1)")(
+      "maxiter", po::value<int>()->default_value(100), "L-BFGS iterations at most (>= 1)")(
+      "tol", po::value<double>()->default_value(1e-3), "stop when the gradient's L2 norm is <= tol (JAXopt's state.error)")(
+      "history", po::value<int>()->default_value(10), "L-BFGS history size m (>= 1)")(
+      "stepsize", po::value<double>()->default_value(0.0), "> 0: fixed step size; 0: line search")(
+      "linesearch", po::value<std::string>()->default_value("zoom"),
+      "zoom (strong Wolfe, c1 1e-4, c2 0.9) or backtracking (Armijo, factor 0.5)")(
+      "max-linesearch", po::value<int>()->default_value(30), "objective evaluations per line search at most (>= 1)")(
+      "l2", po::value<double>()->default_value(0.0), "L2 regularisation: adds l2/2 * ||W||^2 (>= 0)")(
+      "weights-out", po::value<std::string>(), "write W [F, C] here (HDF5, atomic) for spmd eval --model logreg")(
+      "metrics-csv", po::value<std::string>(), "per-iteration CSV: iteration,value,error,stepsize,evaluations,seconds")(
+      "verify-replicas", po::bool_switch(), "check every evaluation that all ranks hold the same iterate (one extra allreduce)")(
+      "quiet", po::bool_switch(), "no per-iteration lines, only the summary");
+  options.add(common_options());
+  const auto cl = parse_validated("logreg", "--data FILE [options]", options, args, {"data"}, [](const po::variables_map& vm) {
+    require_present(vm, "data");
+    require_readable_file(vm, "data");
+    require_non_negative(vm, "classes");
+    require_non_negative(vm, "l2");
+    optim::validate(solver_params(vm));
+    require_writable_destination(vm, "weights-out");
+    require_writable_destination(vm, "metrics-csv");
+    require_writable_destination(vm, "json");
+  });
+  if (cl.help) {
+    print_root(cl.help_text);
+    return 0;
+  }
+  const auto& vm = cl.vm;
+  runtime::Context ctx(MPI_COMM_WORLD, context_options(vm));
+  workloads::LogregOptions o;
+  o.data = vm["data"].as<std::string>();
+  o.keys = {vm["features-key"].as<std::string>(), vm["labels-key"].as<std::string>()};
+  o.classes = vm["classes"].as<int>();
+  o.solver = solver_params(vm);
+  o.l2 = vm["l2"].as<double>();
+#ifndef NDEBUG
+  o.verify_replicas = true;
+#else
+  o.verify_replicas = vm["verify-replicas"].as<bool>();
+#endif
+  print_root(workloads::startup_table(ctx, "logreg"));
+  print_root(workloads::format("# data %s  solver L-BFGS history %d, line search %s, maxiter %d, tol %g, l2 %g\n",
+                               o.data.c_str(), o.solver.history,
+                               o.solver.stepsize > 0 ? "none (fixed step)" : optim::to_string(o.solver.linesearch),
+                               o.solver.maxiter, o.solver.tol, o.l2));
+  workloads::Table table({{"iter", "", 5}, {"value", "", 14}, {"error", "|grad|", 12}, {"step", "", 10},
+                          {"evals", "", 6}, {"time", "ms", 9}});
+  const bool quiet = vm["quiet"].as<bool>();
+  const bool bar = workloads::stderr_is_terminal();
+  if (!quiet && !bar) print_root(table.header());
+  auto on_iteration = [&](const workloads::LogregIterationRecord& it) {
+    if (!ctx.is_root() || quiet) return;
+    if (bar) {
+      const int width = 30, done = width * it.iteration / o.solver.maxiter;
+      std::fprintf(stderr, "\r[%-*s] iter %d/%d  value %.6f  error %.3e", width, std::string(static_cast<size_t>(done), '#').c_str(),
+                   it.iteration, o.solver.maxiter, it.value, it.error);
+      std::fflush(stderr);
+      return;
+    }
+    print_root(table.row({std::to_string(it.iteration), workloads::format("%.8f", it.value),
+                          workloads::format("%.4e", it.error), workloads::format("%.3e", it.stepsize),
+                          std::to_string(it.evaluations), workloads::format("%.2f", it.seconds * 1e3)}));
+  };
+  const auto r = workloads::run_logreg(ctx, o, on_iteration);
+  if (bar && ctx.is_root() && !quiet) std::fputs("\n", stderr);
+  workloads::Table summary({{"status", "", 18}, {"iterations", "", 10}, {"value", "", 14}, {"error", "", 11},
+                            {"evals", "", 6}, {"setup", "s", 8}, {"solve", "s", 8}, {"per eval", "ms", 9}});
+  print_root(summary.header() +
+             summary.row({optim::to_string(r.status), std::to_string(r.iterations), workloads::format("%.8f", r.value),
+                          workloads::format("%.3e", r.error), std::to_string(r.evaluations),
+                          workloads::format("%.3f", r.setup_seconds), workloads::format("%.3f", r.solve_seconds),
+                          workloads::format("%.2f", r.seconds_per_evaluation * 1e3)}) +
+             workloads::format("# %lld rows x %d features, %d classes, over %d rank(s) x %d device(s)\n",
+                               static_cast<long long>(r.rows), r.features, r.classes, ctx.size(), ctx.devices_per_rank()));
+  if (vm.count("weights-out"))
+    workloads::write_logreg_weights(ctx, vm["weights-out"].as<std::string>(), {r.W, r.features, r.classes},
+                                    {optim::to_string(r.status), r.iterations, r.value, o.data});
+  auto j = workloads::startup_json(ctx);  // collective: every rank
+  if (ctx.is_root()) {
+    if (vm.count("metrics-csv")) workloads::write_text_atomic(vm["metrics-csv"].as<std::string>(), workloads::metrics_csv(r));
+    if (!json_path(vm).empty()) {
+      j.update(workloads::to_json(r, o, ctx));
+      workloads::write_json(json_path(vm), j);
+    }
+  }
+  // A solver that did not converge is a result, not a failure: exit 0 unless non-finite.
+  return r.status == optim::LBFGSStatus::non_finite ? 3 : 0;
+}
+
 }  // namespace spmd::cli

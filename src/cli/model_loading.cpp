@@ -1,12 +1,18 @@
 #include "model_loading.hpp"
 
+#include "spmd/models/logreg_classifier.hpp"
 #include "spmd/runtime/error.hpp"
+#include "spmd/workloads/logreg_weights.hpp"
 
 namespace spmd::cli {
 
-std::unique_ptr<models::Classifier> load_classifier(const runtime::Context&, const std::string& model,
+std::unique_ptr<models::Classifier> load_classifier(const runtime::Context& ctx, const std::string& model,
                                                     const std::string& weights, int classes) {
   if (model == "zero") return models::make_zero_classifier(classes);
+  if (model == "logreg") {
+    auto w = workloads::read_logreg_weights(ctx, weights);
+    return models::make_logreg_classifier(std::move(w.W), w.features, w.classes, weights);
+  }
   throw CollectiveError("--model " + model + " (" + weights + "): not available in this build yet");
 }
 

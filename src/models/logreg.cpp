@@ -63,10 +63,13 @@ struct LogregWorkspace::Buffers {
 };
 
 struct LogregWorkspaceAccess {
-  static LogregWorkspace::Buffers& buffers(LogregWorkspace& ws) { return *ws.buffers_; }
+  using Buffers = LogregWorkspace::Buffers;
+  static Buffers& buffers(LogregWorkspace& ws) { return *ws.buffers_; }
 };
 
 namespace {
+
+using Buffers = LogregWorkspaceAccess::Buffers;
 
 KernelOps ops_for(LogregKernel kernel) {
   switch (kernel) {
@@ -84,7 +87,7 @@ TileShape checked_shape(std::int64_t rows, int features, int classes) {
 }
 
 // WT[c][f] = W[f][c], zero for f >= F.
-const float* prepare_weights(const float* W, const TileShape& s, LogregWorkspace::Buffers& b) {
+const float* prepare_weights(const float* W, const TileShape& s, Buffers& b) {
   float* wt = b.transposed_weights.reserve(static_cast<std::size_t>(s.classes) * s.padded_features);
   for (int c = 0; c < s.classes; ++c) {
     float* row = wt + static_cast<std::size_t>(c) * s.padded_features;
@@ -103,7 +106,7 @@ void check_labels(const std::int32_t* labels, std::int64_t first, std::int64_t c
 
 // One chunk with W already transposed into the workspace.
 void chunk_partials_prepared(const KernelOps& ops, const float* X, const std::int32_t* labels, std::int64_t rows,
-                             const TileShape& s, const float* wt, LogregWorkspace::Buffers& b, double* out) {
+                             const TileShape& s, const float* wt, Buffers& b, double* out) {
   const std::size_t grad_size = static_cast<std::size_t>(s.classes) * s.padded_features;
   float* z = b.logits.reserve(static_cast<std::size_t>(kTileRows) * s.padded_classes);
   float* d = b.softmax_delta.reserve(static_cast<std::size_t>(kTileRows) * s.padded_classes);

@@ -20,6 +20,9 @@
 // AVX-512 copy of a shared inline function can be picked by the linker for other code.
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx2,fma")
+// GCC 12 flags the deliberately undefined pass-through operand inside its own AVX-512
+// intrinsics (_mm512_undefined_ps) as maybe-uninitialized; a false positive.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 namespace spmd::models::logreg_detail {
 namespace {

@@ -223,9 +223,10 @@ TEST(ShardingBatching, KeepRemainderEndsWithTheSmallerBatch) {
 }
 
 TEST(ShardingBatching, ReferenceExampleOfUnevenHosts) {
-  // The reference's case, scaled down: n=4097 over 8 hosts x 8 devices x b=128 gives the
-  // first host 513 rows (2 steps of 512) and the others 512 (1 step).
-  const BatchGeometry g{8, 128};
+  // The reference's case: n=4097 over 8 hosts gives the first host 513 rows and the others
+  // 512; with per-host steps of d*b = 512 rows (the seed says d=8, b=128 but counts 512 per
+  // host step, so d=8, b=64 here) the first host needs 2 steps, the others 1.
+  const BatchGeometry g{8, 64};
   EXPECT_EQ(local_step_count(BatchMode::PadWithMask, split_for_process(4097, 0, 8).size, g), 2);
   EXPECT_EQ(local_step_count(BatchMode::PadWithMask, split_for_process(4097, 1, 8).size, g), 1);
   EXPECT_EQ(local_step_count(BatchMode::DropRemainder, split_for_process(4097, 0, 8).size, g), 1);

@@ -1,0 +1,56 @@
+#pragma once
+// `spmd data info FILE`: what an HDF5 file holds. Serial (one process).
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace spmd::data {
+
+struct AttributeDescription {
+  std::string name;
+  std::string type;   // describe_hdf5_type: "int64", "float64", "string", ...
+  std::string value;  // rendered: text as is, numbers as "1" or "[0.5, 0.5]"
+  nlohmann::json json;  // the same, typed: string, number or array of numbers
+};
+
+// Counts of each value of a 1-D integer dataset (a label column).
+struct LabelHistogram {
+  std::int64_t min = 0, max = 0;
+  std::int64_t distinct = 0;
+  // (value, count) in increasing value; empty when `distinct` exceeds kMaxHistogramValues.
+  std::vector<std::pair<std::int64_t, std::int64_t>> counts;
+};
+inline constexpr std::int64_t kMaxHistogramValues = 1024;
+
+struct DatasetDescription {
+  std::string name;                // absolute: "/images"
+  std::vector<std::int64_t> shape;  // {} for a scalar
+  std::string dtype;               // describe_hdf5_type
+  std::int64_t bytes = 0;          // storage size on disk (after compression)
+  std::vector<AttributeDescription> attributes;
+  // For every 1-D integer dataset (labels, y, ...).
+  std::optional<LabelHistogram> histogram;
+};
+
+struct FileDescription {
+  std::string path;
+  std::int64_t file_bytes = 0;
+  std::vector<AttributeDescription> attributes;  // of the file (root group)
+  std::vector<DatasetDescription> datasets;      // recursively, sorted by name
+};
+
+// Throws spmd::Error for a missing or non-HDF5 file.
+FileDescription describe_file(const std::string& path);
+
+// {"path", "file_bytes", "attributes": {name: value}, "datasets": [{"name", "shape",
+//  "dtype", "bytes", "attributes", "histogram": {"min", "max", "distinct",
+//  "counts": {"0": 1000, ...}}}]}
+nlohmann::json to_json(const FileDescription& description);
+
+// Human-readable text (what `spmd data info` prints): one line per dataset, then histograms.
+std::string to_text(const FileDescription& description);
+
+}  // namespace spmd::data

@@ -1,0 +1,62 @@
+#pragma once
+// spmd logreg: data-parallel multiclass logistic regression with L-BFGS.
+//
+// Rows are split over ranks and devices in whole chunks of models::kLogregChunkRows global
+// rows. Each evaluation computes one partial (loss sum, gradient sum; double) per chunk on
+// the device that owns it, gathers all partials in one collective (loss and gradient packed
+// together) and adds them in chunk order. The sum therefore never depends on the number of
+// ranks or devices: the iterates are bitwise identical on every layout. The solver
+// (optim/lbfgs.hpp) knows nothing of this; it sees an objective.
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "spmd/data/dataset.hpp"
+#include "spmd/optim/lbfgs.hpp"
+#include "spmd/runtime/context.hpp"
+
+namespace spmd::workloads {
+
+struct LogregOptions {
+  std::string data;
+  data::DatasetKeys keys{"X", "y"};
+  int classes = 0;  // 0: max label + 1 over the whole file
+  optim::LBFGSParams<double> solver;
+  double l2 = 0.0;  // adds l2/2 * ||W||^2
+  bool verify_replicas = false;  // compare the iterate's hash over ranks every iteration
+};
+
+struct LogregIterationRecord {
+  int iteration = 0;
+  double value = 0, error = 0, stepsize = 0;
+  long long evaluations = 0;
+  double seconds = 0;  // wall time of this iteration (all its evaluations)
+};
+
+struct LogregResult {
+  optim::LBFGSStatus status = optim::LBFGSStatus::max_iterations;
+  int iterations = 0;
+  double value = 0, error = 0;
+  long long evaluations = 0;
+  double load_seconds = 0;   // reading this rank's rows (max over ranks)
+  double setup_seconds = 0;  // start of the run to the end of iteration 1 (includes loading)
+  double solve_seconds = 0;  // the solver loop
+  double seconds_per_evaluation = 0;  // solve_seconds / evaluations
+  std::int64_t rows = 0;
+  int features = 0, classes = 0;
+  std::vector<std::int64_t> rows_per_rank;
+  std::vector<LogregIterationRecord> history;
+  std::vector<float> W;  // [features, classes]
+};
+
+// Collective. on_iteration runs on every rank after each iteration (rank 0 prints).
+LogregResult run_logreg(const runtime::Context& ctx, const LogregOptions& options,
+                        const std::function<void(const LogregIterationRecord&)>& on_iteration = {});
+
+nlohmann::json to_json(const LogregResult& r, const LogregOptions& o, const runtime::Context& ctx);
+std::string metrics_csv(const LogregResult& r);
+
+}  // namespace spmd::workloads

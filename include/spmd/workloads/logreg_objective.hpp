@@ -1,0 +1,48 @@
+#pragma once
+// The data-parallel logistic-regression objective: value and gradient of the mean softmax
+// cross-entropy over ALL rows of all ranks, computed from this rank's rows.
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "spmd/data/dataset.hpp"
+#include "spmd/models/logreg.hpp"
+#include "spmd/runtime/context.hpp"
+#include "spmd/sharding/split.hpp"
+
+namespace spmd::workloads {
+
+// Rows of this rank: whole chunks, split over ranks with split_for_process on the chunk count.
+sharding::RowRange logreg_rank_rows(std::int64_t global_rows, int rank, int ranks);
+
+class DataParallelLogreg {
+ public:
+  // shard: this rank's rows, as given by logreg_rank_rows. Collective only in evaluation.
+  DataParallelLogreg(const runtime::Context& ctx, const data::LoadedShard& shard, int classes, double l2);
+
+  // Objective for optim::lbfgs_minimize: x = W [features * classes] (double), grad same.
+  // Collective: every rank must call it with the same x. Returns the same bits everywhere.
+  double value_and_grad(std::span<const double> x, std::span<double> grad);
+
+  long long evaluations() const { return evaluations_; }
+  int features() const { return features_; }
+  int classes() const { return classes_; }
+
+ private:
+  const runtime::Context& ctx_;
+  const data::LoadedShard& shard_;
+  int features_, classes_;
+  double l2_;
+  std::int64_t global_chunks_ = 0;
+  std::size_t partial_size_ = 0;
+  std::vector<float> W_;
+  std::vector<models::LogregWorkspace> workspaces_;  // one per device
+  std::vector<sharding::RowRange> device_chunks_;    // chunk ranges (relative to the rank's first chunk)
+  std::vector<double> local_partials_;               // [rank chunks][partial_size]
+  std::vector<double> all_partials_;                 // [global chunks][partial_size]
+  std::vector<int> counts_, displs_;                 // Allgatherv layout, in doubles
+  std::vector<double> total_;
+  long long evaluations_ = 0;
+};
+
+}  // namespace spmd::workloads

@@ -1,0 +1,181 @@
+#include "spmd/data/describe.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <iomanip>
+#include <map>
+#include <sstream>
+
+#include "spmd/data/h5_file.hpp"
+#include "spmd/data/h5_reader.hpp"
+#include "spmd/runtime/check.hpp"
+
+namespace spmd::data {
+
+namespace {
+
+template <class T>
+std::string join(const std::vector<T>& values) {
+  std::ostringstream os;
+  os << std::setprecision(10);
+  if (values.size() != 1) os << "[";
+  for (std::size_t i = 0; i < values.size(); ++i) os << (i ? ", " : "") << values[i];
+  if (values.size() != 1) os << "]";
+  return os.str();
+}
+
+template <class T>
+nlohmann::json json_of(const std::vector<T>& values, bool scalar) {
+  if (scalar && values.size() == 1) return values[0];
+  return nlohmann::json(values);
+}
+
+std::vector<AttributeDescription> describe_attributes(const H5Reader& reader, const std::string& object) {
+  std::vector<AttributeDescription> out;
+  for (const auto& name : reader.attribute_names(object)) {
+    const AttributeValue v = reader.attribute(object, name);
+    AttributeDescription d{name, v.type_name, "", nullptr};
+    const bool scalar = v.shape.empty();
+    switch (v.kind) {
+      case AttributeValue::Kind::Text:
+        d.value = v.text;
+        d.json = v.text;
+        break;
+      case AttributeValue::Kind::Integers:
+        d.value = join(v.integers);
+        d.json = json_of(v.integers, scalar);
+        break;
+      case AttributeValue::Kind::Floats:
+        d.value = join(v.floats);
+        d.json = json_of(v.floats, scalar);
+        break;
+      case AttributeValue::Kind::Other:
+        d.value = "(" + v.type_name + ")";
+        d.json = d.value;
+        break;
+    }
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+LabelHistogram histogram_of(const std::vector<std::int64_t>& values) {
+  std::map<std::int64_t, std::int64_t> counts;
+  for (auto v : values) ++counts[v];
+  LabelHistogram h;
+  h.distinct = static_cast<std::int64_t>(counts.size());
+  if (!counts.empty()) {
+    h.min = counts.begin()->first;
+    h.max = counts.rbegin()->first;
+  }
+  if (h.distinct <= kMaxHistogramValues) h.counts.assign(counts.begin(), counts.end());
+  return h;
+}
+
+std::string human_bytes(std::int64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(u == 0 ? 0 : 1) << v << " " << units[u];
+  return os.str();
+}
+
+}  // namespace
+
+FileDescription describe_file(const std::string& path) {
+  H5Reader reader(path);
+  FileDescription file;
+  file.path = path;
+  std::error_code ec;
+  file.file_bytes = static_cast<std::int64_t>(std::filesystem::file_size(path, ec));
+  file.attributes = describe_attributes(reader, "/");
+  for (const auto& name : reader.datasets()) {
+    DatasetDescription d;
+    d.name = name;
+    H5Dataset dataset = open_dataset(reader.file(), path, name, "described dataset");
+    d.shape = dataset_dims(dataset.get());
+    H5Datatype type(SPMD_CHECK_HDF5(H5Dget_type(dataset.get()), "reading a dataset's type"));
+    d.dtype = describe_hdf5_type(type.get());
+    d.bytes = static_cast<std::int64_t>(H5Dget_storage_size(dataset.get()));
+    d.attributes = describe_attributes(reader, name);
+    const auto element = element_type_of(type.get());
+    if (element && is_integer(*element) && d.shape.size() == 1) {
+      try {
+        d.histogram = histogram_of(reader.read<std::int64_t>(name));
+      } catch (const Error&) {
+        // uint64 values beyond int64: no histogram rather than no description.
+      }
+    }
+    file.datasets.push_back(std::move(d));
+  }
+  return file;
+}
+
+nlohmann::json to_json(const FileDescription& f) {
+  auto attributes_json = [](const std::vector<AttributeDescription>& attributes) {
+    nlohmann::json a = nlohmann::json::object();
+    for (const auto& x : attributes) a[x.name] = x.json;
+    return a;
+  };
+  nlohmann::json j;
+  j["path"] = f.path;
+  j["file_bytes"] = f.file_bytes;
+  j["attributes"] = attributes_json(f.attributes);
+  j["datasets"] = nlohmann::json::array();
+  for (const auto& d : f.datasets) {
+    nlohmann::json dj;
+    dj["name"] = d.name;
+    dj["shape"] = d.shape;
+    dj["dtype"] = d.dtype;
+    dj["bytes"] = d.bytes;
+    dj["attributes"] = attributes_json(d.attributes);
+    if (d.histogram) {
+      nlohmann::json h;
+      h["min"] = d.histogram->min;
+      h["max"] = d.histogram->max;
+      h["distinct"] = d.histogram->distinct;
+      nlohmann::json counts = nlohmann::json::object();
+      for (const auto& [value, count] : d.histogram->counts) counts[std::to_string(value)] = count;
+      h["counts"] = counts;
+      dj["histogram"] = h;
+    }
+    j["datasets"].push_back(dj);
+  }
+  return j;
+}
+
+std::string to_text(const FileDescription& f) {
+  std::ostringstream os;
+  os << "# file " << f.path << " (" << human_bytes(f.file_bytes) << ")\n";
+  for (const auto& a : f.attributes) os << "#   " << a.name << " = " << a.value << "\n";
+  std::size_t width = 7;
+  for (const auto& d : f.datasets) width = std::max(width, d.name.size());
+  os << std::left << std::setw(static_cast<int>(width) + 2) << "dataset" << std::setw(22) << "dtype" << std::setw(24)
+     << "shape"
+     << "size on disk\n";
+  for (const auto& d : f.datasets) {
+    os << std::left << std::setw(static_cast<int>(width) + 2) << d.name << std::setw(22) << d.dtype << std::setw(24)
+       << format_shape(d.shape) << human_bytes(d.bytes) << "\n";
+    for (const auto& a : d.attributes) os << "    @" << a.name << " = " << a.value << "\n";
+  }
+  for (const auto& d : f.datasets) {
+    if (!d.histogram) continue;
+    const auto& h = *d.histogram;
+    os << "\nhistogram of " << d.name << ": " << h.distinct << " distinct values in [" << h.min << ", " << h.max << "]\n";
+    if (h.counts.empty()) {
+      os << "  (more than " << kMaxHistogramValues << " distinct values: not listed)\n";
+      continue;
+    }
+    os << std::right;
+    for (const auto& [value, count] : h.counts) os << "  " << std::setw(8) << value << "  " << std::setw(12) << count << "\n";
+    os << std::left;
+  }
+  return os.str();
+}
+
+}  // namespace spmd::data

@@ -1,0 +1,165 @@
+#include "spmd/models/cnn_layers.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "spmd/models/cnn_params.hpp"
+#include "spmd/runtime/error.hpp"
+
+namespace spmd::models::cnn_cpu {
+
+void pad_image(const float* image, float* x_padded) {
+  constexpr int side = cnn::kImageSide;
+  for (int y = 0; y < side; ++y)
+    std::memcpy(x_padded + (y + 1) * (side + 2) + 1, image + y * side, side * sizeof(float));
+}
+
+void avg_pool2x2(const float* in, int h, int w, int c, float* out, long out_row_stride) {
+  const long in_row = static_cast<long>(w) * c;
+  for (int py = 0; py < h / 2; ++py) {
+    const float* r0 = in + (2 * py) * in_row;
+    const float* r1 = r0 + in_row;
+    float* o = out + py * out_row_stride;
+    for (int px = 0; px < w / 2; ++px) {
+      const float* a = r0 + (2 * px) * c;
+      const float* b = r1 + (2 * px) * c;
+      for (int ch = 0; ch < c; ++ch) o[px * c + ch] = 0.25f * ((a[ch] + a[c + ch]) + (b[ch] + b[c + ch]));
+    }
+  }
+}
+
+void avg_pool2x2_relu_backward(const float* activation, const float* dpooled, long dpooled_row_stride, int h,
+                               int w, int c, float* dpre) {
+  const long row = static_cast<long>(w) * c;
+  for (int y = 0; y < h; ++y) {
+    const float* dp = dpooled + (y / 2) * dpooled_row_stride;
+    const float* act = activation + y * row;
+    float* d = dpre + y * row;
+    for (int x = 0; x < w; ++x) {
+      const float* g = dp + (x / 2) * c;
+      for (int ch = 0; ch < c; ++ch) d[x * c + ch] = act[x * c + ch] > 0.0f ? 0.25f * g[ch] : 0.0f;
+    }
+  }
+}
+
+void im2col3x3(const float* in_padded, int h, int w, int c, float* col) {
+  const long in_row = static_cast<long>(w + 2) * c;
+  const std::size_t chunk = static_cast<std::size_t>(c) * sizeof(float);
+  for (int y = 0; y < h; ++y) {
+    for (int x = 0; x < w; ++x) {
+      float* dst = col + (static_cast<long>(y) * w + x) * 9 * c;
+      for (int dy = 0; dy < 3; ++dy) {
+        // The three taps of a row are adjacent in the padded input: one copy of 3*c floats.
+        std::memcpy(dst + dy * 3 * c, in_padded + (y + dy) * in_row + x * c, 3 * chunk);
+      }
+    }
+  }
+}
+
+void col2im3x3_add(const float* col, int h, int w, int c, float* d_in_padded) {
+  const long in_row = static_cast<long>(w + 2) * c;
+  for (int y = 0; y < h; ++y) {
+    for (int x = 0; x < w; ++x) {
+      const float* src = col + (static_cast<long>(y) * w + x) * 9 * c;
+      for (int dy = 0; dy < 3; ++dy) {
+        float* dst = d_in_padded + (y + dy) * in_row + x * c;
+        const float* s = src + dy * 3 * c;
+        for (int i = 0; i < 3 * c; ++i) dst[i] += s[i];
+      }
+    }
+  }
+}
+
+void dense_forward(const float* in, int rows, int n_in, const float* kernel, const float* bias, int n_out,
+                   float* out) {
+  for (int r = 0; r < rows; ++r) {
+    float* o = out + static_cast<long>(r) * n_out;
+    for (int j = 0; j < n_out; ++j) o[j] = bias[j];
+    const float* x = in + static_cast<long>(r) * n_in;
+    for (int k = 0; k < n_in; ++k) {
+      const float xk = x[k];
+      const float* wk = kernel + static_cast<long>(k) * n_out;
+      for (int j = 0; j < n_out; ++j) o[j] += xk * wk[j];
+    }
+  }
+}
+
+void dense_backward(const float* in, int rows, int n_in, const float* kernel, int n_out, const float* dout,
+                    float* dkernel, float* dbias, float* din, bool relu_input_mask) {
+  add_row_sums(dout, rows, n_out, dbias);
+  for (int r = 0; r < rows; ++r) {
+    const float* x = in + static_cast<long>(r) * n_in;
+    const float* g = dout + static_cast<long>(r) * n_out;
+    for (int k = 0; k < n_in; ++k) {
+      float* dk = dkernel + static_cast<long>(k) * n_out;
+      const float xk = x[k];
+      for (int j = 0; j < n_out; ++j) dk[j] += xk * g[j];
+    }
+    if (din == nullptr) continue;
+    float* dx = din + static_cast<long>(r) * n_in;
+    for (int k = 0; k < n_in; ++k) {
+      const float* wk = kernel + static_cast<long>(k) * n_out;
+      float s = 0.0f;
+      for (int j = 0; j < n_out; ++j) s += g[j] * wk[j];
+      dx[k] = relu_input_mask && !(x[k] > 0.0f) ? 0.0f : s;
+    }
+  }
+}
+
+void add_row_sums(const float* x, int rows, int n, float* acc) {
+  for (int r = 0; r < rows; ++r) {
+    const float* row = x + static_cast<long>(r) * n;
+    for (int j = 0; j < n; ++j) acc[j] += row[j];
+  }
+}
+
+std::int64_t count_rows(const std::uint8_t* mask, int rows) {
+  if (mask == nullptr) return rows;
+  std::int64_t n = 0;
+  for (int r = 0; r < rows; ++r) n += mask[r] != 0;
+  return n;
+}
+
+LossSum softmax_cross_entropy(const float* logits, const std::int32_t* labels, const std::uint8_t* mask, int rows,
+                              int classes, float* probs, float* dlogits, float grad_scale) {
+  constexpr int kMaxClasses = 64;
+  if (classes < 1 || classes > kMaxClasses)
+    throw Error("CNN loss: " + std::to_string(classes) + " classes; this kernel supports 1 to 64");
+  LossSum sum;
+  for (int r = 0; r < rows; ++r) {
+    const float* z = logits + static_cast<long>(r) * classes;
+    const bool counted = labels != nullptr && (mask == nullptr || mask[r] != 0);
+    // Shifting by the max keeps exp() finite; the log-sum-exp is exact in float.
+    float zmax = z[0];
+    for (int j = 1; j < classes; ++j) zmax = std::max(zmax, z[j]);
+    float e[kMaxClasses];
+    float total = 0.0f;
+    for (int j = 0; j < classes; ++j) {
+      e[j] = std::exp(z[j] - zmax);
+      total += e[j];
+    }
+    const float inv_total = 1.0f / total;
+    if (probs != nullptr)
+      for (int j = 0; j < classes; ++j) probs[static_cast<long>(r) * classes + j] = e[j] * inv_total;
+    float* d = dlogits != nullptr ? dlogits + static_cast<long>(r) * classes : nullptr;
+    if (!counted) {
+      if (d != nullptr) std::fill(d, d + classes, 0.0f);
+      continue;
+    }
+    const std::int32_t label = labels[r];
+    if (label < 0 || label >= classes)
+      throw Error("CNN loss: label " + std::to_string(label) + " of batch row " + std::to_string(r) +
+                  " is outside [0, " + std::to_string(classes) + ")");
+    sum.loss_sum += static_cast<double>(std::log(total) - (z[label] - zmax));
+    sum.count += 1;
+    if (d != nullptr) {
+      for (int j = 0; j < classes; ++j) d[j] = e[j] * inv_total * grad_scale;
+      d[label] -= grad_scale;
+    }
+  }
+  return sum;
+}
+
+}  // namespace spmd::models::cnn_cpu

@@ -1,0 +1,60 @@
+#include "spmd/models/logreg_classifier.hpp"
+
+#include "spmd/models/logreg.hpp"
+#include "spmd/runtime/error.hpp"
+
+namespace spmd::models {
+
+namespace {
+
+class LogregPredictor final : public DevicePredictor {
+ public:
+  LogregPredictor(const std::vector<float>& W, int features, int classes) : W_(W), features_(features), classes_(classes) {}
+  void predict(const float* samples, std::int64_t rows, std::int32_t* classes_out) override {
+    logreg_predict(samples, rows, features_, classes_, W_.data(), classes_out, workspace_);
+  }
+
+ private:
+  std::vector<float> W_;  // a copy per device: each device owns its parameters
+  int features_, classes_;
+  LogregWorkspace workspace_;
+};
+
+class LogregClassifier final : public Classifier {
+ public:
+  LogregClassifier(std::vector<float> W, int features, int classes, std::string source)
+      : W_(std::move(W)), features_(features), classes_(classes), source_(std::move(source)) {}
+  std::string describe() const override {
+    return "logreg W[" + std::to_string(features_) + "," + std::to_string(classes_) + "] from " + source_;
+  }
+  int classes() const override { return classes_; }
+  void check_sample_shape(const std::vector<std::int64_t>& sample_shape, const std::string& data_path) const override {
+    std::int64_t f = 1;
+    for (auto e : sample_shape) f *= e;
+    if (f != features_)
+      throw CollectiveError("logreg weights '" + source_ + "' expect " + std::to_string(features_) +
+                            " features per example, but '" + data_path + "' has " + std::to_string(f) +
+                            " (weights trained on other data?)");
+  }
+  std::unique_ptr<DevicePredictor> make_predictor(const runtime::DeviceInfo&, std::int64_t) const override {
+    return std::make_unique<LogregPredictor>(W_, features_, classes_);
+  }
+  std::int64_t parameter_bytes() const override { return static_cast<std::int64_t>(W_.size()) * 4; }
+  std::int64_t workspace_bytes(std::int64_t rows) const override { return rows * 16 * 4; }
+
+ private:
+  std::vector<float> W_;
+  int features_, classes_;
+  std::string source_;
+};
+
+}  // namespace
+
+std::unique_ptr<Classifier> make_logreg_classifier(std::vector<float> W, int features, int classes, std::string source) {
+  if (features < 1 || classes < 2 || W.size() != static_cast<size_t>(features) * static_cast<size_t>(classes))
+    throw Error("logreg weights '" + source + "': expected W of shape [features >= 1, classes >= 2], got " +
+                std::to_string(W.size()) + " values for [" + std::to_string(features) + "," + std::to_string(classes) + "]");
+  return std::make_unique<LogregClassifier>(std::move(W), features, classes, std::move(source));
+}
+
+}  // namespace spmd::models

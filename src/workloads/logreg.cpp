@@ -1,0 +1,137 @@
+#include "spmd/workloads/logreg.hpp"
+
+#include <chrono>
+
+#include "spmd/runtime/agree.hpp"
+#include "spmd/runtime/collectives.hpp"
+#include "spmd/workloads/logreg_objective.hpp"
+#include "spmd/workloads/report.hpp"
+
+namespace spmd::workloads {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// The objective as the solver sees it; also checks, when asked, that every rank holds the
+// same iterate (replicated state must never drift).
+class CheckedObjective {
+ public:
+  CheckedObjective(DataParallelLogreg& f, const runtime::Context& ctx, bool verify) : f_(f), ctx_(ctx), verify_(verify) {}
+  double value_and_grad(std::span<const double> x, std::span<double> grad) {
+    if (verify_) {
+      std::string bytes(reinterpret_cast<const char*>(x.data()), x.size_bytes());
+      const auto h = static_cast<std::int64_t>(runtime::stable_hash(bytes) >> 1);
+      std::int64_t mm[2] = {h, -h};
+      runtime::allreduce_max(ctx_, std::span<std::int64_t>(mm, 2));
+      if (mm[0] != -mm[1])
+        throw CollectiveError("logreg: the replicated iterate differs between ranks at evaluation " +
+                              std::to_string(f_.evaluations() + 1) + " (a non-deterministic reduction?)");
+    }
+    return f_.value_and_grad(x, grad);
+  }
+
+ private:
+  DataParallelLogreg& f_;
+  const runtime::Context& ctx_;
+  bool verify_;
+};
+}  // namespace
+
+LogregResult run_logreg(const runtime::Context& ctx, const LogregOptions& o,
+                        const std::function<void(const LogregIterationRecord&)>& on_iteration) {
+  const auto start = Clock::now();
+  optim::validate(o.solver);
+  const auto shape = data::probe_shape(ctx, o.data, o.keys);
+  const auto rows = logreg_rank_rows(shape.rows, ctx.rank(), ctx.size());
+  ctx.set_phase("logreg: loading rows");
+  const auto shard = data::load_shard(ctx, o.data, o.keys, rows.first, rows.size, o.classes);
+  LogregResult r;
+  r.load_seconds = since(start);
+  allreduce_max(ctx, std::span<double>(&r.load_seconds, 1));
+  r.rows = shape.rows;
+  r.features = static_cast<int>(shard.sample_size);
+  r.classes = shard.classes;
+  if (r.classes < 2)
+    throw CollectiveError("logreg: '" + o.data + "' has labels of " + std::to_string(r.classes) +
+                          " class(es); multiclass logistic regression needs at least 2 (set --classes)");
+  std::vector<std::int64_t> mine{shard.rows};
+  r.rows_per_rank.resize(static_cast<size_t>(ctx.size()));
+  runtime::allgather_bytes(ctx, mine.data(), sizeof(std::int64_t), r.rows_per_rank.data());
+
+  DataParallelLogreg objective(ctx, shard, r.classes, o.l2);
+  CheckedObjective checked(objective, ctx, o.verify_replicas);
+  std::vector<double> x0(static_cast<size_t>(r.features) * static_cast<size_t>(r.classes), 0.0);
+  auto last = Clock::now();
+  const auto solve_start = last;
+  long long last_evaluations = 0;
+  auto callback = [&](const optim::LBFGSIteration& it) {
+    LogregIterationRecord rec;
+    rec.iteration = it.iteration;
+    rec.value = it.value;
+    rec.error = it.error;
+    rec.stepsize = it.stepsize;
+    rec.evaluations = it.evaluations;
+    rec.seconds = since(last);
+    last = Clock::now();
+    if (it.iteration == 1) r.setup_seconds = since(start);
+    last_evaluations = it.evaluations;
+    r.history.push_back(rec);
+    ctx.set_phase("logreg iteration " + std::to_string(it.iteration + 1));
+    if (on_iteration) on_iteration(rec);
+  };
+  ctx.set_phase("logreg iteration 1");
+  const auto result = optim::lbfgs_minimize<double>(checked, std::span<const double>(x0), o.solver, callback);
+  r.solve_seconds = since(solve_start);
+  r.status = result.status;
+  r.iterations = result.iterations;
+  r.value = static_cast<double>(result.value);
+  r.error = static_cast<double>(result.error);
+  r.evaluations = result.evaluations;
+  r.seconds_per_evaluation = r.evaluations ? r.solve_seconds / static_cast<double>(r.evaluations) : 0;
+  if (r.setup_seconds == 0) r.setup_seconds = since(start);
+  r.W.resize(result.x.size());
+  for (size_t i = 0; i < result.x.size(); ++i) r.W[i] = static_cast<float>(result.x[i]);
+  (void)last_evaluations;
+  return r;
+}
+
+nlohmann::json to_json(const LogregResult& r, const LogregOptions& o, const runtime::Context& ctx) {
+  nlohmann::json j;
+  j["status"] = optim::to_string(r.status);
+  j["iterations"] = r.iterations;
+  j["value"] = r.value;
+  j["error"] = r.error;
+  j["evaluations"] = r.evaluations;
+  j["load_seconds"] = r.load_seconds;
+  j["setup_seconds"] = r.setup_seconds;
+  j["solve_seconds"] = r.solve_seconds;
+  j["seconds_per_evaluation"] = r.seconds_per_evaluation;
+  j["rows"] = r.rows;
+  j["features"] = r.features;
+  j["classes"] = r.classes;
+  j["rows_per_rank"] = r.rows_per_rank;
+  j["ranks"] = ctx.size();
+  j["devices_per_rank"] = ctx.devices_per_rank();
+  j["linesearch"] = optim::to_string(o.solver.linesearch);
+  j["history_size"] = o.solver.history;
+  j["maxiter"] = o.solver.maxiter;
+  j["tol"] = o.solver.tol;
+  j["l2"] = o.l2;
+  nlohmann::json h = nlohmann::json::array();
+  for (const auto& it : r.history)
+    h.push_back({{"iteration", it.iteration}, {"value", it.value}, {"error", it.error}, {"stepsize", it.stepsize},
+                 {"evaluations", it.evaluations}, {"seconds", it.seconds}});
+  j["history"] = h;
+  return j;
+}
+
+std::string metrics_csv(const LogregResult& r) {
+  std::string out = "iteration,value,error,stepsize,evaluations,seconds\n";
+  for (const auto& it : r.history)
+    out += format("%d,%.17g,%.17g,%.17g,%lld,%.9f\n", it.iteration, it.value, it.error, it.stepsize, it.evaluations,
+                  it.seconds);
+  return out;
+}
+
+}  // namespace spmd::workloads
