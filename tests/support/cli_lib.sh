@@ -14,8 +14,12 @@ run() {
   local name=$1 want=$2 limit=$3; shift 3
   [ "$1" = mpi ] && set -- mpirun -np "$2" --oversubscribe "${@:3}"
   local start=$(date +%s.%N)
-  timeout -k 5 "$limit" "$@" >"$WORK/$name.out" 2>&1
-  local rc=$?
+  local rc
+  if declare -F "$1" >/dev/null; then
+    "$@" >"$WORK/$name.out" 2>&1; rc=$?   # a shell function of the test (a quick check)
+  else
+    timeout -k 5 "$limit" "$@" >"$WORK/$name.out" 2>&1; rc=$?
+  fi
   LAST_SECONDS=$(echo "$(date +%s.%N) - $start" | bc)
   LAST_OUT="$WORK/$name.out"
   checks=$((checks + 1))

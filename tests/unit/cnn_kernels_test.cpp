@@ -1,0 +1,181 @@
+// The CPU kernel sets (AVX2, AVX-512 where the CPU has it, cblas) against scalar double
+// references: GEMM over many shapes, conv1 forward and its weight gradient.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "spmd/models/cnn_kernels.hpp"
+#include "spmd/runtime/error.hpp"
+
+namespace {
+
+using spmd::models::cnn_cpu::Isa;
+using spmd::models::cnn_cpu::Kernels;
+
+std::vector<Isa> testable_isas() {
+  std::vector<Isa> isas;
+  for (Isa isa : {Isa::Avx2, Isa::Avx512, Isa::Blas})
+    if (spmd::models::cnn_cpu::isa_supported(isa)) isas.push_back(isa);
+  return isas;
+}
+
+std::vector<float> random_vector(std::size_t n, std::mt19937& rng, float lo = -1.0f, float hi = 1.0f) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+class CnnKernels : public ::testing::TestWithParam<Isa> {
+ protected:
+  const Kernels& k() const { return spmd::models::cnn_cpu::kernels_for(GetParam()); }
+};
+
+TEST_P(CnnKernels, GemmMatchesScalarReferenceOverShapesLayoutsAndEpilogues) {
+  std::mt19937 rng(11);
+  const int ms[] = {1, 2, 5, 6, 7, 13, 17, 33};
+  const int ns[] = {16, 32, 48, 64, 80, 144, 288};
+  const int ks[] = {0, 1, 3, 64, 161, 330};
+  int cases = 0;
+  for (int m : ms)
+    for (int n : ns)
+      for (int kk : ks)
+        for (int variant = 0; variant < 4; ++variant) {
+          const bool a_t = variant & 1;
+          const bool accumulate = variant & 2;
+          // Row strides larger than the logical width catch stride mix-ups.
+          const long lda = (a_t ? m : kk) + 3, ldb = n + 16, ldc = n + 32;
+          const auto a = random_vector(static_cast<std::size_t>((a_t ? kk : m) * lda + 1), rng);
+          const auto b = random_vector(static_cast<std::size_t>(kk * ldb + 1), rng);
+          const auto bias = random_vector(static_cast<std::size_t>(n), rng);
+          auto c = random_vector(static_cast<std::size_t>(m * ldc), rng);
+          const auto c0 = c;
+          const bool use_bias = (cases % 3) == 0, relu = (cases % 2) == 0;
+          k().gemm(a_t, m, n, kk, a.data(), lda, b.data(), ldb, c.data(), ldc, accumulate,
+                   {use_bias ? bias.data() : nullptr, relu});
+          for (int i = 0; i < m; ++i) {
+            for (int j = 0; j < ldc; ++j) {
+              const std::size_t at = static_cast<std::size_t>(i * ldc + j);
+              if (j >= n) {
+                ASSERT_EQ(c[at], c0[at]) << "wrote outside C at row " << i << " col " << j;
+                continue;
+              }
+              double ref = accumulate ? c0[at] : 0.0, mag = std::abs(ref);
+              for (int p = 0; p < kk; ++p) {
+                const double av = a_t ? a[static_cast<std::size_t>(p * lda + i)] : a[static_cast<std::size_t>(i * lda + p)];
+                const double term = av * b[static_cast<std::size_t>(p * ldb + j)];
+                ref += term;
+                mag += std::abs(term);
+              }
+              if (use_bias) ref += bias[static_cast<std::size_t>(j)], mag += std::abs(bias[static_cast<std::size_t>(j)]);
+              if (relu) ref = std::max(ref, 0.0);
+              ASSERT_NEAR(c[at], ref, 1e-5 * mag + 1e-7)
+                  << "m=" << m << " n=" << n << " k=" << kk << " a_t=" << a_t << " acc=" << accumulate << " at (" << i
+                  << "," << j << ")";
+            }
+          }
+          ++cases;
+        }
+  EXPECT_EQ(cases, 8 * 7 * 6 * 4);
+}
+
+TEST_P(CnnKernels, GemmWithNoRowsOrColumnsTouchesNothing) {
+  float c[4] = {1, 2, 3, 4};
+  const float a[4] = {1, 1, 1, 1}, b[64] = {};
+  k().gemm(false, 0, 16, 4, a, 4, b, 16, c, 16, false, {});
+  k().gemm(true, 2, 0, 2, a, 2, b, 16, c, 16, false, {});
+  EXPECT_EQ(c[0], 1.0f);
+  EXPECT_EQ(c[3], 4.0f);
+}
+
+// conv1 on one image, in double: out[y,x,c] = relu(bias[c] + sum_taps xp[y+dy,x+dx] w[dy,dx,c]).
+std::vector<double> conv1_reference(const std::vector<float>& xp, const std::vector<float>& w,
+                                    const std::vector<float>& bias) {
+  std::vector<double> out(28 * 28 * 32);
+  for (int y = 0; y < 28; ++y)
+    for (int x = 0; x < 28; ++x)
+      for (int c = 0; c < 32; ++c) {
+        double s = bias[static_cast<std::size_t>(c)];
+        for (int dy = 0; dy < 3; ++dy)
+          for (int dx = 0; dx < 3; ++dx)
+            s += static_cast<double>(xp[static_cast<std::size_t>((y + dy) * 30 + x + dx)]) *
+                 w[static_cast<std::size_t>((dy * 3 + dx) * 32 + c)];
+        out[static_cast<std::size_t>((y * 28 + x) * 32 + c)] = std::max(s, 0.0);
+      }
+  return out;
+}
+
+std::vector<float> padded_random_image(std::mt19937& rng) {
+  const auto img = random_vector(28 * 28, rng, 0.0f, 1.0f);
+  std::vector<float> xp(30 * 30, 0.0f);
+  for (int y = 0; y < 28; ++y)
+    for (int x = 0; x < 28; ++x) xp[static_cast<std::size_t>((y + 1) * 30 + x + 1)] = img[static_cast<std::size_t>(y * 28 + x)];
+  return xp;
+}
+
+TEST_P(CnnKernels, Conv1ForwardMatchesScalarReference) {
+  std::mt19937 rng(12);
+  for (int trial = 0; trial < 3; ++trial) {
+    const auto xp = padded_random_image(rng);
+    const auto w = random_vector(9 * 32, rng, -0.5f, 0.5f);
+    const auto bias = random_vector(32, rng, -0.3f, 0.3f);
+    std::vector<float> out(28 * 28 * 32, -7.0f);
+    k().conv1_forward(xp.data(), w.data(), bias.data(), out.data());
+    const auto ref = conv1_reference(xp, w, bias);
+    int zeros = 0;
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      ASSERT_NEAR(out[i], ref[i], 1e-5) << "at " << i;
+      zeros += out[i] == 0.0f;
+    }
+    // Both ReLU branches are exercised.
+    EXPECT_GT(zeros, 1000);
+    EXPECT_LT(zeros, 24000);
+  }
+}
+
+TEST_P(CnnKernels, Conv1WeightGradAccumulatesTheAdjointOfConv1) {
+  std::mt19937 rng(13);
+  const auto xp = padded_random_image(rng);
+  const auto dout = random_vector(28 * 28 * 32, rng);
+  auto dk = random_vector(9 * 32, rng);  // accumulated into
+  auto db = random_vector(32, rng);
+  const auto dk0 = dk, db0 = db;
+  k().conv1_weight_grad(xp.data(), dout.data(), dk.data(), db.data());
+  for (int c = 0; c < 32; ++c) {
+    double sb = db0[static_cast<std::size_t>(c)], mb = std::abs(sb);
+    for (int p = 0; p < 784; ++p) sb += dout[static_cast<std::size_t>(p * 32 + c)], mb += std::abs(dout[static_cast<std::size_t>(p * 32 + c)]);
+    ASSERT_NEAR(db[static_cast<std::size_t>(c)], sb, 2e-5 * mb);
+    for (int dy = 0; dy < 3; ++dy)
+      for (int dx = 0; dx < 3; ++dx) {
+        const std::size_t t = static_cast<std::size_t>((dy * 3 + dx) * 32 + c);
+        double s = dk0[t], m = std::abs(s);
+        for (int y = 0; y < 28; ++y)
+          for (int x = 0; x < 28; ++x) {
+            const double term = static_cast<double>(xp[static_cast<std::size_t>((y + dy) * 30 + x + dx)]) *
+                                dout[static_cast<std::size_t>((y * 28 + x) * 32 + c)];
+            s += term;
+            m += std::abs(term);
+          }
+        ASSERT_NEAR(dk[t], s, 2e-5 * m) << "tap " << dy << "," << dx << " channel " << c;
+      }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Isas, CnnKernels, ::testing::ValuesIn(testable_isas()),
+                         [](const auto& info) { return std::string(spmd::models::cnn_cpu::to_string(info.param)); });
+
+TEST(CnnKernelSelection, AutoPicksASupportedSetAndNamesParse) {
+  using namespace spmd::models::cnn_cpu;
+  const Isa chosen = resolve_isa(Isa::Auto);
+  EXPECT_TRUE(chosen == Isa::Avx2 || chosen == Isa::Avx512);
+  EXPECT_TRUE(isa_supported(chosen));
+  EXPECT_EQ(kernels_for(Isa::Auto).isa, chosen);
+  for (Isa isa : {Isa::Auto, Isa::Avx2, Isa::Avx512, Isa::Blas}) EXPECT_EQ(parse_isa(to_string(isa)), isa);
+  EXPECT_THROW(parse_isa("sse"), spmd::Error);
+  if (!isa_supported(Isa::Avx512)) EXPECT_THROW(resolve_isa(Isa::Avx512), spmd::Error);
+}
+
+}  // namespace
