@@ -45,20 +45,21 @@ std::vector<std::int64_t> class_counts(const ClassificationData& d) {
   return counts;
 }
 
-// Training accuracy of nearest class mean on the given columns (a linear classifier).
+// Nearest class mean on the given columns (a linear classifier): means from the even
+// rows, accuracy on the odd rows, so that chance level is an unbiased 0.5.
 double nearest_centroid_accuracy(const ClassificationData& d, const std::vector<int>& cols) {
   const std::size_t C = static_cast<std::size_t>(d.n_classes), m = cols.size();
   std::vector<double> mean(C * m, 0.0);
   std::vector<double> count(C, 0.0);
-  for (std::int64_t i = 0; i < d.n_samples; ++i) {
+  for (std::int64_t i = 0; i < d.n_samples; i += 2) {
     const auto c = static_cast<std::size_t>(d.y[static_cast<std::size_t>(i)]);
     count[c] += 1;
     for (std::size_t j = 0; j < m; ++j) mean[c * m + j] += at(d, i, cols[j]);
   }
   for (std::size_t c = 0; c < C; ++c)
     for (std::size_t j = 0; j < m; ++j) mean[c * m + j] /= std::max(count[c], 1.0);
-  std::int64_t correct = 0;
-  for (std::int64_t i = 0; i < d.n_samples; ++i) {
+  std::int64_t correct = 0, tested = 0;
+  for (std::int64_t i = 1; i < d.n_samples; i += 2, ++tested) {
     std::size_t best = 0;
     double best_distance = INFINITY;
     for (std::size_t c = 0; c < C; ++c) {
@@ -68,7 +69,7 @@ double nearest_centroid_accuracy(const ClassificationData& d, const std::vector<
     }
     correct += static_cast<std::int32_t>(best) == d.y[static_cast<std::size_t>(i)];
   }
-  return static_cast<double>(correct) / static_cast<double>(d.n_samples);
+  return static_cast<double>(correct) / static_cast<double>(tested);
 }
 
 // Relative residual of the least-squares fit target ~ [cols, 1] (normal equations in double).
@@ -198,9 +199,9 @@ TEST(DataMakeClassification, InformativeColumnsSeparateClassesNoiseDoesNot) {
     const auto d = make_classification(p);
     const double informative = nearest_centroid_accuracy(d, columns_with(d, FeatureRole::Informative));
     const double noise = nearest_centroid_accuracy(d, columns_with(d, FeatureRole::Noise));
-    sum_informative += informative;
+    sum_informative += informative; std::printf("DBG %lu %.4f %.4f\n", (unsigned long)seed, informative, noise);
     EXPECT_GT(informative, 0.85) << "seed " << seed;
-    EXPECT_NEAR(noise, 0.5, 0.06) << "seed " << seed;  // 22 noise columns: a little overfit, no signal
+    EXPECT_NEAR(noise, 0.5, 0.05) << "seed " << seed;  // held-out: std 0.011
   }
   EXPECT_GT(sum_informative / static_cast<double>(seeds.size()), 0.93);
 }
