@@ -1,6 +1,152 @@
+// spmd ensemble: CNN ensemble training, one member per device (workloads/ensemble.hpp).
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+
+#include "command.hpp"
 #include "commands.hpp"
 #include "spmd/runtime/error.hpp"
+#include "spmd/workloads/ensemble.hpp"
+#include "spmd/workloads/report.hpp"
 
 namespace spmd::cli {
-int cmd_ensemble(const Args&) { throw CollectiveError("spmd ensemble: not implemented yet"); }
+
+namespace {
+extern "C" void request_stop(int) { workloads::ensemble_stop_request().store(1); }
+
+std::string file_identity(const std::string& path) {
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  return path + " (" + (ec ? std::string("?") : std::to_string(size)) + " bytes)";
+}
+}  // namespace
+
+int cmd_ensemble(const Args& args) {
+  po::options_description options("spmd ensemble options");
+  options.add_options()("train", po::value<std::string>(), "HDF5 training set: images [N,28,28,1], labels [N] (required)")(
+      "test", po::value<std::string>(), "HDF5 test set, same layout (required)")(
+      "features-key", po::value<std::string>()->default_value("images"), "dataset of the images")(
+      "labels-key", po::value<std::string>()->default_value("labels"), "dataset of the labels")(
+      "epochs", po::value<int>()->default_value(1), "epochs to train in total (a resumed run continues up to this)")(
+      "batch-size", po::value<int>()->default_value(32), "training batch, the same for every member")(
+      "learning-rate", po::value<float>()->default_value(0.1f), "SGD learning rate (> 0)")(
+      "momentum", po::value<float>()->default_value(0.9f), "SGD momentum in [0, 1)")(
+      "seed", po::value<std::uint64_t>()->default_value(0), "root seed: member g uses the g-th key split from it")(
+      "train-limit", po::value<std::int64_t>()->default_value(0), "use only the first N training examples (0: all)")(
+      "test-limit", po::value<std::int64_t>()->default_value(0), "evaluate only the first N test examples (0: all)")(
+      "eval-batch", po::value<int>()->default_value(512), "test-set batch per device")(
+      "checkpoint", po::value<std::string>(), "HDF5 checkpoint written after every epoch and on SIGTERM/SIGINT (atomic)")(
+      "resume", po::bool_switch(), "continue from --checkpoint (refused if it comes from other options)")(
+      "metrics-csv", po::value<std::string>(), "per-epoch CSV of the metrics")(
+      "progress-every", po::value<int>()->default_value(0), "print a progress line every N steps (0: 10 lines per epoch)");
+  options.add(common_options());
+  const auto cl = parse_validated(
+      "ensemble", "--train FILE --test FILE [options]", options, args, {"train", "test"}, [](const po::variables_map& vm) {
+        require_present(vm, "train");
+        require_present(vm, "test");
+        require_readable_file(vm, "train");
+        require_readable_file(vm, "test");
+        require_positive(vm, "epochs");
+        require_positive(vm, "batch-size");
+        require_positive(vm, "eval-batch");
+        require_non_negative(vm, "train-limit");
+        require_non_negative(vm, "test-limit");
+        require_non_negative(vm, "progress-every");
+        optim::validate(optim::SgdMomentum{vm["learning-rate"].as<float>(), vm["momentum"].as<float>()});
+        if (vm["resume"].as<bool>()) {
+          require_present(vm, "checkpoint", "--resume continues from it");
+          require_readable_file(vm, "checkpoint");
+        }
+        require_writable_destination(vm, "checkpoint");
+        require_writable_destination(vm, "metrics-csv");
+        require_writable_destination(vm, "json");
+      });
+  if (cl.help) {
+    print_root(cl.help_text);
+    return 0;
+  }
+  const auto& vm = cl.vm;
+  runtime::Context ctx(MPI_COMM_WORLD, context_options(vm));
+  workloads::EnsembleOptions o;
+  o.train = vm["train"].as<std::string>();
+  o.test = vm["test"].as<std::string>();
+  o.keys = {vm["features-key"].as<std::string>(), vm["labels-key"].as<std::string>()};
+  o.epochs = vm["epochs"].as<int>();
+  o.batch_size = vm["batch-size"].as<int>();
+  o.sgd = {vm["learning-rate"].as<float>(), vm["momentum"].as<float>()};
+  o.seed = vm["seed"].as<std::uint64_t>();
+  o.train_limit = vm["train-limit"].as<std::int64_t>();
+  o.test_limit = vm["test-limit"].as<std::int64_t>();
+  o.eval_batch = vm["eval-batch"].as<int>();
+  if (vm.count("checkpoint")) o.checkpoint = vm["checkpoint"].as<std::string>();
+  o.resume = vm["resume"].as<bool>();
+  // What a checkpoint must agree on to be resumed (the layout may change; the member count may not).
+  o.defining_options = "members=" + std::to_string(ctx.total_devices()) + "\nseed=" + std::to_string(o.seed) +
+                       "\nbatch-size=" + std::to_string(o.batch_size) + "\nlearning-rate=" + workloads::format("%.9g", o.sgd.learning_rate) +
+                       "\nmomentum=" + workloads::format("%.9g", o.sgd.momentum) + "\ntrain=" + file_identity(o.train) +
+                       "\ntrain-limit=" + std::to_string(o.train_limit) + "\n";
+
+  std::signal(SIGTERM, request_stop);
+  std::signal(SIGINT, request_stop);
+
+  print_root(workloads::startup_table(ctx, "ensemble"));
+  print_root(workloads::format("# %d members (ranks x devices), batch %d, SGD lr %g momentum %g, seed %llu, train %s%s\n",
+                               ctx.total_devices(), o.batch_size, o.sgd.learning_rate, o.sgd.momentum,
+                               static_cast<unsigned long long>(o.seed), o.train.c_str(),
+                               o.train_limit ? workloads::format(" (first %lld)", static_cast<long long>(o.train_limit)).c_str() : ""));
+  const bool bar = workloads::stderr_is_terminal();
+  const int every = vm["progress-every"].as<int>();
+  auto on_progress = [&](int epoch, std::int64_t step, std::int64_t steps, double ips) {
+    if (!ctx.is_root()) return;
+    if (bar) {
+      const int width = 30, done = static_cast<int>(width * step / steps);
+      const double eta = (steps - step) * o.batch_size / std::max(ips, 1e-9);
+      std::fprintf(stderr, "\repoch %d [%-*s] %lld/%lld  %.0f images/s/member  ETA %.0f s ", epoch, width,
+                   std::string(static_cast<size_t>(done), '#').c_str(), static_cast<long long>(step),
+                   static_cast<long long>(steps), ips, eta);
+      if (step == steps) std::fputs("\n", stderr);
+      std::fflush(stderr);
+      return;
+    }
+    const std::int64_t period = every > 0 ? every : std::max<std::int64_t>(1, steps / 10);
+    if (step % period == 0 || step == steps)
+      print_root(workloads::format("# epoch %d step %lld/%lld  %.0f images/s per member\n", epoch, static_cast<long long>(step),
+                                   static_cast<long long>(steps), ips));
+  };
+  workloads::Table table({{"epoch", "", 5}, {"train loss", "", 10}, {"train acc", "", 9}, {"test loss", "", 10},
+                          {"test acc", "", 9}, {"members acc", "min..max", 15}, {"time", "s", 8},
+                          {"speed", "img/s/member", 13}});
+  print_root(table.header());
+  auto on_epoch = [&](const workloads::EpochMetrics& e) {
+    double lo = 1, hi = 0;
+    for (double a : e.member_test_accuracy) {
+      lo = std::min(lo, a);
+      hi = std::max(hi, a);
+    }
+    print_root(table.row({std::to_string(e.epoch), workloads::format("%.5f", e.train_loss), workloads::format("%.4f", e.train_accuracy),
+                          workloads::format("%.5f", e.test_loss), workloads::format("%.4f", e.test_accuracy),
+                          workloads::format("%.4f..%.4f", lo, hi), workloads::format("%.2f", e.seconds),
+                          workloads::format("%.0f", e.images_per_second)}));
+  };
+  const auto r = workloads::run_ensemble(ctx, o, on_epoch, on_progress);
+  if (r.resumed_from_epoch >= 0)
+    print_root(workloads::format("# resumed from %s at epoch %d step %lld\n", o.checkpoint.c_str(), r.resumed_from_epoch + 1,
+                                 static_cast<long long>(r.resumed_from_step)));
+  if (r.interrupted)
+    print_root("# stopped by a signal: checkpoint written to " + (o.checkpoint.empty() ? std::string("(none: no --checkpoint)") : o.checkpoint) +
+               "; continue with the same command plus --resume\n");
+  print_root(workloads::format("# %d members, %.0f training images/s per member (%.0f for the ensemble), parameters digest %016llx\n",
+                               r.members, r.images_per_second, r.images_per_second * r.members,
+                               static_cast<unsigned long long>(r.params_digest)));
+  if (ctx.is_root()) {
+    if (vm.count("metrics-csv")) workloads::write_text_atomic(vm["metrics-csv"].as<std::string>(), workloads::metrics_csv(r));
+  }
+  auto j = workloads::startup_json(ctx);
+  if (ctx.is_root() && !json_path(vm).empty()) {
+    j.update(workloads::to_json(r, o, ctx));
+    workloads::write_json(json_path(vm), j);
+  }
+  return 0;
+}
+
 }  // namespace spmd::cli

@@ -1,6 +1,8 @@
 #include "model_loading.hpp"
 
+#include "spmd/models/cnn_classifier.hpp"
 #include "spmd/models/logreg_classifier.hpp"
+#include "spmd/workloads/checkpoint.hpp"
 #include "spmd/runtime/error.hpp"
 #include "spmd/workloads/logreg_weights.hpp"
 
@@ -13,6 +15,7 @@ std::unique_ptr<models::Classifier> load_classifier(const runtime::Context& ctx,
     auto w = workloads::read_logreg_weights(ctx, weights);
     return models::make_logreg_classifier(std::move(w.W), w.features, w.classes, weights);
   }
+  if (model == "cnn") return models::make_cnn_classifier(workloads::read_checkpoint_params(ctx, weights), weights);
   throw CollectiveError("--model " + model + " (" + weights + "): not available in this build yet");
 }
 

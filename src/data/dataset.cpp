@@ -368,7 +368,7 @@ LoadedShard load(const runtime::Context& ctx, ShardReader& reader, std::int64_t 
   }
   std::string error;
   for (std::size_t i = 0; i < labels.size(); ++i)
-    if (labels[i] < 0 || labels[i] >= limit) {
+    if (labels[i] < 0 || labels[i] > limit) {
       error = rank_prefix(ctx) + where + ": row " + std::to_string(first_row + static_cast<std::int64_t>(i)) +
               " has label " + std::to_string(labels[i]) + ", outside [0, " + std::to_string(limit) + ") (" + how + ")";
       break;

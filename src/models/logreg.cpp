@@ -56,7 +56,7 @@ class AlignedArray {
 struct LogregWorkspace::Buffers {
   AlignedArray<float> transposed_weights;  // WT [C][Fpad]
   AlignedArray<float> logits;              // Z [kTileRows][Cpad]
-  AlignedArray<float> softmax_delta;       // D [kTileRows][Cpad]
+  AlignedArray<float> softmax_delta;       // D [C][kTileRows]
   AlignedArray<float> gradient_block;      // Gf [C][Fpad]
   AlignedArray<double> gradient_chunk;     // Gd [C][Fpad]
   std::vector<double> partials;            // one chunk's partials (logreg_value_and_grad)
@@ -109,25 +109,26 @@ void chunk_partials_prepared(const KernelOps& ops, const float* X, const std::in
                              const TileShape& s, const float* wt, Buffers& b, double* out) {
   const std::size_t grad_size = static_cast<std::size_t>(s.classes) * s.padded_features;
   float* z = b.logits.reserve(static_cast<std::size_t>(kTileRows) * s.padded_classes);
-  float* d = b.softmax_delta.reserve(static_cast<std::size_t>(kTileRows) * s.padded_classes);
+  float* d = b.softmax_delta.reserve(static_cast<std::size_t>(kTileRows) * s.classes);
   float* gf = b.gradient_block.reserve(grad_size);
   double* gd = b.gradient_chunk.reserve(grad_size);
   std::fill(gd, gd + grad_size, 0.0);
+  std::fill(gf, gf + grad_size, 0.0f);
   double loss = 0.0;
   for (std::int64_t block = 0; block < rows; block += kLogregGradFloatBlockRows) {
     const std::int64_t block_end = std::min(rows, block + kLogregGradFloatBlockRows);
     check_labels(labels, block, block_end - block, s.classes);
-    std::fill(gf, gf + grad_size, 0.0f);
     for (std::int64_t tile = block; tile < block_end; tile += kTileRows) {
       const int n = static_cast<int>(std::min<std::int64_t>(kTileRows, block_end - tile));
+      const int next = static_cast<int>(std::clamp<std::int64_t>(rows - (tile + n), 0, kTileRows));
       const float* x = X + tile * s.features;
       ops.logits(x, n, s, wt, z);
       ops.softmax(z, labels + tile, n, s, d, loss);
-      ops.gradient(x, d, n, s, gf);
+      ops.gradient(x, d, n, s, gf, x + static_cast<std::int64_t>(n) * s.features, next);
     }
-    for (int c = 0; c < s.classes; ++c) {
-      const std::size_t row = static_cast<std::size_t>(c) * s.padded_features;
-      for (int f = 0; f < s.features; ++f) gd[row + f] += static_cast<double>(gf[row + f]);
+    for (std::size_t k = 0; k < grad_size; ++k) {  // lanes f >= F are junk, folded but never read
+      gd[k] += static_cast<double>(gf[k]);
+      gf[k] = 0.0f;
     }
   }
   out[0] = loss;

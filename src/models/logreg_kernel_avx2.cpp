@@ -10,7 +10,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <limits>
 
 #include "logreg_kernel_spec.hpp"
 
@@ -51,23 +50,6 @@ SPMD_INLINE __m256 exp8(__m256 t) {
       _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
   const __m256 e = _mm256_mul_ps(p, _mm256_castsi256_ps(exponent));
   return _mm256_blendv_ps(e, _mm256_setzero_ps(), _mm256_cmp_ps(t, cutoff, _CMP_LT_OQ));
-}
-
-struct Add8 {
-  SPMD_INLINE __m256 operator()(__m256 a, __m256 b) const { return _mm256_add_ps(a, b); }
-};
-struct Max8 {  // lane-wise a > b ? a : b
-  SPMD_INLINE __m256 operator()(__m256 a, __m256 b) const { return _mm256_max_ps(a, b); }
-};
-
-// tree16 over the 16 lanes (lo, hi), lower lane first at every level.
-template <class Op>
-SPMD_INLINE float tree16(__m256 lo, __m256 hi, Op op) {
-  __m256 v = op(lo, hi);                                        // lane j op lane j+8
-  v = op(v, _mm256_permute2f128_ps(v, v, 0x01));                // lane j op lane j+4
-  v = op(v, _mm256_permute_ps(v, _MM_SHUFFLE(3, 2, 3, 2)));     // lane j op lane j+2
-  v = op(v, _mm256_permute_ps(v, _MM_SHUFFLE(1, 1, 1, 1)));     // lane 0 op lane 1
-  return _mm256_cvtss_f32(v);
 }
 
 // Lane c of the result = tree16 sum of class c's 16 lanes (lo[c], hi[c]); 0 for c >= n.
@@ -136,56 +118,55 @@ void logits_avx2(const float* X, int rows, const TileShape& shape, const float* 
   }
 }
 
+// 8 rows per vector: lane j is row r0 + j; class columns gathered from the row-major Z.
 void softmax_avx2(const float* Z, const std::int32_t* labels, int rows, const TileShape& shape, float* D,
                   double& loss) {
   const int C = shape.classes, Cpad = shape.padded_classes;
-  const __m256 minus_inf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
   const __m256i ids = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  for (int i = 0; i < rows; ++i) {
-    const float* z = Z + i * Cpad;
-    float* d = D + i * Cpad;
-    __m256 max_lo = minus_inf, max_hi = minus_inf;
-    for (int b = 0; b < Cpad; b += kLanes) {
-      const LaneMask valid = lane_mask(C - b);
-      const __m256 lo = _mm256_blendv_ps(minus_inf, _mm256_maskload_ps(z + b, valid.lo), _mm256_castsi256_ps(valid.lo));
-      const __m256 hi =
-          _mm256_blendv_ps(minus_inf, _mm256_maskload_ps(z + b + 8, valid.hi), _mm256_castsi256_ps(valid.hi));
-      max_lo = b == 0 ? lo : _mm256_max_ps(max_lo, lo);
-      max_hi = b == 0 ? hi : _mm256_max_ps(max_hi, hi);
+  const __m256i row_offsets = _mm256_mullo_epi32(ids, _mm256_set1_epi32(Cpad));
+  alignas(32) float m_lanes[8], s_lanes[8];
+  for (int r0 = 0; r0 < rows; r0 += 8) {
+    const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32(rows - r0), ids);
+    const float* z = Z + r0 * Cpad;
+    float* d = D + r0;
+    auto column = [&](int c) {
+      return _mm256_mask_i32gather_ps(_mm256_setzero_ps(), z + c, row_offsets, _mm256_castsi256_ps(live), 4);
+    };
+    __m256 m = column(0);
+    _mm256_store_ps(d, m);
+    for (int c = 1; c < C; ++c) {
+      const __m256 zc = column(c);
+      _mm256_store_ps(d + c * kTileRows, zc);
+      m = _mm256_max_ps(m, zc);
     }
-    const float m = tree16(max_lo, max_hi, Max8{});
-    const __m256 mv = _mm256_set1_ps(m);
-
-    __m256 sum_lo = _mm256_setzero_ps(), sum_hi = _mm256_setzero_ps();
-    for (int b = 0; b < Cpad; b += kLanes) {
-      const LaneMask valid = lane_mask(C - b);
-      const __m256 lo = _mm256_and_ps(_mm256_castsi256_ps(valid.lo),
-                                      exp8(_mm256_sub_ps(_mm256_maskload_ps(z + b, valid.lo), mv)));
-      const __m256 hi = _mm256_and_ps(_mm256_castsi256_ps(valid.hi),
-                                      exp8(_mm256_sub_ps(_mm256_maskload_ps(z + b + 8, valid.hi), mv)));
-      sum_lo = b == 0 ? lo : _mm256_add_ps(sum_lo, lo);
-      sum_hi = b == 0 ? hi : _mm256_add_ps(sum_hi, hi);
-      _mm256_store_ps(d + b, lo);
-      _mm256_store_ps(d + b + 8, hi);
+    __m256 s = _mm256_setzero_ps();
+    for (int c = 0; c < C; ++c) {
+      const __m256 e = exp8(_mm256_sub_ps(_mm256_load_ps(d + c * kTileRows), m));
+      _mm256_store_ps(d + c * kTileRows, e);
+      s = c == 0 ? e : _mm256_add_ps(s, e);
     }
-    const float s = tree16(sum_lo, sum_hi, Add8{});
-
-    const int y = labels[i];
-    const __m256 inverse = _mm256_set1_ps(1.0f / s);
+    const __m256 inverse = _mm256_div_ps(_mm256_set1_ps(1.0f), s);
+    const __m256i y = _mm256_maskload_epi32(labels + r0, live);
     const __m256 one = _mm256_set1_ps(1.0f);
-    for (int b = 0; b < Cpad; b += 8) {
-      const __m256 onehot = _mm256_and_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(ids, _mm256_set1_epi32(y - b))), one);
-      _mm256_store_ps(d + b, _mm256_sub_ps(_mm256_mul_ps(_mm256_load_ps(d + b), inverse), onehot));
+    for (int c = 0; c < C; ++c) {
+      const __m256 onehot = _mm256_and_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(y, _mm256_set1_epi32(c))), one);
+      float* dc = d + c * kTileRows;
+      _mm256_store_ps(dc, _mm256_sub_ps(_mm256_mul_ps(_mm256_load_ps(dc), inverse), onehot));
     }
-    loss += (static_cast<double>(m) + std::log(static_cast<double>(s))) - static_cast<double>(z[y]);
+    _mm256_store_ps(m_lanes, m);
+    _mm256_store_ps(s_lanes, s);
+    const int live_rows = rows - r0 < 8 ? rows - r0 : 8;
+    for (int j = 0; j < live_rows; ++j)
+      loss += (static_cast<double>(m_lanes[j]) + std::log(static_cast<double>(s_lanes[j]))) -
+              static_cast<double>(z[j * Cpad + labels[r0 + j]]);
   }
 }
 
-// Gf[c0 + c][f0 .. f0 + 16) for c < n over the tile's rows.
+// Also prefetches the same 16 feature columns of the next tile's rows.
 template <int n>
 SPMD_INLINE void gradient_block(const float* X, const float* D, int rows, const TileShape& shape, int f0, int c0,
-                                float* Gf) {
-  const int F = shape.features, Fpad = shape.padded_features, Cpad = shape.padded_classes;
+                                float* Gf, const float* next_X, int next_rows) {
+  const int F = shape.features, Fpad = shape.padded_features;
   const LaneMask valid = lane_mask(F - f0);
   __m256 lo[n], hi[n];
 #pragma GCC unroll 8
@@ -195,11 +176,13 @@ SPMD_INLINE void gradient_block(const float* X, const float* D, int rows, const 
   }
   for (int i = 0; i < rows; ++i) {
     const float* x = X + static_cast<std::int64_t>(i) * F + f0;
-    const float* d = D + i * Cpad + c0;
+    const float* d = D + c0 * kTileRows + i;
+    if (i < next_rows)
+      _mm_prefetch(reinterpret_cast<const char*>(next_X + static_cast<std::int64_t>(i) * F + f0), _MM_HINT_T1);
     const __m256 xl = _mm256_maskload_ps(x, valid.lo), xh = _mm256_maskload_ps(x + 8, valid.hi);
 #pragma GCC unroll 8
     for (int c = 0; c < n; ++c) {
-      const __m256 dc = _mm256_broadcast_ss(d + c);
+      const __m256 dc = _mm256_broadcast_ss(d + c * kTileRows);
       lo[c] = _mm256_fmadd_ps(dc, xl, lo[c]);
       hi[c] = _mm256_fmadd_ps(dc, xh, hi[c]);
     }
@@ -212,20 +195,24 @@ SPMD_INLINE void gradient_block(const float* X, const float* D, int rows, const 
 }
 
 template <int n>
-void gradient_group(const float* X, const float* D, int rows, const TileShape& shape, int c0, float* Gf) {
-  for (int f0 = 0; f0 < shape.padded_features; f0 += kLanes) gradient_block<n>(X, D, rows, shape, f0, c0, Gf);
+void gradient_group(const float* X, const float* D, int rows, const TileShape& shape, int c0, float* Gf,
+                    const float* next_X, int next_rows) {
+  for (int f0 = 0; f0 < shape.padded_features; f0 += kLanes)
+    gradient_block<n>(X, D, rows, shape, f0, c0, Gf, next_X, next_rows);
 }
 
-void gradient_avx2(const float* X, const float* D, int rows, const TileShape& shape, float* Gf) {
+void gradient_avx2(const float* X, const float* D, int rows, const TileShape& shape, float* Gf, const float* next_X,
+                   int next_rows) {
   for (int c0 = 0; c0 < shape.classes; c0 += kClassGroup) {
     const int n = shape.classes - c0 < kClassGroup ? shape.classes - c0 : kClassGroup;
+    if (c0 > 0) next_rows = 0;  // the first class group already prefetched the next tile
     switch (n) {
-      case 1: gradient_group<1>(X, D, rows, shape, c0, Gf); break;
-      case 2: gradient_group<2>(X, D, rows, shape, c0, Gf); break;
-      case 3: gradient_group<3>(X, D, rows, shape, c0, Gf); break;
-      case 4: gradient_group<4>(X, D, rows, shape, c0, Gf); break;
-      case 5: gradient_group<5>(X, D, rows, shape, c0, Gf); break;
-      default: gradient_group<6>(X, D, rows, shape, c0, Gf); break;
+      case 1: gradient_group<1>(X, D, rows, shape, c0, Gf, next_X, next_rows); break;
+      case 2: gradient_group<2>(X, D, rows, shape, c0, Gf, next_X, next_rows); break;
+      case 3: gradient_group<3>(X, D, rows, shape, c0, Gf, next_X, next_rows); break;
+      case 4: gradient_group<4>(X, D, rows, shape, c0, Gf, next_X, next_rows); break;
+      case 5: gradient_group<5>(X, D, rows, shape, c0, Gf, next_X, next_rows); break;
+      default: gradient_group<6>(X, D, rows, shape, c0, Gf, next_X, next_rows); break;
     }
   }
 }

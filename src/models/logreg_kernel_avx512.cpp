@@ -11,7 +11,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <limits>
 
 #include "logreg_kernel_spec.hpp"
 
@@ -56,22 +55,6 @@ SPMD_INLINE __m512 exp16(__m512 t) {
   return _mm512_mask_mov_ps(e, _mm512_cmp_ps_mask(t, cutoff, _CMP_LT_OQ), _mm512_setzero_ps());
 }
 
-// tree16 over the lanes of v (lower lane first at every level); the result is in lane 0.
-template <class Op>
-SPMD_INLINE float tree16(__m512 v, Op op) {
-  v = op(v, _mm512_shuffle_f32x4(v, v, 0xEE));                    // lane j op lane j+8
-  v = op(v, _mm512_shuffle_f32x4(v, v, 0x01));                    // lane j op lane j+4
-  v = op(v, _mm512_permute_ps(v, _MM_SHUFFLE(3, 2, 3, 2)));        // lane j op lane j+2
-  v = op(v, _mm512_permute_ps(v, _MM_SHUFFLE(1, 1, 1, 1)));        // lane 0 op lane 1
-  return _mm512_cvtss_f32(v);
-}
-struct Add16 {
-  SPMD_INLINE __m512 operator()(__m512 a, __m512 b) const { return _mm512_add_ps(a, b); }
-};
-struct Max16 {  // lane-wise a > b ? a : b
-  SPMD_INLINE __m512 operator()(__m512 a, __m512 b) const { return _mm512_max_ps(a, b); }
-};
-
 // Lane c of the result = tree16 sum of a[c] (a[c] = 0 for c >= n), i.e. 16 reductions at
 // once, by the same pairing: distance 8, 4, 2, 1.
 template <int n>
@@ -110,7 +93,10 @@ SPMD_INLINE void logits_pair(const float* x0, const float* x1, const float* wt, 
     const __m512 xa = _mm512_loadu_ps(x0 + k), xb = _mm512_loadu_ps(x1 + k);
 #pragma GCC unroll 16
     for (int c = 0; c < n; ++c) {
-      const __m512 w = _mm512_load_ps(wt + c * Fpad + k);
+      __m512 w = _mm512_load_ps(wt + c * Fpad + k);
+      // Keep w in a register: folded into both FMAs as a memory operand it would be loaded
+      // twice, and the loads, not the FMAs, would bound the loop.
+      asm("" : "+v"(w));
       acc0[c] = _mm512_fmadd_ps(xa, w, acc0[c]);
       acc1[c] = _mm512_fmadd_ps(xb, w, acc1[c]);
     }
@@ -159,45 +145,57 @@ void logits_avx512(const float* X, int rows, const TileShape& shape, const float
   }
 }
 
+// 16 rows per vector: lane j is row r0 + j; class columns gathered from the row-major Z.
 void softmax_avx512(const float* Z, const std::int32_t* labels, int rows, const TileShape& shape, float* D,
                     double& loss) {
   const int C = shape.classes, Cpad = shape.padded_classes;
-  const __m512 minus_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-  const __m512i lane_ids = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  for (int i = 0; i < rows; ++i) {
-    const float* z = Z + i * Cpad;
-    float* d = D + i * Cpad;
-    __m512 lanes = _mm512_mask_loadu_ps(minus_inf, lane_mask(C), z);
-    for (int b = kLanes; b < Cpad; b += kLanes)
-      lanes = _mm512_max_ps(lanes, _mm512_mask_loadu_ps(minus_inf, lane_mask(C - b), z + b));
-    const float m = tree16(lanes, Max16{});
-    const __m512 mv = _mm512_set1_ps(m);
-
-    __m512 sum = _mm512_setzero_ps();
-    for (int b = 0; b < Cpad; b += kLanes) {
-      const __mmask16 valid = lane_mask(C - b);
-      const __m512 e = _mm512_maskz_mov_ps(valid, exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(valid, z + b), mv)));
-      sum = b == 0 ? e : _mm512_add_ps(sum, e);
-      _mm512_store_ps(d + b, e);
+  const __m512i row_offsets = _mm512_mullo_epi32(
+      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_epi32(Cpad));
+  alignas(64) float m_lanes[16], s_lanes[16];
+  for (int r0 = 0; r0 < rows; r0 += 16) {
+    const __mmask16 live = lane_mask(rows - r0);
+    const float* z = Z + r0 * Cpad;
+    float* d = D + r0;
+    auto column = [&](int c) {
+      return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), live, row_offsets, z + c, 4);
+    };
+    // Gather each class column once into D, then work on D in place.
+    __m512 m = column(0);
+    _mm512_store_ps(d, m);
+    for (int c = 1; c < C; ++c) {
+      const __m512 zc = column(c);
+      _mm512_store_ps(d + c * kTileRows, zc);
+      m = _mm512_max_ps(m, zc);
     }
-    const float s = tree16(sum, Add16{});
-
-    const int y = labels[i];
-    const __m512 inverse = _mm512_set1_ps(1.0f / s);
-    for (int b = 0; b < Cpad; b += kLanes) {
-      const __mmask16 is_label = _mm512_cmpeq_epi32_mask(lane_ids, _mm512_set1_epi32(y - b));
-      const __m512 onehot = _mm512_maskz_mov_ps(is_label, _mm512_set1_ps(1.0f));
-      _mm512_store_ps(d + b, _mm512_sub_ps(_mm512_mul_ps(_mm512_load_ps(d + b), inverse), onehot));
+    __m512 s = _mm512_setzero_ps();
+    for (int c = 0; c < C; ++c) {
+      const __m512 e = exp16(_mm512_sub_ps(_mm512_load_ps(d + c * kTileRows), m));
+      _mm512_store_ps(d + c * kTileRows, e);
+      s = c == 0 ? e : _mm512_add_ps(s, e);
     }
-    loss += (static_cast<double>(m) + std::log(static_cast<double>(s))) - static_cast<double>(z[y]);
+    const __m512 inverse = _mm512_div_ps(_mm512_set1_ps(1.0f), s);
+    const __m512i y = _mm512_maskz_loadu_epi32(live, labels + r0);
+    const __m512 one = _mm512_set1_ps(1.0f);
+    for (int c = 0; c < C; ++c) {
+      const __m512 onehot = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(y, _mm512_set1_epi32(c)), one);
+      float* dc = d + c * kTileRows;
+      _mm512_store_ps(dc, _mm512_sub_ps(_mm512_mul_ps(_mm512_load_ps(dc), inverse), onehot));
+    }
+    _mm512_store_ps(m_lanes, m);
+    _mm512_store_ps(s_lanes, s);
+    const int live_rows = rows - r0 < 16 ? rows - r0 : 16;
+    for (int j = 0; j < live_rows; ++j)
+      loss += (static_cast<double>(m_lanes[j]) + std::log(static_cast<double>(s_lanes[j]))) -
+              static_cast<double>(z[j * Cpad + labels[r0 + j]]);
   }
 }
 
 // Gf[c0 + c][f0 + 16 b + lane] for c < n, b < blocks, over the tile's rows.
+// Also prefetches the same feature columns [f0, f0 + 16 blocks) of the next tile's rows.
 template <int n, int blocks>
 SPMD_INLINE void gradient_block(const float* X, const float* D, int rows, const TileShape& shape, int f0, int c0,
-                                float* Gf) {
-  const int F = shape.features, Fpad = shape.padded_features, Cpad = shape.padded_classes;
+                                float* Gf, const float* next_X, int next_rows) {
+  const int F = shape.features, Fpad = shape.padded_features;
   __mmask16 mask[blocks];
   __m512 acc[n][blocks];
 #pragma GCC unroll 2
@@ -208,13 +206,18 @@ SPMD_INLINE void gradient_block(const float* X, const float* D, int rows, const 
     for (int b = 0; b < blocks; ++b) acc[c][b] = _mm512_load_ps(Gf + (c0 + c) * Fpad + f0 + kLanes * b);
   for (int i = 0; i < rows; ++i) {
     const float* x = X + static_cast<std::int64_t>(i) * F + f0;
-    const float* d = D + i * Cpad + c0;
+    const float* d = D + c0 * kTileRows + i;
+    if (i < next_rows) {
+      const float* ahead = next_X + static_cast<std::int64_t>(i) * F + f0;
+#pragma GCC unroll 2
+      for (int b = 0; b < blocks; ++b) _mm_prefetch(reinterpret_cast<const char*>(ahead + kLanes * b), _MM_HINT_T1);
+    }
     __m512 xv[blocks];
 #pragma GCC unroll 2
     for (int b = 0; b < blocks; ++b) xv[b] = _mm512_maskz_loadu_ps(mask[b], x + kLanes * b);
 #pragma GCC unroll 16
     for (int c = 0; c < n; ++c) {
-      const __m512 dc = _mm512_set1_ps(d[c]);
+      const __m512 dc = _mm512_set1_ps(d[c * kTileRows]);
 #pragma GCC unroll 2
       for (int b = 0; b < blocks; ++b) acc[c][b] = _mm512_fmadd_ps(dc, xv[b], acc[c][b]);
     }
@@ -226,27 +229,30 @@ SPMD_INLINE void gradient_block(const float* X, const float* D, int rows, const 
 }
 
 template <int n>
-void gradient_group(const float* X, const float* D, int rows, const TileShape& shape, int c0, float* Gf) {
+void gradient_group(const float* X, const float* D, int rows, const TileShape& shape, int c0, float* Gf,
+                    const float* next_X, int next_rows) {
   int f0 = 0;
   for (; f0 + 2 * kLanes <= shape.padded_features; f0 += 2 * kLanes)
-    gradient_block<n, 2>(X, D, rows, shape, f0, c0, Gf);
-  if (f0 < shape.padded_features) gradient_block<n, 1>(X, D, rows, shape, f0, c0, Gf);
+    gradient_block<n, 2>(X, D, rows, shape, f0, c0, Gf, next_X, next_rows);
+  if (f0 < shape.padded_features) gradient_block<n, 1>(X, D, rows, shape, f0, c0, Gf, next_X, next_rows);
 }
 
-void gradient_avx512(const float* X, const float* D, int rows, const TileShape& shape, float* Gf) {
+void gradient_avx512(const float* X, const float* D, int rows, const TileShape& shape, float* Gf,
+                     const float* next_X, int next_rows) {
   for (int c0 = 0; c0 < shape.classes; c0 += kMaxClassGroup) {
     const int n = shape.classes - c0 < kMaxClassGroup ? shape.classes - c0 : kMaxClassGroup;
+    if (c0 > 0) next_rows = 0;  // the first class group already prefetched the next tile
     switch (n) {
-      case 1: gradient_group<1>(X, D, rows, shape, c0, Gf); break;
-      case 2: gradient_group<2>(X, D, rows, shape, c0, Gf); break;
-      case 3: gradient_group<3>(X, D, rows, shape, c0, Gf); break;
-      case 4: gradient_group<4>(X, D, rows, shape, c0, Gf); break;
-      case 5: gradient_group<5>(X, D, rows, shape, c0, Gf); break;
-      case 6: gradient_group<6>(X, D, rows, shape, c0, Gf); break;
-      case 7: gradient_group<7>(X, D, rows, shape, c0, Gf); break;
-      case 8: gradient_group<8>(X, D, rows, shape, c0, Gf); break;
-      case 9: gradient_group<9>(X, D, rows, shape, c0, Gf); break;
-      default: gradient_group<10>(X, D, rows, shape, c0, Gf); break;
+      case 1: gradient_group<1>(X, D, rows, shape, c0, Gf, next_X, next_rows); break;
+      case 2: gradient_group<2>(X, D, rows, shape, c0, Gf, next_X, next_rows); break;
+      case 3: gradient_group<3>(X, D, rows, shape, c0, Gf, next_X, next_rows); break;
+      case 4: gradient_group<4>(X, D, rows, shape, c0, Gf, next_X, next_rows); break;
+      case 5: gradient_group<5>(X, D, rows, shape, c0, Gf, next_X, next_rows); break;
+      case 6: gradient_group<6>(X, D, rows, shape, c0, Gf, next_X, next_rows); break;
+      case 7: gradient_group<7>(X, D, rows, shape, c0, Gf, next_X, next_rows); break;
+      case 8: gradient_group<8>(X, D, rows, shape, c0, Gf, next_X, next_rows); break;
+      case 9: gradient_group<9>(X, D, rows, shape, c0, Gf, next_X, next_rows); break;
+      default: gradient_group<10>(X, D, rows, shape, c0, Gf, next_X, next_rows); break;
     }
   }
 }

@@ -10,11 +10,12 @@
 // Logits, per row x and class c: 16 float "lanes"; lane j accumulates, over feature blocks
 // k = 0, 1, ..., acc_j = fma(x[16k + j], WT[c][16k + j], acc_j) (x taken as 0 past F), and
 // z_c = tree_sum(acc) (pairs at distance 8, then 4, 2, 1).
-// Softmax, per row: classes in blocks of 16 lanes; max and sum first combine the blocks lane
-// by lane in block order, then reduce the 16 lanes by the same tree (max(a, b) is
-// `a > b ? a : b` with a the lower lane, as the x86 max instructions do). exp_spec below.
-//   m = max_c z_c;  e_c = exp_spec(z_c - m);  s = sum_c e_c;  d_c = e_c * (1/s) - [c == y]
-//   row loss (double) = ((double)m + log((double)s)) - (double)z_y
+// Softmax, per row (rows are independent, so a vector lane can hold a row), classes in
+// order c = 0, 1, ..., C-1 (max(a, b) is `a > b ? a : b`, as the x86 max instructions do):
+//   m = max(...max(max(z_0, z_1), z_2)..., z_{C-1});  e_c = exp_spec(z_c - m)
+//   s = (...((e_0 + e_1) + e_2)... + e_{C-1});        d_c = e_c * (1/s) - [c == y]
+//   row loss (double) = ((double)m + log((double)s)) - (double)z_y, added to the chunk's
+//   double loss in row order.
 // Gradient, per class c and feature f, rows in order: g = fma(d_c, x_f, g) in float; the
 // float sums restart every kGradFloatBlockRows rows of the chunk and are added to the
 // double chunk sums (in block order).
@@ -28,7 +29,8 @@ namespace spmd::models::logreg_detail {
 inline constexpr int kLanes = 16;
 // Rows whose logits, softmax and gradient are done together while they are in cache. Does
 // not change any result (every row and every gradient lane is computed the same way).
-inline constexpr int kTileRows = 16;
+inline constexpr int kTileRows = 32;
+static_assert(kTileRows % 16 == 0, "D columns (rows of a tile) are stored as whole 16-float vectors");
 // Largest class group a kernel keeps in registers at once; larger C runs in several groups
 // (again without changing results).
 inline constexpr int kMaxClassGroup = 10;
@@ -85,26 +87,28 @@ inline float exp_spec(float t) {
   return t < kExpCutoff ? 0.0f : e;
 }
 
-// The 16-lane reduction tree: distance 8, 4, 2, 1.
-template <class Op>
-inline float tree16(const float* v, Op op) {
+// The 16-lane reduction tree of the logits: distance 8, 4, 2, 1.
+inline float tree16_sum(const float* v) {
   float l1[8], l2[4], l3[2];
-  for (int j = 0; j < 8; ++j) l1[j] = op(v[j], v[j + 8]);
-  for (int j = 0; j < 4; ++j) l2[j] = op(l1[j], l1[j + 4]);
-  for (int j = 0; j < 2; ++j) l3[j] = op(l2[j], l2[j + 2]);
-  return op(l3[0], l3[1]);
+  for (int j = 0; j < 8; ++j) l1[j] = v[j] + v[j + 8];
+  for (int j = 0; j < 4; ++j) l2[j] = l1[j] + l1[j + 4];
+  for (int j = 0; j < 2; ++j) l3[j] = l2[j] + l2[j + 2];
+  return l3[0] + l3[1];
 }
 
-// The variants, behind one table of per-tile operations (tiles have at most kTileRows rows
-// of dense row-major X with row stride F; Z and D rows have stride Cpad).
+// The variants, behind one table of per-tile operations. A tile has at most kTileRows rows
+// of dense row-major X (row stride F). Z is row-major [kTileRows][Cpad]; D is class-major
+// [C][kTileRows] (d of tile row i, class c at D[c * kTileRows + i]).
 using LogitsFn = void (*)(const float* X, int rows, const TileShape& shape, const float* WT, float* Z);
-// Softmax of each Z row into D (pad columns set to 0); adds each row's loss to `loss` in
-// row order.
+// Softmax of each Z row into D; adds each row's loss to `loss` in row order.
 using SoftmaxFn = void (*)(const float* Z, const std::int32_t* labels, int rows, const TileShape& shape,
                            float* D, double& loss);
-// Gf[c * Fpad + f] = fma(D[i][c], X[i][f], Gf[c * Fpad + f]) for the tile's rows in order
-// (lanes f >= F hold junk and are never read).
-using GradientFn = void (*)(const float* X, const float* D, int rows, const TileShape& shape, float* Gf);
+// Gf[c * Fpad + f] = fma(d(i, c), X[i][f], Gf[c * Fpad + f]) for the tile's rows in order
+// (lanes f >= F hold junk and are never read). While this compute-bound loop runs, the
+// next tile's rows (next_X, next_rows; may be 0) are prefetched into L2, so that the
+// logits of the next tile, which would otherwise wait on memory, read from cache.
+using GradientFn = void (*)(const float* X, const float* D, int rows, const TileShape& shape, float* Gf,
+                            const float* next_X, int next_rows);
 
 struct KernelOps {
   LogitsFn logits;

@@ -93,7 +93,8 @@ double erfinv(double y) {
     return std::nan("");
   }
   // Giles' single-precision approximation ("Approximating the erfinv function", GPU
-  // Computing Gems, 2011) as a start, then Newton steps on std::erf to double precision.
+  // Computing Gems, 2011; relative error ~1e-7) as a start; two Newton steps on std::erf
+  // (each squares the error) reach double precision.
   const double w0 = -std::log((1.0 - y) * (1.0 + y));
   double x;
   if (w0 < 5.0) {
@@ -122,7 +123,7 @@ double erfinv(double y) {
     x = p * y;
   }
   const double two_over_sqrt_pi = 2.0 / std::sqrt(std::numbers::pi);
-  for (int i = 0; i < 3; ++i) x -= (std::erf(x) - y) / (two_over_sqrt_pi * std::exp(-x * x));
+  for (int i = 0; i < 2; ++i) x -= (std::erf(x) - y) / (two_over_sqrt_pi * std::exp(-x * x));
   return x;
 }
 

@@ -156,6 +156,7 @@ SPMD_INSTANTIATE(double)
 SPMD_INSTANTIATE(std::int32_t)
 SPMD_INSTANTIATE(std::int64_t)
 SPMD_INSTANTIATE(std::uint8_t)
+template void broadcast<char>(const Context&, std::vector<char>&, int);
 #undef SPMD_INSTANTIATE
 
 }  // namespace spmd::runtime

@@ -199,7 +199,7 @@ TEST(DataMakeClassification, InformativeColumnsSeparateClassesNoiseDoesNot) {
     const auto d = make_classification(p);
     const double informative = nearest_centroid_accuracy(d, columns_with(d, FeatureRole::Informative));
     const double noise = nearest_centroid_accuracy(d, columns_with(d, FeatureRole::Noise));
-    sum_informative += informative; std::printf("DBG %lu %.4f %.4f\n", (unsigned long)seed, informative, noise);
+    sum_informative += informative;
     EXPECT_GT(informative, 0.85) << "seed " << seed;
     EXPECT_NEAR(noise, 0.5, 0.05) << "seed " << seed;  // held-out: std 0.011
   }

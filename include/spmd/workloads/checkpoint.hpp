@@ -1,0 +1,46 @@
+#pragma once
+// The ensemble checkpoint: every member's parameters and momentum, where training stands,
+// and what defined the run. One HDF5 file, written by rank 0 through a temporary file and
+// a rename: a crash mid-write leaves the previous checkpoint intact.
+//
+//   /params    float32 [members, kCnnParamCount]   (Flax layout, see models/cnn_params.hpp)
+//   /momentum  float32 [members, kCnnParamCount]
+//   attributes on /: model "cnn-ensemble", members, param_count, epochs_done, step,
+//   train_loss_sum, train_correct, train_seen, train_seconds, seed, options (text),
+//   history (JSON text of the finished epochs' metrics)
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "spmd/models/cnn_params.hpp"
+#include "spmd/runtime/context.hpp"
+
+namespace spmd::workloads {
+
+struct CheckpointState {
+  int members = 0;
+  int epochs_done = 0;        // whole epochs finished
+  std::int64_t step = 0;      // steps finished in epoch epochs_done + 1
+  double train_loss_sum = 0;  // running sums of that epoch
+  std::int64_t train_correct = 0;
+  std::int64_t train_seen = 0;
+  double train_seconds = 0;
+  std::uint64_t seed = 0;
+  std::string options;  // the defining options, "key=value" lines
+  std::string history;  // JSON array of finished epochs
+};
+
+// Collective. params/momentum: this rank's local members (devices_per_rank of them).
+void write_checkpoint(const runtime::Context& ctx, const std::string& path, const CheckpointState& state,
+                      const std::vector<models::CnnParams>& params, const std::vector<models::CnnParams>& momentum);
+
+// Collective. Reads on rank 0, checks it against this run (members, parameter count,
+// defining options: the message names what differs), and hands each rank its members.
+// Throws CollectiveError on every rank for a missing, corrupt or foreign checkpoint.
+CheckpointState read_checkpoint(const runtime::Context& ctx, const std::string& path, const std::string& expected_options,
+                                std::vector<models::CnnParams>& params, std::vector<models::CnnParams>& momentum);
+
+// Collective, rank 0 only reads: every member's parameters, for spmd eval --model cnn.
+std::vector<std::vector<float>> read_checkpoint_params(const runtime::Context& ctx, const std::string& path);
+
+}  // namespace spmd::workloads

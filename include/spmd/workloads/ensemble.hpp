@@ -1,0 +1,77 @@
+#pragma once
+// spmd ensemble: one CNN per device (member g = global device index, initialised from the
+// g-th key split from --seed, never from its rank), every member on the same shuffled
+// batches, SGD with momentum. The ensemble prediction is the mean of the members'
+// softmax probabilities, summed in global member order after an all-gather, so every
+// metric is bitwise the same for any layout of the members over ranks and devices.
+//
+// Checkpoints (HDF5, written atomically by rank 0 after a gather: one writer keeps the file
+// format simple and the rename atomic; the volume is small) hold every member's parameters
+// and momentum, the position (epoch, step), the running sums of the epoch and the options
+// that define the run. --resume continues from one bitwise as if never stopped.
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "spmd/data/dataset.hpp"
+#include "spmd/optim/sgd.hpp"
+#include "spmd/runtime/context.hpp"
+
+namespace spmd::workloads {
+
+struct EnsembleOptions {
+  std::string train, test;
+  data::DatasetKeys keys{"images", "labels"};
+  int epochs = 1;
+  int batch_size = 32;
+  optim::SgdMomentum sgd;  // learning rate 0.1, momentum 0.9
+  std::uint64_t seed = 0;
+  std::int64_t train_limit = 0;  // 0: every training example
+  std::int64_t test_limit = 0;   // 0: every test example
+  int eval_batch = 512;          // test-set batch per device (padded, masked)
+  std::string checkpoint;        // written after every epoch (and on SIGTERM/SIGINT)
+  bool resume = false;
+  // Text that defines the run (seed, optimiser, data identity, members): stored in the
+  // checkpoint and compared on --resume.
+  std::string defining_options;
+};
+
+struct EpochMetrics {
+  int epoch = 0;
+  double train_loss = 0;      // mean over steps of the mean over members
+  double train_accuracy = 0;  // the ensemble's, on the training batches
+  double test_loss = 0;       // the ensemble's mean probabilities
+  double test_accuracy = 0;
+  std::vector<double> member_test_accuracy;
+  double seconds = 0;         // training steps of this epoch (not the test evaluation)
+  double images_per_second = 0;  // per member
+};
+
+struct EnsembleResult {
+  int members = 0;
+  std::vector<EpochMetrics> epochs;  // every epoch of the run, resumed ones included
+  bool interrupted = false;          // stopped by SIGTERM/SIGINT after a checkpoint
+  int resumed_from_epoch = -1;       // -1: fresh start
+  std::int64_t resumed_from_step = 0;
+  double images_per_second = 0;      // per member, over this process's training steps
+  std::uint64_t params_digest = 0;   // FNV-1a over every member's parameters (reproducibility checks)
+};
+
+// Set by the CLI's signal handler; checked (and agreed over ranks) at every step boundary.
+std::atomic<int>& ensemble_stop_request();
+
+using EpochCallback = std::function<void(const EpochMetrics&)>;
+using ProgressCallback = std::function<void(int epoch, std::int64_t step, std::int64_t steps, double images_per_second)>;
+
+// Collective.
+EnsembleResult run_ensemble(const runtime::Context& ctx, const EnsembleOptions& options, const EpochCallback& on_epoch = {},
+                            const ProgressCallback& on_progress = {});
+
+nlohmann::json to_json(const EnsembleResult& r, const EnsembleOptions& o, const runtime::Context& ctx);
+std::string metrics_csv(const EnsembleResult& r);
+
+}  // namespace spmd::workloads

@@ -1,0 +1,160 @@
+#include "spmd/workloads/checkpoint.hpp"
+
+#include <cmath>
+#include <sstream>
+
+#include "spmd/data/h5_reader.hpp"
+#include "spmd/data/h5_writer.hpp"
+#include "spmd/runtime/agree.hpp"
+#include "spmd/runtime/check.hpp"
+#include "spmd/runtime/collectives.hpp"
+#include "spmd/runtime/error.hpp"
+#include "spmd/runtime/watchdog.hpp"
+
+namespace spmd::workloads {
+
+namespace {
+constexpr std::size_t P = models::kCnnParamCount;
+
+// [members][P] on rank 0 from every rank's local members (rank-major = member order).
+std::vector<float> gather_members(const runtime::Context& ctx, const std::vector<models::CnnParams>& local) {
+  const std::size_t d = local.size();
+  std::vector<float> mine(d * P);
+  for (std::size_t i = 0; i < d; ++i) std::copy(local[i].data(), local[i].data() + P, mine.begin() + i * P);
+  std::vector<float> all(ctx.is_root() ? mine.size() * static_cast<size_t>(ctx.size()) : 0);
+  runtime::Watchdog::Armed armed(ctx.watchdog(), "MPI_Gather(checkpoint)");
+  SPMD_CHECK_MPI(MPI_Gather(mine.data(), static_cast<int>(mine.size()), MPI_FLOAT, all.data(), static_cast<int>(mine.size()),
+                            MPI_FLOAT, 0, ctx.comm()),
+                 "gathering the members' parameters for the checkpoint");
+  return all;
+}
+
+void scatter_members(const runtime::Context& ctx, const std::vector<float>& all, std::vector<models::CnnParams>& local) {
+  const std::size_t d = local.size();
+  std::vector<float> mine(d * P);
+  runtime::Watchdog::Armed armed(ctx.watchdog(), "MPI_Scatter(checkpoint)");
+  SPMD_CHECK_MPI(MPI_Scatter(all.data(), static_cast<int>(mine.size()), MPI_FLOAT, mine.data(), static_cast<int>(mine.size()),
+                             MPI_FLOAT, 0, ctx.comm()),
+                 "handing the checkpoint's members to their ranks");
+  for (std::size_t i = 0; i < d; ++i) std::copy(mine.begin() + i * P, mine.begin() + (i + 1) * P, local[i].data());
+}
+
+std::string first_difference(const std::string& want, const std::string& have) {
+  std::istringstream a(want), b(have);
+  std::string la, lb;
+  while (true) {
+    const bool ga = static_cast<bool>(std::getline(a, la)), gb = static_cast<bool>(std::getline(b, lb));
+    if (!ga && !gb) return "";
+    if (!ga) la = "(nothing)";
+    if (!gb) lb = "(nothing)";
+    if (la != lb) return "this run has '" + la + "', the checkpoint has '" + lb + "'";
+  }
+}
+
+// Broadcast of a string from rank 0.
+void bcast(const runtime::Context& ctx, std::string& s) {
+  std::vector<char> v(s.begin(), s.end());
+  runtime::broadcast(ctx, v, 0);
+  s.assign(v.begin(), v.end());
+}
+}  // namespace
+
+void write_checkpoint(const runtime::Context& ctx, const std::string& path, const CheckpointState& st,
+                      const std::vector<models::CnnParams>& params, const std::vector<models::CnnParams>& momentum) {
+  const auto p = gather_members(ctx, params);
+  const auto m = gather_members(ctx, momentum);
+  const std::int64_t members = ctx.total_devices();
+  data::write_on_root(ctx, path, [&](data::AtomicH5Writer& w) {
+    w.write("params", p, {members, static_cast<std::int64_t>(P)});
+    w.write("momentum", m, {members, static_cast<std::int64_t>(P)});
+    w.set_attribute_string("/", "model", "cnn-ensemble");
+    w.set_attribute_int("/", "members", members);
+    w.set_attribute_int("/", "param_count", static_cast<std::int64_t>(P));
+    w.set_attribute_int("/", "epochs_done", st.epochs_done);
+    w.set_attribute_int("/", "step", st.step);
+    w.set_attribute_double("/", "train_loss_sum", st.train_loss_sum);
+    w.set_attribute_int("/", "train_correct", st.train_correct);
+    w.set_attribute_int("/", "train_seen", st.train_seen);
+    w.set_attribute_double("/", "train_seconds", st.train_seconds);
+    w.set_attribute_string("/", "seed", std::to_string(st.seed));
+    w.set_attribute_string("/", "options", st.options);
+    w.set_attribute_string("/", "history", st.history);
+  });
+}
+
+CheckpointState read_checkpoint(const runtime::Context& ctx, const std::string& path, const std::string& expected_options,
+                                std::vector<models::CnnParams>& params, std::vector<models::CnnParams>& momentum) {
+  CheckpointState st;
+  std::vector<float> p, m;
+  std::int64_t ints[5] = {0, 0, 0, 0, 0};
+  double doubles[2] = {0, 0};
+  runtime::agree_on(ctx.comm(), [&] {
+    if (!ctx.is_root()) return;
+    data::H5Reader in(path);
+    const std::string what = "checkpoint '" + path + "'";
+    if (!in.has_attribute("/", "model") || in.attribute_string("/", "model") != "cnn-ensemble")
+      throw Error(what + " is not an spmd ensemble checkpoint (no model = cnn-ensemble attribute)");
+    const auto members = in.attribute_int("/", "members");
+    const auto count = in.attribute_int("/", "param_count");
+    if (count != static_cast<std::int64_t>(P))
+      throw Error(what + " holds a model of " + std::to_string(count) + " parameters; this CNN has " + std::to_string(P));
+    if (members != ctx.total_devices())
+      throw Error(what + " holds " + std::to_string(members) + " members; this run has " +
+                  std::to_string(ctx.total_devices()) + " (ranks x devices). Resume with the same total of devices.");
+    const std::string stored = in.attribute_string("/", "options");
+    const std::string diff = first_difference(expected_options, stored);
+    if (!diff.empty()) throw Error(what + " comes from a run with other options: " + diff);
+    p = in.read<float>("/params", {members, count});
+    m = in.read<float>("/momentum", {members, count});
+    ints[0] = in.attribute_int("/", "epochs_done");
+    ints[1] = in.attribute_int("/", "step");
+    ints[2] = in.attribute_int("/", "train_correct");
+    ints[3] = in.attribute_int("/", "train_seen");
+    ints[4] = static_cast<std::int64_t>(std::stoull(in.attribute_string("/", "seed")));
+    doubles[0] = in.attribute_double("/", "train_loss_sum");
+    doubles[1] = in.attribute_double("/", "train_seconds");
+    st.options = stored;
+    st.history = in.attribute_string("/", "history");
+    for (float v : p)
+      if (!std::isfinite(v)) throw Error(what + ": parameters hold NaN/Inf (corrupt checkpoint)");
+  });
+  runtime::broadcast(ctx, std::span<std::int64_t>(ints, 5));
+  runtime::broadcast(ctx, std::span<double>(doubles, 2));
+  bcast(ctx, st.options);
+  bcast(ctx, st.history);
+  scatter_members(ctx, p, params);
+  scatter_members(ctx, m, momentum);
+  st.members = ctx.total_devices();
+  st.epochs_done = static_cast<int>(ints[0]);
+  st.step = ints[1];
+  st.train_correct = ints[2];
+  st.train_seen = ints[3];
+  st.seed = static_cast<std::uint64_t>(ints[4]);
+  st.train_loss_sum = doubles[0];
+  st.train_seconds = doubles[1];
+  return st;
+}
+
+std::vector<std::vector<float>> read_checkpoint_params(const runtime::Context& ctx, const std::string& path) {
+  std::vector<float> all;
+  std::int64_t members = 0;
+  runtime::agree_on(ctx.comm(), [&] {
+    if (!ctx.is_root()) return;
+    data::H5Reader in(path);
+    if (!in.has_attribute("/", "model") || in.attribute_string("/", "model") != "cnn-ensemble")
+      throw Error("--weights '" + path + "' is not an spmd ensemble checkpoint (no model = cnn-ensemble attribute)");
+    const auto shape = in.shape("/params");
+    if (shape.size() != 2 || shape[1] != static_cast<std::int64_t>(P) || shape[0] < 1)
+      throw Error("--weights '" + path + "': /params must be [members, " + std::to_string(P) + "]");
+    members = shape[0];
+    all = in.read<float>("/params", shape);
+  });
+  runtime::broadcast(ctx, std::span<std::int64_t>(&members, 1));
+  runtime::broadcast(ctx, all, 0);
+  std::vector<std::vector<float>> out;
+  for (std::int64_t g = 0; g < members; ++g)
+    out.emplace_back(all.begin() + g * static_cast<std::int64_t>(P), all.begin() + (g + 1) * static_cast<std::int64_t>(P));
+  return out;
+}
+
+}  // namespace spmd::workloads
