@@ -36,6 +36,7 @@ import matplotlib
 
 matplotlib.use("Agg")  # files only; no display on cluster nodes
 import matplotlib.pyplot as plt  # noqa: E402  (after the backend choice)
+import matplotlib.ticker  # noqa: E402
 import numpy as np  # noqa: E402
 
 
@@ -215,9 +216,14 @@ def plot_speedup(path, runs, base, mode, title):
         pts = sorted((r.workers, r.speedup) for r in runs if r.devices == devices and r.speedup is not None)
         if pts:
             ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=f"{devices} device(s) per rank")
+            for x, y in pts:
+                ax.annotate(f"{y:.2f}", (x, y), textcoords="offset points", xytext=(6, -12), fontsize=9)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
     ax.set_xticks(workers, [str(w) for w in workers])
+    plain = matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}")
+    ax.yaxis.set_major_formatter(plain)
+    ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.set_xlabel("workers (ranks x devices per rank)")
     ax.set_ylabel("speed-up" if mode == "strong" else "scaled speed-up (weak)")
     ax.set_title(title)
@@ -234,6 +240,11 @@ def plot_iterations(path, runs, values, ylabel, log, title):
         ys = values(r)
         if ys:
             ax.plot(range(1, len(ys) + 1), ys, marker=".", label=r.label)
+    if log == "auto":  # linear as in the seed, unless one layout's times dwarf the others'
+        positive = [y for r in runs for y in values(r) if y > 0]
+        log = bool(positive) and max(positive) / min(positive) > 50
+        if log:
+            ylabel += " (log scale)"
     if log:
         ax.set_yscale("log")
     ax.set_xlabel("iteration")
@@ -286,16 +297,24 @@ def main():
         plot_iterations(os.path.join(out, "error_vs_iteration.png"), runs, lambda r: r.errors,
                         "gradient norm (error)", True, title)
         plot_iterations(os.path.join(out, "step_time_vs_iteration.png"), runs, lambda r: r.step_times,
-                        "step time (s)", False, title)
+                        "step time (s)", "auto", title)
         plots += ["error_vs_iteration.png", "step_time_vs_iteration.png"]
 
     speedups = per_step_speedups(runs, base)
-    summary = [f"Average per-step speed-up over {base.label} ignoring setup (first iteration):"]
-    summary += [f"  {r.label}: {s:.2f}x" for r, s in speedups] or ["  (only one run)"]
+    if mode == "strong":
+        summary = [f"Average per-step speed-up over {base.label} ignoring setup (first iteration):"]
+    else:  # the same ratio t_base / t is the weak-scaling efficiency: 1 is perfect
+        summary = [f"Average per-step weak-scaling efficiency (t_base / t) against {base.label} ignoring setup "
+                   "(first iteration):"]
+    unit = "x" if mode == "strong" else ""
+    summary += [f"  {r.label}: {s:.2f}{unit}" for r, s in speedups] or ["  (only one run)"]
 
     md = [f"# Scaling report: {title}", ""]
     if study:
         md += ["Study: " + ", ".join(f"{k} = {v}" for k, v in study.items()), ""]
+        if study.get("oversubscribed"):
+            md += ["**Note: more workers than cores on this machine; the timings share cores and say "
+                   "little about scaling.**", ""]
     md += [f"Runs: {len(runs)} from `{args.folder}`; baseline {base.label} ({base.file}). "
            f"Workers = ranks x devices per rank.",
            "Strong scaling: speed-up = t_base / t, efficiency = speed-up / (workers / base workers)."

@@ -100,7 +100,7 @@ void read_rows(const runtime::Context& ctx, hid_t dataset, hid_t mem_type, hid_t
   unsigned char dummy = 0;
   if (rows > 0) {
     std::vector<hsize_t> start(dims.size(), 0), count = dims;
-    start[0] = static_cast<hsize_t>(row0);
+    start[0] = 0;
     count[0] = static_cast<hsize_t>(rows);
     SPMD_CHECK_HDF5(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr), hint);
     const hsize_t elems = static_cast<hsize_t>(rows * row_elems);
@@ -368,7 +368,7 @@ LoadedShard load(const runtime::Context& ctx, ShardReader& reader, std::int64_t 
   }
   std::string error;
   for (std::size_t i = 0; i < labels.size(); ++i)
-    if (labels[i] < 0 || labels[i] > limit) {
+    if (labels[i] < 0 || labels[i] >= limit) {
       error = rank_prefix(ctx) + where + ": row " + std::to_string(first_row + static_cast<std::int64_t>(i)) +
               " has label " + std::to_string(labels[i]) + ", outside [0, " + std::to_string(limit) + ") (" + how + ")";
       break;

@@ -52,7 +52,7 @@ struct CnnCpuPass {
     for (int b = 0; b < batch; ++b) {
       const long slot = keep ? b : 0;
       float* x_pad = ws.x_pad_.data() + slot * kPaddedImage;
-      float* a1 = ws.a1_.data() + slot * kA1Size;
+      float* a1 = ws.a1_.data();
       float* p1 = ws.p1_pad_.data() + slot * kP1PadSize;
       float* a2 = ws.a2_.data() + slot * kA2Size;
       cnn_cpu::pad_image(images + static_cast<long>(b) * kImagePixels, x_pad);
@@ -135,7 +135,11 @@ struct CnnCpuPass {
     float* db2 = grad.tensor(CnnTensor::Conv2Bias).data();
     for (int b = 0; b < batch; ++b) {
       const float* x_pad = ws.x_pad_.data() + static_cast<long>(b) * kPaddedImage;
-      const float* a1 = ws.a1_.data() + static_cast<long>(b) * kA1Size;
+      // conv1's activation is recomputed rather than kept: 100 KB per image would push the
+      // batch's saved state out of L2, and conv1 is 3% of the arithmetic.
+      float* a1 = ws.a1_.data();
+      k.conv1_forward(x_pad, params.tensor(CnnTensor::Conv1Kernel).data(), params.tensor(CnnTensor::Conv1Bias).data(),
+                      a1);
       const float* p1 = ws.p1_pad_.data() + static_cast<long>(b) * kP1PadSize;
       const float* a2 = ws.a2_.data() + static_cast<long>(b) * kA2Size;
       cnn_cpu::avg_pool2x2_relu_backward(a2, ws.dp2_.data() + static_cast<long>(b) * kFlatFeatures, kP2RowStride,
@@ -169,7 +173,7 @@ CnnWorkspace::CnnWorkspace(int max_batch, int max_train_batch, cnn_cpu::Isa isa)
   const auto n = [](long a, long b = 1) { return static_cast<std::size_t>(a * b); };
   const int t = max_train_batch;
   x_pad_ = AlignedFloats(n(slots_, kPaddedImage));
-  a1_ = AlignedFloats(n(slots_, kA1Size));
+  a1_ = AlignedFloats(n(kA1Size));
   p1_pad_ = AlignedFloats(n(slots_, kP1PadSize));
   col_ = AlignedFloats(n(kConv2Pixels, kConv2K));
   a2_ = AlignedFloats(n(slots_, kA2Size));

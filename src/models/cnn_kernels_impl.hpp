@@ -85,18 +85,20 @@ void gemm_impl(int m, int n, int k, const float* a, long lda, const float* b, lo
   // Split k evenly into blocks of at most kMaxKc so one block's B panel (kc x NR) stays in L1.
   const int k_blocks = k > 0 ? (k + Ops::kMaxKc - 1) / Ops::kMaxKc : 1;
   const int kc_nominal = k > 0 ? (k + k_blocks - 1) / k_blocks : 0;
-  for (int n0 = 0; n0 < n;) {
-    const int nv = (n - n0) / W >= Ops::kMaxNv ? Ops::kMaxNv : (n - n0) / W;
-    for (int kb = 0; kb < k_blocks; ++kb) {
-      const int k0 = kb * kc_nominal;
-      const int kc = k0 + kc_nominal <= k ? kc_nominal : k - k0;
-      const bool load_c = accumulate || kb > 0;
-      const bool last = kb + 1 == k_blocks;
-      const float* a_k = ATrans ? a + static_cast<long>(k0) * lda : a + k0;
+  // k blocks outermost: one k-slab of A (m x kc) is reused from L2 by every column panel,
+  // and each panel's B block (kc x NR) from L1 by every row tile.
+  for (int kb = 0; kb < k_blocks; ++kb) {
+    const int k0 = kb * kc_nominal;
+    const int kc = k0 + kc_nominal <= k ? kc_nominal : k - k0;
+    const bool load_c = accumulate || kb > 0;
+    const bool last = kb + 1 == k_blocks;
+    const float* a_k = ATrans ? a + static_cast<long>(k0) * lda : a + k0;
+    const bool relu_now = last && relu;
+    for (int n0 = 0; n0 < n;) {
+      const int nv = (n - n0) / W >= Ops::kMaxNv ? Ops::kMaxNv : (n - n0) / W;
       const float* b_k = b + static_cast<long>(k0) * ldb + n0;
       float* c_n = c + n0;
       const float* bias_n = last && bias != nullptr ? bias + n0 : nullptr;
-      const bool relu_now = last && relu;
       switch (nv) {
         case 1: gemm_panel<1, ATrans>(m, kc, a_k, lda, b_k, ldb, c_n, ldc, load_c, bias_n, relu_now); break;
         case 2: gemm_panel<2, ATrans>(m, kc, a_k, lda, b_k, ldb, c_n, ldc, load_c, bias_n, relu_now); break;
@@ -107,8 +109,8 @@ void gemm_impl(int m, int n, int k, const float* a, long lda, const float* b, lo
           if constexpr (Ops::kMaxNv >= 4) gemm_panel<4, ATrans>(m, kc, a_k, lda, b_k, ldb, c_n, ldc, load_c, bias_n, relu_now);
           break;
       }
+      n0 += nv * W;
     }
-    n0 += nv * W;
   }
 }
 

@@ -55,7 +55,7 @@ class CnnWorkspace {
   const cnn_cpu::Kernels* kernels_;
   // Forward, per kept image (slot) unless noted.
   AlignedFloats x_pad_;   // [slots, 30, 30], zero border
-  AlignedFloats a1_;      // [slots, 28, 28, 32] post-ReLU
+  AlignedFloats a1_;      // [28, 28, 32] post-ReLU, one image (recomputed in backward)
   AlignedFloats p1_pad_;  // [slots, 16, 16, 32], zero border
   AlignedFloats col_;     // [196, 288] im2col of one image
   AlignedFloats a2_;      // [slots, 14, 14, 64] post-ReLU

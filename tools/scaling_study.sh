@@ -1,0 +1,185 @@
+#!/usr/bin/env bash
+# Scaling study: runs one workload at several rank counts (and devices per rank), collects
+# each run's --json summary into a folder, then writes the report (tools/scaling_report.py).
+#
+#   tools/scaling_study.sh                                   # logreg, ranks 1 2 4, strong + weak
+#   tools/scaling_study.sh --workload eval --ranks "1 2 4 8" --devices "1 2"
+#   tools/scaling_study.sh --mode weak --per-rank 10000 -- --linesearch backtracking
+#   sbatch jobs/slurm/scaling.sbatch                         # the same inside a Slurm allocation
+#
+# Options:
+#   --workload logreg|eval|ensemble   (default logreg)
+#   --ranks "R1 R2 ..."               rank counts (default "1 2 4"; in a Slurm job: 1, 2, 4, ...
+#                                     up to the job's tasks)
+#   --devices "D1 D2 ..."             devices per rank (default "1")
+#   --mode strong|weak|both           (default both; the ensemble is weak only, see below)
+#   --config FILE                     input config (default inputs/<workload>-small.ini)
+#   --per-rank N                      weak scaling: examples per rank (default: the strong
+#                                     data's size / the largest rank count)
+#   --out DIR                         (default runs/scaling-<workload>-<date>)
+#   -- ARGS...                        passed to every spmd run
+# Environment: SPMD (default build/spmd), LAUNCH (srun inside a Slurm job, else mpirun),
+# SPMD_DATA_DIR (where generated weak-scaling data goes; default inputs/data).
+#
+# Strong scaling: the same data in every run (the config's). Weak scaling: each rank keeps
+# the same number of examples: logreg and eval run on make_classification data with
+# samples = per_rank x ranks (the features, classes, informative features and seed come
+# from the strong data's file name, classification-<N>x<F>-c<C>-i<K>-s<seed>.h5; eval
+# weak data is 784 x 10 classes, 50 informative, read with --features-key X --labels-key y).
+# The ensemble trains one member per device on the same data, so more ranks means more
+# members at a constant work per device: weak scaling by construction.
+# Layout of --out: strong/ and weak/, each with <workload>-r<R>-d<D>.{json,log} (logreg also
+# .csv), study.json, and the report (report.md, report.csv, *.png).
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# launcher, config_value, ensure_inputs: job_lib.sh only defines functions when sourced.
+source "$root/jobs/slurm/job_lib.sh"
+
+die() {
+  echo "scaling_study: error: $*" >&2
+  exit 2
+}
+
+workload=logreg ranks_list="" devices_list=1 mode=both config="" per_rank="" out="" extra=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --workload) workload=$2; shift 2 ;;
+    --ranks) ranks_list=$2; shift 2 ;;
+    --devices) devices_list=$2; shift 2 ;;
+    --mode) mode=$2; shift 2 ;;
+    --config) config=$2; shift 2 ;;
+    --per-rank) per_rank=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    --) shift; extra=("$@"); break ;;
+    -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown option '$1' (see --help)" ;;
+  esac
+done
+case "$workload" in logreg | eval | ensemble) ;; *) die "--workload $workload: use logreg, eval or ensemble" ;; esac
+case "$mode" in strong | weak | both) ;; *) die "--mode $mode: use strong, weak or both" ;; esac
+if [ "$workload" = ensemble ] && [ "$mode" != weak ]; then
+  echo "scaling_study: the ensemble grows with the devices (one member each): running weak scaling only"
+  mode=weak
+fi
+
+cd "$root"
+SPMD=${SPMD:-$root/build/spmd}
+[ -x "$SPMD" ] || die "spmd binary '$SPMD' not found: build it (tools/setup.sh) or set SPMD"
+if [ -n "${SLURM_JOB_ID:-}" ]; then LAUNCH=${LAUNCH:-srun}; else LAUNCH=${LAUNCH:-mpirun}; fi
+case "$LAUNCH" in srun | mpirun) ;; *) die "LAUNCH=$LAUNCH: use srun or mpirun" ;; esac
+# Outside Slurm: allow more ranks than cores (the timings then share cores: say so).
+[ -n "${SLURM_JOB_ID:-}" ] || export OMPI_MCA_rmaps_base_oversubscribe=1
+export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
+if [ -z "$ranks_list" ]; then
+  if [ -n "${SLURM_NTASKS:-}" ]; then
+    ranks_list="" r=1
+    while [ $r -le "$SLURM_NTASKS" ]; do ranks_list="$ranks_list $r"; r=$((r * 2)); done
+  else
+    ranks_list="1 2 4"
+  fi
+fi
+for n in $ranks_list $devices_list ${per_rank:-1}; do
+  [[ $n =~ ^[1-9][0-9]*$ ]] || die "'$n' is not a positive integer (--ranks, --devices, --per-rank)"
+done
+max_ranks=$(tr ' ' '\n' <<<"$ranks_list" | sort -n | tail -n 1)
+config=${config:-inputs/$workload-small.ini}
+[ -f "$config" ] || die "config '$config' not found"
+CONFIG=$config # config_value reads it
+out=${out:-runs/scaling-$workload-$(date +%Y%m%d-%H%M%S)}
+mkdir -p "$out"
+data_dir=${SPMD_DATA_DIR:-inputs/data}
+cores=$(nproc)
+
+# The strong data (made on first use when it is Fashion-MNIST or named like generated data).
+if [ "$workload" = ensemble ]; then
+  data_key=train
+  ensure_inputs train test -- "${extra[@]}"
+else
+  data_key=data
+  ensure_inputs data -- "${extra[@]}"
+fi
+strong_data=$(config_value "$data_key" "${extra[@]}")
+
+# Generation parameters for weak-scaling data, from the strong data's file name.
+gen_n=0 gen_f=0 gen_c=0 gen_k=0 gen_s=0
+gen_re='classification-([0-9]+)x([0-9]+)-c([0-9]+)-i([0-9]+)-s([0-9]+)\.h5$'
+if [ "$workload" = logreg ]; then
+  [[ $(basename "$strong_data") =~ $gen_re ]] ||
+    { [ "$mode" = strong ] || die "weak scaling needs generated data named classification-<N>x<F>-c<C>-i<K>-s<seed>.h5 in $config (got $strong_data)"; }
+  gen_n=${BASH_REMATCH[1]:-0} gen_f=${BASH_REMATCH[2]:-0} gen_c=${BASH_REMATCH[3]:-0} gen_k=${BASH_REMATCH[4]:-0} gen_s=${BASH_REMATCH[5]:-0}
+elif [ "$workload" = eval ]; then
+  gen_n=10000 gen_f=784 gen_c=10 gen_k=50 gen_s=0
+fi
+per_rank=${per_rank:-$((gen_n / max_ranks))}
+if [ "$workload" != ensemble ] && [ "$mode" != strong ] && [ "$per_rank" -lt 1 ]; then
+  die "weak scaling: give --per-rank N (examples per rank)"
+fi
+
+# Weak runs name their own data: drop any --data from the pass-through arguments.
+weak_extra=() skip=0
+for arg in "${extra[@]}"; do
+  if [ $skip = 1 ]; then skip=0; continue; fi
+  case "$arg" in
+    --data) skip=1 ;;
+    --data=*) ;;
+    *) weak_extra+=("$arg") ;;
+  esac
+done
+
+# run_one MODE RANKS DEVICES ARGS...: one run, its summary in $out/MODE/.
+run_one() {
+  local mode=$1 ranks=$2 devices=$3 name pass=("${extra[@]}")
+  shift 3
+  [ "$mode" = weak ] && pass=("${weak_extra[@]}")
+  name=$workload-r$ranks-d$devices
+  local args=(--config "$config" --devices "$devices" --json "$out/$mode/$name.json")
+  [ "$workload" = logreg ] && args+=(--metrics-csv "$out/$mode/$name.csv")
+  launcher "$ranks"
+  local start=$SECONDS
+  if ! "${LAUNCHER[@]}" "$SPMD" "$workload" "${args[@]}" "$@" "${pass[@]}" >"$out/$mode/$name.log" 2>&1; then
+    echo "scaling_study: run $mode $name failed; its output:" >&2
+    tail -n 30 "$out/$mode/$name.log" >&2
+    exit 1
+  fi
+  printf '  %-6s %-22s %4d s\n' "$mode" "$name" $((SECONDS - start))
+}
+
+# weak_data RANKS: the make_classification file with per_rank x RANKS samples (made once).
+weak_data() {
+  local samples=$((per_rank * $1))
+  local path=$data_dir/classification-${samples}x${gen_f}-c${gen_c}-i${gen_k}-s${gen_s}.h5
+  if [ ! -f "$path" ]; then
+    mkdir -p "$data_dir"
+    launcher 1
+    "${LAUNCHER[@]}" "$SPMD" data make-classification --samples "$samples" --features "$gen_f" --classes "$gen_c" \
+      --informative "$gen_k" --seed "$gen_s" --out "$path" >/dev/null
+  fi
+  printf '%s' "$path"
+}
+
+study_json() { # MODE: what the report prints about the study
+  local total=$((max_ranks * $(tr ' ' '\n' <<<"$devices_list" | sort -n | tail -n 1)))
+  printf '{"workload": "%s", "mode": "%s", "config": "%s", "ranks": "%s", "devices": "%s", "launch": "%s", "host_cores": %d, "oversubscribed": %s%s}\n' \
+    "$workload" "$1" "$config" "$(echo $ranks_list)" "$(echo $devices_list)" "$LAUNCH" "$cores" \
+    "$([ -z "${SLURM_JOB_ID:-}" ] && [ "$total" -gt "$cores" ] && echo true || echo false)" \
+    "$([ "$1" = weak ] && [ "$workload" != ensemble ] && echo ", \"per_rank\": $per_rank" || true)" >"$out/$1/study.json"
+}
+
+echo "scaling_study: $workload, ranks [$ranks_list ], devices per rank [$devices_list ], mode $mode, $LAUNCH, output $out"
+for m in strong weak; do
+  [ "$mode" = both ] || [ "$mode" = "$m" ] || continue
+  mkdir -p "$out/$m"
+  study_json "$m"
+  for devices in $devices_list; do
+    for ranks in $ranks_list; do
+      if [ "$m" = strong ] || [ "$workload" = ensemble ]; then
+        run_one "$m" "$ranks" "$devices"
+      elif [ "$workload" = logreg ]; then
+        run_one "$m" "$ranks" "$devices" --data "$(weak_data "$ranks")"
+      else
+        run_one "$m" "$ranks" "$devices" --data "$(weak_data "$ranks")" --features-key X --labels-key y --classes "$gen_c"
+      fi
+    done
+  done
+  /usr/bin/python3 "$root/tools/scaling_report.py" "$out/$m" --mode "$m"
+done
