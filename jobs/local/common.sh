@@ -13,3 +13,9 @@ ensure_fashion_mnist() {
     "$SPMD" data fashion-mnist --out "$DATA_DIR/fashion-mnist"
   fi
 }
+# The logreg reference problem: make_classification(50000, 784, 10, informative 50, seed 0).
+ensure_classification() {
+  local f="$DATA_DIR/classification-50000x784.h5"
+  [ -f "$f" ] || "$SPMD" data make-classification --samples 50000 --features 784 --classes 10 --informative 50 \
+    --seed 0 --out "$f"
+}
