@@ -78,6 +78,8 @@ if [ -z "$ranks_list" ]; then
     ranks_list="1 2 4"
   fi
 fi
+read -r -a words <<<"$ranks_list" && ranks_list="${words[*]}"
+read -r -a words <<<"$devices_list" && devices_list="${words[*]}"
 for n in $ranks_list $devices_list ${per_rank:-1}; do
   [[ $n =~ ^[1-9][0-9]*$ ]] || die "'$n' is not a positive integer (--ranks, --devices, --per-rank)"
 done
@@ -157,15 +159,17 @@ weak_data() {
   printf '%s' "$path"
 }
 
-study_json() { # MODE: what the report prints about the study
-  local total=$((max_ranks * $(tr ' ' '\n' <<<"$devices_list" | sort -n | tail -n 1)))
+study_json() { # MODE: what the report shows about the study
+  local max_devices total oversubscribed=false per=""
+  max_devices=$(tr ' ' '\n' <<<"$devices_list" | sort -n | tail -n 1)
+  total=$((max_ranks * max_devices))
+  if [ -z "${SLURM_JOB_ID:-}" ] && [ "$total" -gt "$cores" ]; then oversubscribed=true; fi
+  if [ "$1" = weak ] && [ "$workload" != ensemble ]; then per=", \"per_rank\": $per_rank"; fi
   printf '{"workload": "%s", "mode": "%s", "config": "%s", "ranks": "%s", "devices": "%s", "launch": "%s", "host_cores": %d, "oversubscribed": %s%s}\n' \
-    "$workload" "$1" "$config" "$(echo $ranks_list)" "$(echo $devices_list)" "$LAUNCH" "$cores" \
-    "$([ -z "${SLURM_JOB_ID:-}" ] && [ "$total" -gt "$cores" ] && echo true || echo false)" \
-    "$([ "$1" = weak ] && [ "$workload" != ensemble ] && echo ", \"per_rank\": $per_rank" || true)" >"$out/$1/study.json"
+    "$workload" "$1" "$config" "$ranks_list" "$devices_list" "$LAUNCH" "$cores" "$oversubscribed" "$per" >"$out/$1/study.json"
 }
 
-echo "scaling_study: $workload, ranks [$ranks_list ], devices per rank [$devices_list ], mode $mode, $LAUNCH, output $out"
+echo "scaling_study: $workload, ranks [$ranks_list], devices per rank [$devices_list], mode $mode, $LAUNCH, output $out"
 for m in strong weak; do
   [ "$mode" = both ] || [ "$mode" = "$m" ] || continue
   mkdir -p "$out/$m"

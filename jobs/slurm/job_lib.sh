@@ -109,7 +109,7 @@ config_value() {
     esac
   done
   if [ -z "$value" ] && [ -f "${CONFIG:-}" ]; then
-    value=$(sed -n "s/^[[:space:]]*$key[[:space:]]*=[[:space:]]*\([^#]*\).*/\1/p" "$CONFIG" | tail -n 1 | sed 's/[[:space:]]*$//')
+    value=$(sed -n "s/^[[:space:]]*${key}[[:space:]]*=[[:space:]]*\([^#]*\).*/\1/p" "$CONFIG" | tail -n 1 | sed 's/[[:space:]]*$//')
   fi
   printf '%s' "$value"
 }

@@ -100,7 +100,7 @@ void read_rows(const runtime::Context& ctx, hid_t dataset, hid_t mem_type, hid_t
   unsigned char dummy = 0;
   if (rows > 0) {
     std::vector<hsize_t> start(dims.size(), 0), count = dims;
-    start[0] = 0;
+    start[0] = static_cast<hsize_t>(row0);
     count[0] = static_cast<hsize_t>(rows);
     SPMD_CHECK_HDF5(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr), hint);
     const hsize_t elems = static_cast<hsize_t>(rows * row_elems);
@@ -175,6 +175,12 @@ ShardReader::ShardReader(const runtime::Context& ctx, std::string path, DatasetK
 }
 
 ShardReader::~ShardReader() = default;
+
+bool ShardReader::last_read_collective() const {
+  H5D_mpio_actual_io_mode_t mode = H5D_MPIO_NO_COLLECTIVE;
+  SPMD_CHECK_HDF5(H5Pget_mpio_actual_io_mode(collective_xfer_.get(), &mode), "asking how the last read was done");
+  return mode != H5D_MPIO_NO_COLLECTIVE;
+}
 
 void ShardReader::set_max_read_bytes(std::int64_t bytes) { max_read_bytes_ = std::max<std::int64_t>(bytes, 1); }
 

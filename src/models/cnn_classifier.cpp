@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "spmd/models/cnn_cpu.hpp"
+#include "spmd/models/device_models.hpp"
 #include "spmd/runtime/error.hpp"
 
 namespace spmd::models {
@@ -12,15 +12,20 @@ constexpr int kC = cnn::kClasses;
 
 class CnnPredictor final : public DevicePredictor {
  public:
-  CnnPredictor(const std::vector<std::vector<float>>& members, std::int64_t max_rows)
-      : params_(members.size()), ws_(static_cast<int>(max_rows), 1),
-        probs_(static_cast<size_t>(max_rows) * kC), sum_(static_cast<size_t>(max_rows) * kC) {
-    for (size_t g = 0; g < members.size(); ++g) std::copy(members[g].begin(), members[g].end(), params_[g].data());
+  CnnPredictor(const runtime::DeviceInfo& device, const std::vector<std::vector<float>>& members, std::int64_t max_rows)
+      : probs_(static_cast<size_t>(max_rows) * kC), sum_(static_cast<size_t>(max_rows) * kC) {
+    CnnParams params, zero;
+    zero.set_zero();
+    for (const auto& m : members) {
+      std::copy(m.begin(), m.end(), params.data());
+      members_.push_back(make_cnn_member(device, static_cast<int>(max_rows), 1));
+      members_.back()->set_state(params, zero);
+    }
   }
   void predict(const float* samples, std::int64_t rows, std::int32_t* out) override {
     std::fill(sum_.begin(), sum_.begin() + rows * kC, 0.0);
-    for (const auto& p : params_) {
-      cnn_forward(p, samples, static_cast<int>(rows), probs_.data(), ws_);
+    for (const auto& m : members_) {
+      m->forward(samples, static_cast<int>(rows), probs_.data());
       for (std::int64_t i = 0; i < rows * kC; ++i) sum_[static_cast<size_t>(i)] += probs_[static_cast<size_t>(i)];
     }
     for (std::int64_t r = 0; r < rows; ++r) {
@@ -30,8 +35,7 @@ class CnnPredictor final : public DevicePredictor {
   }
 
  private:
-  std::vector<CnnParams> params_;  // this device's copy of every member
-  CnnWorkspace ws_;
+  std::vector<std::unique_ptr<CnnMember>> members_;  // every member, on this device
   std::vector<float> probs_;
   std::vector<double> sum_;
 };
@@ -51,8 +55,8 @@ class CnnClassifier final : public Classifier {
       throw CollectiveError("--model cnn needs 28x28x1 images, but '" + data_path + "' has samples of shape [" + t + "]");
     }
   }
-  std::unique_ptr<DevicePredictor> make_predictor(const runtime::DeviceInfo&, std::int64_t max_rows) const override {
-    return std::make_unique<CnnPredictor>(members_, max_rows);
+  std::unique_ptr<DevicePredictor> make_predictor(const runtime::DeviceInfo& device, std::int64_t max_rows) const override {
+    return std::make_unique<CnnPredictor>(device, members_, max_rows);
   }
   std::int64_t parameter_bytes() const override {
     return static_cast<std::int64_t>(members_.size() * kCnnParamCount * sizeof(float));

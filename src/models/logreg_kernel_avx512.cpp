@@ -192,7 +192,8 @@ void softmax_avx512(const float* Z, const std::int32_t* labels, int rows, const 
 
 // Gf[c0 + c][f0 + 16 b + lane] for c < n, b < blocks, over the tile's rows.
 // Also prefetches the same feature columns [f0, f0 + 16 blocks) of the next tile's rows.
-template <int n, int blocks>
+// full: all 16 * blocks features exist (no tail mask to apply).
+template <int n, int blocks, bool full>
 SPMD_INLINE void gradient_block(const float* X, const float* D, int rows, const TileShape& shape, int f0, int c0,
                                 float* Gf, const float* next_X, int next_rows) {
   const int F = shape.features, Fpad = shape.padded_features;
@@ -214,7 +215,8 @@ SPMD_INLINE void gradient_block(const float* X, const float* D, int rows, const 
     }
     __m512 xv[blocks];
 #pragma GCC unroll 2
-    for (int b = 0; b < blocks; ++b) xv[b] = _mm512_maskz_loadu_ps(mask[b], x + kLanes * b);
+    for (int b = 0; b < blocks; ++b)
+      xv[b] = full ? _mm512_loadu_ps(x + kLanes * b) : _mm512_maskz_loadu_ps(mask[b], x + kLanes * b);
 #pragma GCC unroll 16
     for (int c = 0; c < n; ++c) {
       const __m512 dc = _mm512_set1_ps(d[c * kTileRows]);
@@ -232,9 +234,11 @@ template <int n>
 void gradient_group(const float* X, const float* D, int rows, const TileShape& shape, int c0, float* Gf,
                     const float* next_X, int next_rows) {
   int f0 = 0;
+  for (; f0 + 2 * kLanes <= shape.features; f0 += 2 * kLanes)
+    gradient_block<n, 2, true>(X, D, rows, shape, f0, c0, Gf, next_X, next_rows);
   for (; f0 + 2 * kLanes <= shape.padded_features; f0 += 2 * kLanes)
-    gradient_block<n, 2>(X, D, rows, shape, f0, c0, Gf, next_X, next_rows);
-  if (f0 < shape.padded_features) gradient_block<n, 1>(X, D, rows, shape, f0, c0, Gf, next_X, next_rows);
+    gradient_block<n, 2, false>(X, D, rows, shape, f0, c0, Gf, next_X, next_rows);
+  if (f0 < shape.padded_features) gradient_block<n, 1, false>(X, D, rows, shape, f0, c0, Gf, next_X, next_rows);
 }
 
 void gradient_avx512(const float* X, const float* D, int rows, const TileShape& shape, float* Gf,

@@ -17,7 +17,7 @@
 //   row loss (double) = ((double)m + log((double)s)) - (double)z_y, added to the chunk's
 //   double loss in row order.
 // Gradient, per class c and feature f, rows in order: g = fma(d_c, x_f, g) in float; the
-// float sums restart every kGradFloatBlockRows rows of the chunk and are added to the
+// float sums restart every kLogregGradFloatBlockRows rows of the chunk and are added to the
 // double chunk sums (in block order).
 #include <bit>
 #include <cmath>

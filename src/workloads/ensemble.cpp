@@ -4,7 +4,7 @@
 #include <cmath>
 #include <filesystem>
 
-#include "spmd/models/cnn_cpu.hpp"
+#include "spmd/models/device_models.hpp"
 #include "spmd/models/cnn_init.hpp"
 #include "spmd/runtime/agree.hpp"
 #include "spmd/runtime/collectives.hpp"
@@ -118,13 +118,22 @@ EnsembleResult run_ensemble(const runtime::Context& ctx, const EnsembleOptions& 
   const auto test = data::load_shard(ctx, o.test, o.keys, 0, n_test, kC);
   const std::int64_t steps_per_epoch = n_train / B;
 
+  // Host copies of the members' state: initialisation, checkpoints, digests. Training
+  // itself runs on the members' devices.
   std::vector<models::CnnParams> params(static_cast<size_t>(d)), momentum(static_cast<size_t>(d));
-  std::vector<std::unique_ptr<models::CnnWorkspace>> ws(static_cast<size_t>(d));
+  std::vector<std::unique_ptr<models::CnnMember>> member(static_cast<size_t>(d));
   ctx.pool().run([&](int i) {
-    ws[static_cast<size_t>(i)] = std::make_unique<models::CnnWorkspace>(std::max(B, o.eval_batch), B);
+    member[static_cast<size_t>(i)] =
+        models::make_cnn_member(ctx.devices()[static_cast<size_t>(i)], std::max(B, o.eval_batch), B);
     models::cnn_init(params[static_cast<size_t>(i)], models::ensemble_member_key(o.seed, ctx.global_device(i), M));
     momentum[static_cast<size_t>(i)].set_zero();
   });
+  auto upload = [&] {
+    ctx.pool().run([&](int i) { member[static_cast<size_t>(i)]->set_state(params[static_cast<size_t>(i)], momentum[static_cast<size_t>(i)]); });
+  };
+  auto download = [&] {
+    ctx.pool().run([&](int i) { member[static_cast<size_t>(i)]->get_state(params[static_cast<size_t>(i)], momentum[static_cast<size_t>(i)]); });
+  };
 
   CheckpointState state;
   state.members = M;
@@ -138,10 +147,12 @@ EnsembleResult run_ensemble(const runtime::Context& ctx, const EnsembleOptions& 
     result.resumed_from_epoch = state.epochs_done;
     result.resumed_from_step = state.step;
   }
+  upload();
   auto save = [&] {
     if (o.checkpoint.empty()) return;
     ctx.set_phase("ensemble: writing checkpoint");
     state.history = history.dump();
+    download();
     write_checkpoint(ctx, o.checkpoint, state, params, momentum);
   };
 
@@ -155,7 +166,6 @@ EnsembleResult run_ensemble(const runtime::Context& ctx, const EnsembleOptions& 
   std::vector<std::vector<float>> test_contrib(static_cast<size_t>(d), std::vector<float>(test_stride));
   std::vector<float> test_images(static_cast<size_t>(E) * kPixels);
   std::vector<std::int32_t> test_labels(static_cast<size_t>(E));
-  std::vector<std::uint8_t> test_mask(static_cast<size_t>(E));
   std::vector<std::int64_t> member_correct_local(static_cast<size_t>(d));
 
   double process_train_seconds = 0;
@@ -174,8 +184,7 @@ EnsembleResult run_ensemble(const runtime::Context& ctx, const EnsembleOptions& 
       ctx.pool().run([&](int i) {
         auto& c = contrib[static_cast<size_t>(i)];
         c[0] = stop;
-        c[1] = models::cnn_train_step(params[static_cast<size_t>(i)], momentum[static_cast<size_t>(i)], o.sgd,
-                                      batch_images.data(), batch_labels.data(), B, c.data() + 2, *ws[static_cast<size_t>(i)]);
+        c[1] = member[static_cast<size_t>(i)]->train_step(batch_images.data(), batch_labels.data(), B, o.sgd, c.data() + 2);
       });
       runtime::PerDevice<std::span<const float>> spans;
       for (const auto& c : contrib) spans.emplace_back(c);
@@ -206,6 +215,7 @@ EnsembleResult run_ensemble(const runtime::Context& ctx, const EnsembleOptions& 
         save();
         result.interrupted = true;
         result.images_per_second = process_train_images / std::max(process_train_seconds, 1e-9);
+        download();
         result.params_digest = digest(ctx, params);
         return result;
       }
@@ -223,12 +233,9 @@ EnsembleResult run_ensemble(const runtime::Context& ctx, const EnsembleOptions& 
       std::fill(test_images.begin() + real * kPixels, test_images.end(), 0.0f);
       std::copy_n(test.labels.data() + first, real, test_labels.data());
       std::fill(test_labels.begin() + real, test_labels.end(), 0);
-      std::fill(test_mask.begin(), test_mask.end(), 0);
-      std::fill(test_mask.begin(), test_mask.begin() + real, 1);
       ctx.pool().run([&](int i) {
         auto& c = test_contrib[static_cast<size_t>(i)];
-        models::cnn_evaluate(params[static_cast<size_t>(i)], test_images.data(), test_labels.data(), test_mask.data(), E,
-                             c.data() + 1, *ws[static_cast<size_t>(i)]);
+        member[static_cast<size_t>(i)]->forward(test_images.data(), E, c.data() + 1);
         std::int64_t mc = 0;
         for (std::int64_t r = 0; r < real; ++r) {
           const float* p = c.data() + 1 + r * kC;
@@ -279,6 +286,7 @@ EnsembleResult run_ensemble(const runtime::Context& ctx, const EnsembleOptions& 
     if (on_epoch) on_epoch(e);
   }
   result.images_per_second = process_train_images / std::max(process_train_seconds, 1e-9);
+  download();
   result.params_digest = digest(ctx, params);
   return result;
 }

@@ -24,10 +24,17 @@ DataParallelLogreg::DataParallelLogreg(const runtime::Context& ctx, const data::
   partial_size_ = models::logreg_partials_size(features_, classes_);
   const std::int64_t my_chunks = chunk_count(shard.rows);
   const int d = ctx.devices_per_rank();
-  for (int i = 0; i < d; ++i) {
-    device_chunks_.push_back(sharding::split_for_process(my_chunks, i, d));
-    workspaces_.emplace_back();
-  }
+  const std::int64_t R = models::kLogregChunkRows;
+  for (int i = 0; i < d; ++i) device_chunks_.push_back(sharding::split_for_process(my_chunks, i, d));
+  devices_.resize(static_cast<size_t>(d));
+  ctx.pool().run([&](int i) {
+    const auto& c = device_chunks_[static_cast<size_t>(i)];
+    const std::int64_t first_row = std::min(shard.rows, c.first * R);
+    const std::int64_t rows = std::min(shard.rows, c.end() * R) - first_row;
+    devices_[static_cast<size_t>(i)] =
+        models::make_logreg_shard(ctx.devices()[static_cast<size_t>(i)], shard.features.data() + first_row * features_,
+                                  shard.labels.data() + first_row, rows, features_, classes_, R);
+  });
   local_partials_.assign(static_cast<size_t>(my_chunks) * partial_size_, 0.0);
   all_partials_.assign(static_cast<size_t>(global_chunks_) * partial_size_, 0.0);
   for (int r = 0; r < ctx.size(); ++r) {
@@ -45,16 +52,10 @@ DataParallelLogreg::DataParallelLogreg(const runtime::Context& ctx, const data::
 
 double DataParallelLogreg::value_and_grad(std::span<const double> x, std::span<double> grad) {
   for (size_t i = 0; i < W_.size(); ++i) W_[i] = static_cast<float>(x[i]);
-  const std::int64_t R = models::kLogregChunkRows;
   ctx_.pool().run([&](int i) {
     const auto& c = device_chunks_[static_cast<size_t>(i)];
     if (c.size == 0) return;
-    const std::int64_t first_row = c.first * R;
-    const std::int64_t rows = std::min(shard_.rows, c.end() * R) - first_row;
-    models::logreg_range_partials(shard_.features.data() + first_row * features_, shard_.labels.data() + first_row, rows,
-                                  features_, classes_, W_.data(), R,
-                                  local_partials_.data() + static_cast<size_t>(c.first) * partial_size_,
-                                  workspaces_[static_cast<size_t>(i)]);
+    devices_[static_cast<size_t>(i)]->chunk_partials(W_.data(), local_partials_.data() + static_cast<size_t>(c.first) * partial_size_);
   });
   {
     runtime::Watchdog::Armed armed(ctx_.watchdog(), "MPI_Allgatherv(logreg partials)");

@@ -124,6 +124,18 @@ void write_dataset(const Context& ctx, const std::string& path, std::int64_t n, 
   });
 }
 
+// The first row whose value differs, as text ("" when all match). Loops report through
+// it with EXPECT, not ASSERT: an ASSERT returns early, and a rank that skips the next
+// collective would leave the others waiting.
+template <class Got, class Want>
+std::string first_mismatch(std::int64_t count, Got&& got, Want&& want) {
+  for (std::int64_t i = 0; i < count; ++i)
+    if (!(got(i) == want(i)))
+      return "index " + std::to_string(i) + ": got " + std::to_string(got(i)) + ", want " + std::to_string(want(i));
+  return "";
+}
+
+// ASSERTs here only end this function; the caller's next collective still runs on every rank.
 template <class T>
 void check_shard(const LoadedShard& s, Range range, std::int64_t n, std::int64_t sample, int classes, const char* what) {
   ASSERT_EQ(s.global_rows, n) << what;
@@ -184,9 +196,13 @@ void check_label_type(const Context& ctx, const SharedDir& dir, const char* name
     const Range range = split(n, ctx.rank(), ctx.size());
     const LoadedShard s = spmd::data::load_shard(ctx, path, {"x", "y"}, range.first, range.rows, 0);
     EXPECT_EQ(s.classes, 10) << name;
-    for (std::int64_t r = 0; r < range.rows; ++r)
-      ASSERT_EQ(s.labels[static_cast<std::size_t>(r)], static_cast<std::int32_t>(labels[static_cast<std::size_t>(range.first + r)]))
-          << name << " row " << range.first + r;
+    EXPECT_EQ(s.labels.size(), static_cast<std::size_t>(range.rows)) << name;
+    EXPECT_EQ(first_mismatch(
+                  std::min<std::int64_t>(range.rows, static_cast<std::int64_t>(s.labels.size())),
+                  [&](std::int64_t r) { return s.labels[static_cast<std::size_t>(r)]; },
+                  [&](std::int64_t r) { return static_cast<std::int32_t>(labels[static_cast<std::size_t>(range.first + r)]); }),
+              "")
+        << name << " rows from " << range.first;
     const LoadedShard given = spmd::data::load_shard(ctx, path, {"x", "y"}, range.first, range.rows, 10);
     EXPECT_EQ(given.labels, s.labels);
     EXPECT_EQ(given.classes, 10);
@@ -224,18 +240,29 @@ TEST(DataLoadShard, PiecewiseReadsWithDifferentPieceCountsPerRank) {
   const std::int64_t count = 3 * ctx.rank() + 1, first = n - count - ctx.rank();
   std::vector<float> features(static_cast<std::size_t>(count * 5), -1.0f);
   reader.read_features(first, count, features);
+  EXPECT_TRUE(reader.last_read_collective()) << "rank " << ctx.rank();
   std::vector<std::int64_t> labels(static_cast<std::size_t>(count), -1);
   reader.read_labels(first, count, labels);
-  for (std::int64_t r = 0; r < count; ++r) {
-    for (std::int64_t e = 0; e < 5; ++e)
-      ASSERT_EQ(features[static_cast<std::size_t>(r * 5 + e)], expected_float<double>(first + r, e)) << "row " << first + r;
-    ASSERT_EQ(labels[static_cast<std::size_t>(r)], label_value(first + r, 6));
-  }
+  EXPECT_TRUE(reader.last_read_collective()) << "rank " << ctx.rank();
+  EXPECT_EQ(first_mismatch(
+                count * 5, [&](std::int64_t i) { return features[static_cast<std::size_t>(i)]; },
+                [&](std::int64_t i) { return expected_float<double>(first + i / 5, i % 5); }),
+            "")
+      << "features from row " << first;
+  EXPECT_EQ(first_mismatch(
+                count, [&](std::int64_t r) { return labels[static_cast<std::size_t>(r)]; },
+                [&](std::int64_t r) { return label_value(first + r, 6); }),
+            "")
+      << "labels from row " << first;
   // A second call on the same reader, now with only rank 0 reading.
   const std::int64_t again = ctx.rank() == 0 ? n : 0;
   std::vector<float> all(static_cast<std::size_t>(again * 5));
   reader.read_features(0, again, all);
-  for (std::int64_t i = 0; i < again * 5; ++i) ASSERT_EQ(all[static_cast<std::size_t>(i)], expected_float<double>(i / 5, i % 5));
+  EXPECT_TRUE(reader.last_read_collective()) << "rank " << ctx.rank() << " (empty selection)";
+  EXPECT_EQ(first_mismatch(
+                again * 5, [&](std::int64_t i) { return all[static_cast<std::size_t>(i)]; },
+                [&](std::int64_t i) { return expected_float<double>(i / 5, i % 5); }),
+            "");
 }
 
 TEST(DataLoadShard, FeaturesOnlyAndProbeShape) {

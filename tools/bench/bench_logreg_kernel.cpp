@@ -138,8 +138,11 @@ int main(int argc, char** argv) {
   std::printf("# logistic regression loss + gradient, one evaluation, 1 thread\n");
   std::printf("# rows %lld  features %d  classes %d  repeats %d (median)\n", static_cast<long long>(n), F, C, repeats);
   std::printf("# work: %.3f GFLOP (2 GEMMs); X is %.1f MB\n", flops / 1e9, x_mbytes);
-  std::printf("# square sgemm 1024^3 (OpenBLAS, 1 thread, CPU time): %.1f GFLOP/s -> FLOP floor %.2f ms\n",
-              gemm_rate, flops / (gemm_rate * 1e6));
+  std::printf("# square sgemm 1024^3 (OpenBLAS %s kernels, 1 thread, CPU time): %.1f GFLOP/s -> FLOP floor %.2f ms\n",
+              openblas_get_corename(), gemm_rate, flops / (gemm_rate * 1e6));
+  if (std::string(openblas_get_corename()) == "Prescott")
+    std::printf("# note: OpenBLAS did not recognise this CPU and runs SSE3 kernels; OPENBLAS_CORETYPE=SkylakeX "
+                "(AVX-512) or Haswell (AVX2) in the environment selects faster ones\n");
 
   struct Row {
     std::string name;

@@ -32,6 +32,12 @@ mkdir -p "$prefix"
 prefix=$(cd "$prefix" && pwd)
 # munged wants every folder above its socket to be a+x; mktemp makes 0700.
 chmod 0755 "$prefix"
+dir=$prefix
+while [ "$dir" != / ]; do
+  dir=$(dirname "$dir")
+  [ "$(( $(stat -c %#a "$dir") & 0111 ))" -eq $((0111)) ] ||
+    die "munged needs every folder above its socket to be executable by all, and $dir is not (chmod a+x $dir, or choose another SPMD_SLURM_PREFIX)"
+done
 cpus=${SPMD_SLURM_CPUS:-4}
 node=localhost
 socket=$prefix/munge/munge.socket

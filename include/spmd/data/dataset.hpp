@@ -75,8 +75,9 @@ LoadedShard load_features(const runtime::Context& ctx, const std::string& path, 
 
 // An open dataset, for reading a range in pieces into the caller's buffers (streaming a
 // shard larger than memory, prefetching). Construction validates the metadata (as
-// probe_shape). Every member that reads is collective: all ranks make the same sequence
-// of calls, each with its own range (possibly empty).
+// probe_shape). Construction, destruction (the MPI-IO file close) and every member that
+// reads are collective: all ranks make the same sequence of calls, each with its own
+// range (possibly empty).
 class ShardReader {
  public:
   ShardReader(const runtime::Context& ctx, std::string path, DatasetKeys keys);
@@ -96,8 +97,13 @@ class ShardReader {
   // int64 exactly; no class-range check (load_shard does that). Needs keys.labels.
   void read_labels(std::int64_t first_row, std::int64_t count, std::span<std::int64_t> out);
 
+  // Whether HDF5 carried out this rank's last read as collective MPI-IO (false when it
+  // fell back to independent I/O, e.g. for a big-endian file that needs conversion).
+  bool last_read_collective() const;
+
   // Upper bound on the bytes one collective H5Dread moves per rank; larger requests are
-  // split (every rank makes the same number of calls). Defaults to 64 MiB.
+  // split (every rank makes the same number of calls). Defaults to 64 MiB; must be the
+  // same on every rank.
   void set_max_read_bytes(std::int64_t bytes);
 
  private:

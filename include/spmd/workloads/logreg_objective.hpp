@@ -2,10 +2,12 @@
 // The data-parallel logistic-regression objective: value and gradient of the mean softmax
 // cross-entropy over ALL rows of all ranks, computed from this rank's rows.
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
 #include "spmd/data/dataset.hpp"
+#include "spmd/models/device_models.hpp"
 #include "spmd/models/logreg.hpp"
 #include "spmd/runtime/context.hpp"
 #include "spmd/sharding/split.hpp"
@@ -36,7 +38,7 @@ class DataParallelLogreg {
   std::int64_t global_chunks_ = 0;
   std::size_t partial_size_ = 0;
   std::vector<float> W_;
-  std::vector<models::LogregWorkspace> workspaces_;  // one per device
+  std::vector<std::unique_ptr<models::LogregShard>> devices_;  // one per device: its rows, where it computes
   std::vector<sharding::RowRange> device_chunks_;    // chunk ranges (relative to the rank's first chunk)
   std::vector<double> local_partials_;               // [rank chunks][partial_size]
   std::vector<double> all_partials_;                 // [global chunks][partial_size]

@@ -1,0 +1,190 @@
+#!/usr/bin/env bash
+# tools/scaling_report.py on fabricated summaries whose answers are known (speed-up,
+# efficiency, per-step speed-up ignoring the first iteration, identical results, weak mode,
+# valid PNGs, clear errors), then tools/scaling_study.sh end to end with the real spmd.
+source "$(dirname "$0")/../support/cli_lib.sh"
+ROOT=${SPMD_SOURCE_DIR:?}
+PY=/usr/bin/python3
+REPORT=$ROOT/tools/scaling_report.py
+
+# logreg_json FILE RANKS DEVICES VALUE SECONDS...: a logreg summary with one history entry per
+# given step time; the objective of iteration i is VALUE + 1/i, the gradient norm 10^-i.
+logreg_json() {
+  local file=$1 ranks=$2 devices=$3 value=$4
+  shift 4
+  $PY - "$file" "$ranks" "$devices" "$value" "$@" <<'EOF'
+import json, sys
+file, ranks, devices, value = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+times = [float(t) for t in sys.argv[5:]]
+history = [{"iteration": i + 1, "value": value + 1.0 / (i + 1), "error": 10.0 ** -(i + 1), "stepsize": 1.0,
+            "evaluations": i + 2, "seconds": t} for i, t in enumerate(times)]
+json.dump({"status": "converged", "iterations": len(times), "value": history[-1]["value"], "error": history[-1]["error"],
+           "evaluations": len(times) + 1, "setup_seconds": 0.25 / ranks, "solve_seconds": sum(times), "ranks": ranks,
+           "devices_per_rank": devices, "history": history}, open(file, "w"))
+EOF
+}
+
+# csv_field FILE RANKS DEVICES COLUMN: one cell of report.csv.
+csv_field() {
+  $PY -c "
+import csv, sys
+rows = [r for r in csv.DictReader(open('$1')) if r['ranks'] == '$2' and r['devices_per_rank'] == '$3']
+assert len(rows) == 1, rows
+print(rows[0]['$4'])"
+}
+
+# expect_field NAME FILE RANKS DEVICES COLUMN VALUE: numeric cells compare to 1e-3.
+expect_field() {
+  local got
+  got=$(csv_field "$2" "$3" "$4" "$5")
+  checks=$((checks + 1))
+  if [[ $6 =~ ^[0-9.]+$ ]] && [[ $got =~ ^[0-9.]+$ ]]; then
+    awk -v a="$got" -v b="$6" 'BEGIN { exit !((a - b) ^ 2 < 1e-6) }' && { echo "ok   $1 ($got)"; return; }
+  elif [ "$got" = "$6" ]; then
+    echo "ok   $1 ($got)"
+    return
+  fi
+  fail "$1: $5 of the ${3}x$4 row is '$got', expected '$6'"
+}
+
+# png_ok NAME FILE: a real PNG with a picture in it (size and more than one colour).
+png_ok() {
+  run "$1" 0 30 $PY -c "
+import matplotlib.image as mpimg, numpy as np
+with open('$2', 'rb') as f: assert f.read(8) == b'\x89PNG\r\n\x1a\n', 'no PNG signature'
+img = mpimg.imread('$2')
+assert img.shape[0] >= 300 and img.shape[1] >= 400, img.shape
+assert len(np.unique(img.reshape(-1, img.shape[-1]), axis=0)) > 20, 'almost blank'
+print('png', img.shape)"
+}
+
+# --- strong scaling on fabricated logreg runs -------------------------------------------
+S=$WORK/strong
+mkdir -p "$S"
+# 1 rank: 0.2 s per step after a slow first step. 2 ranks: the same results (identical),
+# steps 0.125, 0.1, 0.125 -> mean 0.11667 s: speed-up 1.714, efficiency 0.857; the seed's
+# average of per-step ratios is (1.6 + 2 + 1.6) / 3 = 1.733. 4 ranks: a different objective.
+logreg_json "$S/logreg-r1-d1.json" 1 1 1.5 0.5 0.2 0.2 0.2
+logreg_json "$S/logreg-r2-d1.json" 2 1 1.5 0.4 0.125 0.1 0.125
+logreg_json "$S/logreg-r4-d1.json" 4 1 1.5000015 0.3 0.05 0.05 0.05
+echo '{"not": "a summary"}' >"$S/other.json"
+run report_strong 0 60 $PY "$REPORT" "$S"
+expect_in "average per-step speed-up ignoring the first iteration (2 ranks)" '2 ranks x 1 dev: 1\.73x'
+expect_in "average per-step speed-up (4 ranks: 0.2/0.05)" '4 ranks x 1 dev: 4\.00x'
+expect_in "unrelated JSON skipped visibly" 'skipped other\.json'
+for f in report.md report.csv speedup.png error_vs_iteration.png step_time_vs_iteration.png; do
+  checks=$((checks + 1))
+  if [ -s "$S/$f" ]; then echo "ok   strong report wrote $f"; else fail "strong report did not write $f"; fi
+done
+expect_field "1 rank is the baseline" "$S/report.csv" 1 1 speedup 1.0
+expect_field "2-rank speed-up = 0.2 / mean(0.125, 0.1, 0.125)" "$S/report.csv" 2 1 speedup 1.7143
+expect_field "2-rank efficiency = speed-up / 2" "$S/report.csv" 2 1 efficiency 0.8571
+expect_field "4-rank speed-up" "$S/report.csv" 4 1 speedup 4.0
+expect_field "4-rank efficiency" "$S/report.csv" 4 1 efficiency 1.0
+expect_field "seconds per step ignores the first iteration" "$S/report.csv" 1 1 seconds_per_step 0.2
+expect_field "setup seconds from the summary" "$S/report.csv" 2 1 setup_seconds 0.125
+expect_field "1 rank is the reference" "$S/report.csv" 1 1 identical reference
+expect_field "same history -> identical" "$S/report.csv" 2 1 identical yes
+expect_field "other objective -> not identical" "$S/report.csv" 4 1 identical no
+expect_field "final objective reported" "$S/report.csv" 4 1 result 1.7500015
+run report_md 0 5 cat "$S/report.md"
+expect_in "markdown table row for 2 ranks" '^\| 2 \| 1 \| 2 \| 0\.1250 \| 0\.1167 \| 4 \| 1\.71 \| 0\.86 \| 1\.75 \| yes \|'
+expect_in "markdown embeds the plots" '!\[speedup\.png\]\(speedup\.png\)'
+for f in speedup error_vs_iteration step_time_vs_iteration; do png_ok "png_$f" "$S/$f.png"; done
+
+# --- weak scaling: same files, data per rank fixed --------------------------------------
+W=$WORK/weak
+mkdir -p "$W"
+cp "$S"/logreg-r*.json "$W"/
+run report_weak 0 60 $PY "$REPORT" "$W" --mode weak
+expect_field "weak efficiency = t_base / t" "$W/report.csv" 2 1 efficiency 1.7143
+expect_field "weak scaled speed-up = efficiency x 2" "$W/report.csv" 2 1 speedup 3.4286
+expect_field "weak runs see different data: no identity claim" "$W/report.csv" 2 1 identical n/a
+expect_in "weak summary speaks of efficiency" 'weak-scaling efficiency'
+
+# --- devices per rank: workers = ranks x devices, baseline the fewest workers ------------
+D=$WORK/devices
+mkdir -p "$D"
+logreg_json "$D/a.json" 1 1 1.5 0.5 0.4 0.4
+logreg_json "$D/b.json" 1 2 1.5 0.5 0.25 0.25
+logreg_json "$D/c.json" 2 2 1.5 0.5 0.1 0.1
+run report_devices 0 60 $PY "$REPORT" "$D"
+expect_field "1 rank x 2 devices: speed-up 1.6" "$D/report.csv" 1 2 speedup 1.6
+expect_field "1 rank x 2 devices: efficiency over 2 workers" "$D/report.csv" 1 2 efficiency 0.8
+expect_field "2 ranks x 2 devices: efficiency over 4 workers" "$D/report.csv" 2 2 efficiency 1.0
+
+# --- a history written as elapsed time is recognised ------------------------------------
+C=$WORK/cumulative
+mkdir -p "$C"
+logreg_json "$C/logreg-r1-d1.json" 1 1 1.5 0.5 0.2 0.2 0.2
+$PY - "$C/logreg-r1-d1.json" "$C/logreg-r2-d1.json" <<'EOF'
+import json, sys
+j = json.load(open(sys.argv[1]))
+j["ranks"], elapsed = 2, 0.0
+for h, t in zip(j["history"], [0.3, 0.1, 0.1, 0.1]):
+    elapsed += t
+    h["seconds"] = elapsed
+j["solve_seconds"] = elapsed
+json.dump(j, open(sys.argv[2], "w"))
+EOF
+run report_cumulative 0 60 $PY "$REPORT" "$C"
+expect_field "elapsed-time history turned into step times" "$C/report.csv" 2 1 seconds_per_step 0.1
+
+# --- eval and ensemble summaries --------------------------------------------------------
+E=$WORK/eval
+mkdir -p "$E"
+for r in 1 2; do
+  echo "{\"correct\": 1000, \"total\": 10000, \"accuracy\": 0.1, \"steps\": $((20 / r)), \"seconds\": 1.0, \"ranks\": $r, \"devices_per_rank\": 1}" >"$E/eval-r$r.json"
+done
+run report_eval 0 60 $PY "$REPORT" "$E"
+expect_field "eval: seconds per step = seconds / steps" "$E/report.csv" 2 1 seconds_per_step 0.1
+expect_field "eval: speed-up per step" "$E/report.csv" 2 1 speedup 0.5
+expect_field "eval: same counts are identical" "$E/report.csv" 2 1 identical yes
+N=$WORK/ensemble
+mkdir -p "$N"
+ens() { # FILE RANKS DEVICES IMAGES_PER_SECOND DIGEST
+  echo "{\"members\": $(($2 * $3)), \"epochs\": [{\"epoch\": 1, \"test_accuracy\": 0.8, \"member_test_accuracy\": []}], \"images_per_second\": $4, \"batch_size\": 32, \"params_digest\": \"$5\", \"ranks\": $2, \"devices_per_rank\": $3}" >"$1"
+}
+ens "$N/a.json" 1 2 320 d1
+ens "$N/b.json" 2 1 160 d1
+ens "$N/c.json" 2 2 320 d2
+run report_ensemble 0 60 $PY "$REPORT" "$N" --mode weak
+expect_field "ensemble: seconds per step = batch / images per second" "$N/report.csv" 2 1 seconds_per_step 0.2
+expect_field "ensemble: same members, same digest -> identical" "$N/report.csv" 2 1 identical yes
+expect_field "ensemble: 4 members compared with themselves" "$N/report.csv" 2 2 identical reference
+
+# --- errors -----------------------------------------------------------------------------
+mkdir -p "$WORK/empty"
+run report_empty nonzero 30 $PY "$REPORT" "$WORK/empty"
+expect_in "empty folder explained" 'no eval/logreg/ensemble JSON summaries'
+cp "$E/eval-r1.json" "$S/"
+run report_mixed nonzero 30 $PY "$REPORT" "$S"
+expect_in "mixed workloads refused" 'mixes workloads'
+
+# --- the study script with the real spmd ------------------------------------------------
+if "$SPMD" logreg --help 2>&1 | grep -q "not implemented"; then
+  echo "SKIP scaling_study.sh end to end: spmd logreg is not implemented yet"
+else
+  # 6000 rows: enough for every rank to hold a share. Strong: ranks 1 and 2 must agree
+  # exactly (the objective's partial sums are reduced in a fixed order).
+  run study 0 120 env SPMD="$SPMD" LAUNCH=mpirun SPMD_DATA_DIR="$WORK/data" "$ROOT/tools/scaling_study.sh" --ranks "1 2" \
+    --out "$WORK/study" -- --data "$WORK/data/classification-6000x20-c3-i5-s0.h5" --maxiter 15
+  expect_in "study made the strong data from its name" 'make-classification --samples 6000 --features 20'
+  expect_in "study printed the strong table" '^\| 2 \| 1 \| 2 \|'
+  for f in strong/report.md strong/speedup.png strong/error_vs_iteration.png weak/report.csv weak/study.json \
+    strong/logreg-r2-d1.json strong/logreg-r2-d1.csv weak/logreg-r2-d1.json; do
+    checks=$((checks + 1))
+    if [ -s "$WORK/study/$f" ]; then echo "ok   study wrote $f"; else fail "study did not write $f"; fi
+  done
+  expect_field "strong: 2 ranks give the 1-rank result exactly" "$WORK/study/strong/report.csv" 2 1 identical yes
+  checks=$((checks + 1))
+  if [ -f "$WORK/data/classification-6000x20-c3-i5-s0.h5" ] && [ -f "$WORK/data/classification-3000x20-c3-i5-s0.h5" ]; then
+    echo "ok   weak data: per rank 6000 / 2 = 3000 rows, 1 rank 3000 and 2 ranks 6000"
+  else
+    fail "weak data files missing: $(ls "$WORK/data")"
+  fi
+  run study_bad_option nonzero 30 env SPMD="$SPMD" "$ROOT/tools/scaling_study.sh" --ranks "1 x"
+  expect_in "bad rank list named" "'x' is not a positive integer"
+fi
+
+finish

@@ -1,0 +1,280 @@
+#!/usr/bin/env bash
+# The job scripts in jobs/slurm/ against a real one-node Slurm brought up from nothing under
+# a temporary prefix (tools/slurm/up.sh) and always stopped at the end (tools/slurm/down.sh),
+# also when a check fails. Jobs are submitted with `timeout 120 sbatch --wait` from a scratch
+# folder and run in parallel where the node has room (4 CPUs advertised).
+#   - info with LAUNCH=srun and LAUNCH=mpirun: 2 ranks in the table, info.json, config copy
+#   - devices follow --cpus-per-task
+#   - bad launches end quickly with a clear message and a non-zero exit: missing config,
+#     missing binary, unknown LAUNCH, an option spmd refuses
+#   - eval / logreg / ensemble / scaling jobs when the workload is implemented (else SKIP)
+#   - the ensemble job's requeue path (SIGTERM to the batch shell as --signal=B:TERM sends
+#     it, checkpoint, scontrol requeue, --resume) with a stand-in binary, for both launchers
+# Skips (exit 0, with a SKIP line) when Slurm or munge is not installed or not root.
+source "$(dirname "$0")/../support/cli_lib.sh"
+ROOT=${SPMD_SOURCE_DIR:?}
+
+for tool in slurmctld slurmd munged mungekey sbatch srun scontrol squeue; do
+  if ! command -v "$tool" >/dev/null; then
+    echo "SKIP cli.slurm: '$tool' is not installed (apt-get install slurm-wlm munge; tools/setup.sh does)"
+    exit 0
+  fi
+done
+if [ "$(id -u)" -ne 0 ]; then
+  echo "SKIP cli.slurm: the one-node Slurm runs its daemons as root; run the tests as root"
+  exit 0
+fi
+
+PREFIX=$WORK/slurm
+chmod a+x "$WORK" # munged insists that every folder above its socket is a+x
+mkdir -p "$WORK/logs" "$WORK/runs" "$WORK/data"
+stop_slurm() {
+  "$ROOT/tools/slurm/down.sh" "$PREFIX" 2>&1 | sed 's/^/     /'
+}
+# Replaces cli_lib's trap: the daemons must stop before their folder goes.
+trap 'stop_slurm; rm -rf "$WORK"' EXIT
+trap 'exit 130' INT TERM
+
+run slurm_up 0 60 env SPMD_SLURM_PREFIX="$PREFIX" "$ROOT/tools/slurm/up.sh"
+expect_in "up.sh prints the exports" "^export SLURM_CONF=$PREFIX/etc/slurm.conf"
+eval "$(grep '^export ' "$LAST_OUT")"
+[ "${SLURM_CONF:-}" = "$PREFIX/etc/slurm.conf" ] || { finish; exit 1; }
+run sinfo 0 10 sinfo -h -o '%T %c'
+expect_in "node idle with 4 CPUs" '^idle 4$'
+
+# --- helpers ----------------------------------------------------------------------------
+declare -A JOB_PID JOB_T0
+# start_job NAME [VAR=VALUE...] [SBATCH_OPTION...] SCRIPT.sbatch [ARGS...]: submits from
+# $WORK with `sbatch --wait` in the background (job name NAME, log $WORK/logs/NAME-ID.out).
+start_job() {
+  local name=$1 envs=(SPMD="$SPMD" SPMD_ROOT="$ROOT" SPMD_RUNS_DIR="$WORK/runs") opts=()
+  shift
+  while [[ $1 == [A-Z]*=* ]]; do envs+=("$1"); shift; done
+  while [[ $1 != *.sbatch ]]; do opts+=("$1"); shift; done
+  local script=$1
+  shift
+  (cd "$WORK" && exec env "${envs[@]}" timeout 120 sbatch --wait --job-name="$name" \
+    --output="$WORK/logs/%x-%j.out" "${opts[@]}" "$ROOT/jobs/slurm/$script" "$@") >"$WORK/$name.sbatch" 2>&1 &
+  JOB_PID[$name]=$!
+  JOB_T0[$name]=$(date +%s.%N)
+}
+
+# await_job NAME EXPECTED_RC: waits for sbatch; the job's exit code is sbatch's. Sets
+# JOB_ID, RUN_DIR, and LAST_OUT (sbatch's messages + the job log) for expect_in.
+await_job() {
+  local name=$1 want=$2 rc=0
+  wait "${JOB_PID[$name]}" || rc=$?
+  local seconds
+  seconds=$(echo "$(date +%s.%N) - ${JOB_T0[$name]}" | bc)
+  JOB_ID=$(sed -n 's/^Submitted batch job //p' "$WORK/$name.sbatch")
+  RUN_DIR=$WORK/runs/$name-$JOB_ID
+  LAST_OUT=$WORK/$name.out
+  cat "$WORK/$name.sbatch" "$WORK/logs/$name-$JOB_ID.out" >"$LAST_OUT" 2>/dev/null
+  checks=$((checks + 1))
+  if [ "$want" = nonzero ]; then
+    if [ $rc -eq 0 ] || [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+      fail "job $name: expected a non-zero exit (not a timeout), got rc=$rc"
+      return 1
+    fi
+  elif [ $rc -ne "$want" ]; then
+    fail "job $name (id ${JOB_ID:-none}): expected rc=$want, got rc=$rc"
+    return 1
+  fi
+  echo "ok   job $name (id $JOB_ID, rc=$rc, ${seconds}s from submission)"
+}
+
+# json_check NAME FILE PYTHON-ASSERTIONS (j is the parsed file)
+json_check() {
+  run "$1" 0 10 /usr/bin/python3 -c "
+import json; j = json.load(open('$2'))
+$3"
+}
+
+# implemented COMMAND...: the subcommand exists (its --help does not say "not implemented").
+implemented() {
+  ! "$SPMD" "$@" --help 2>&1 | grep -q "not implemented"
+}
+
+# --- info: both launchers, devices from the allocation, bad launches ---------------------
+start_job info-srun LAUNCH=srun info.sbatch
+start_job info-mpirun LAUNCH=mpirun info.sbatch
+start_job info-cpus2 LAUNCH=srun --cpus-per-task=2 info.sbatch
+start_job bad-config CONFIG="$WORK/no-such.ini" info.sbatch
+start_job bad-binary SPMD="$WORK/no-such-spmd" info.sbatch
+start_job bad-launcher LAUNCH=aprun info.sbatch
+start_job bad-option LAUNCH=srun info.sbatch --hang-timeout -1
+
+# --- workloads: submitted now, checked below --------------------------------------------
+FASHION=$DATA/fashion
+submit_eval() {
+  start_job eval-srun LAUNCH=srun CONFIG=inputs/eval-small.ini eval.sbatch --data "$FASHION/test.h5"
+  start_job eval-mpirun LAUNCH=mpirun CONFIG=inputs/eval-small.ini eval.sbatch --data "$FASHION/test.h5"
+}
+check_eval() {
+  for launch in srun mpirun; do
+    await_job eval-$launch 0 || continue
+    expect_in "eval-$launch: every example once" 'every example counted exactly once'
+    json_check "eval-${launch}_json" "$RUN_DIR/eval.json" "
+assert (j['correct'], j['total'], j['ranks'], j['devices_per_rank']) == (1000, 10000, 2, 2), j
+assert j['strategy'] == 'pad' and j['steps'] == 27, j   # 5000 rows per rank / (2 devices x 96)"
+  done
+}
+submit_logreg() {
+  # The data file does not exist: the job makes it from its name, on one rank.
+  start_job logreg-srun LAUNCH=srun CONFIG=inputs/logreg-small.ini logreg.sbatch \
+    --data "$WORK/data/classification-2000x20-c3-i5-s0.h5"
+}
+check_logreg() {
+  await_job logreg-srun 0 || return
+  expect_in "logreg: the job made its data" 'make-classification --samples 2000 --features 20 --classes 3 --informative 5 --seed 0'
+  json_check logreg_json "$RUN_DIR/logreg.json" "
+assert j['ranks'] == 4 and j['status'] in ('converged', 'max_iterations'), j
+assert len(j['history']) == j['iterations'] and j['value'] < 1.0986122886681098, j['value']   # ln 3 at W = 0"
+  run logreg_csv 0 5 head -n 1 "$RUN_DIR/metrics.csv"
+  expect_in "logreg: metrics.csv columns" '^iteration,value,error,stepsize,evaluations,seconds$'
+  checks=$((checks + 1))
+  if [ -s "$RUN_DIR/weights.h5" ] && [ -f "$RUN_DIR/config.ini" ]; then echo "ok   logreg: weights.h5 and config.ini in the run folder"; else fail "logreg: weights.h5 or config.ini missing in $RUN_DIR"; fi
+}
+submit_ensemble() {
+  start_job ensemble-srun LAUNCH=srun CONFIG=inputs/ensemble-small.ini --cpus-per-task=1 ensemble.sbatch \
+    --train "$FASHION/train.h5" --test "$FASHION/test.h5" --epochs 1
+}
+check_ensemble() {
+  await_job ensemble-srun 0 || return
+  json_check ensemble_json "$RUN_DIR/ensemble.json" "
+assert j['members'] == 2 and j['ranks'] == 2 and len(j['epochs']) == 1, j
+assert 0.2 < j['epochs'][0]['test_accuracy'] <= 1, j['epochs']"
+  checks=$((checks + 1))
+  if [ -s "$RUN_DIR/checkpoint.h5" ]; then echo "ok   ensemble: checkpoint in the run folder"; else fail "ensemble: no checkpoint.h5 in $RUN_DIR"; fi
+}
+submit_scaling() {
+  start_job scaling-srun LAUNCH=srun WORKLOAD=logreg CONFIG=inputs/logreg-small.ini scaling.sbatch --ranks "1 2" \
+    --mode strong -- --data "$WORK/data/classification-3000x20-c3-i5-s0.h5"
+}
+check_scaling() {
+  await_job scaling-srun 0 || return
+  expect_in "scaling: the report's table" '^\| 2 \| 1 \| 2 \|'
+  for f in strong/report.md strong/report.csv strong/speedup.png strong/error_vs_iteration.png; do
+    checks=$((checks + 1))
+    if [ -s "$RUN_DIR/$f" ]; then echo "ok   scaling: $f"; else fail "scaling: $f missing in $RUN_DIR"; fi
+  done
+}
+
+enabled=()
+for workload in eval logreg ensemble; do
+  data_cmd=()
+  [ $workload = logreg ] && data_cmd=(data make-classification)
+  if implemented $workload && { [ ${#data_cmd[@]} = 0 ] || implemented "${data_cmd[@]}"; }; then
+    enabled+=("$workload")
+    "submit_$workload"
+  else
+    echo "SKIP $workload jobs: 'spmd $workload --help' says not implemented"
+  fi
+done
+if [[ " ${enabled[*]} " == *" logreg "* ]]; then
+  enabled+=(scaling)
+  submit_scaling
+fi
+
+# --- results of the info jobs -----------------------------------------------------------
+for launch in srun mpirun; do
+  await_job info-$launch 0 || continue
+  expect_in "info-$launch: table lists 2 ranks" 'ranks 2 +devices/rank 1'
+  expect_in "info-$launch: rank 1 in the table" '^#\s+1\s+\S+\s+1\s+1 x cpu'
+  expect_in "info-$launch: launched with $launch" "^# [0-9:]+ .*$launch"
+  json_check "info-${launch}_json" "$RUN_DIR/info.json" "assert j['ranks'] == 2 and len(j['rank_table']) == 2, j"
+  checks=$((checks + 1))
+  if cmp -s "$RUN_DIR/config.ini" "$ROOT/inputs/info.ini" && [ -L "$RUN_DIR/job.log" ]; then
+    echo "ok   info-$launch: run folder has config.ini and job.log"
+  else
+    fail "info-$launch: config.ini copy or job.log link missing in $RUN_DIR"
+  fi
+done
+await_job info-cpus2 0 && expect_in "--cpus-per-task=2 gives 2 devices per rank" 'ranks 2 +devices/rank 2'
+await_job bad-config nonzero && expect_in "missing config named" "input config '$WORK/no-such.ini' not found"
+await_job bad-binary nonzero && expect_in "missing binary named" "spmd binary '$WORK/no-such-spmd' is missing"
+await_job bad-launcher nonzero && expect_in "unknown launcher named" 'LAUNCH=aprun: use LAUNCH=srun or LAUNCH=mpirun'
+await_job bad-option nonzero && expect_in "spmd's own error reaches the log" "hang-timeout"
+
+for workload in "${enabled[@]}"; do "check_$workload"; done
+
+# --- ensemble requeue path, with a stand-in for spmd ------------------------------------
+# The stand-in behaves as spmd ensemble promises: on SIGTERM (srun) or SIGUSR1 (mpirun
+# passes that one on) it writes the checkpoint and exits 0; with --resume it needs the
+# checkpoint and writes its summary.
+FAKE=$WORK/fake-spmd
+cat >"$FAKE" <<'EOF'
+#!/bin/bash
+rank=${OMPI_COMM_WORLD_RANK:-${SLURM_PROCID:-0}}
+ckpt="" json="" resume=0
+while [ $# -gt 0 ]; do
+  case $1 in --checkpoint) ckpt=$2; shift ;; --json) json=$2; shift ;; --resume) resume=1 ;; esac
+  shift
+done
+if [ $resume = 1 ]; then
+  [ -f "$ckpt" ] || { echo "fake: --resume without a checkpoint" >&2; exit 3; }
+  [ "$rank" = 0 ] && echo '{"resumed": true}' >"$json"
+  echo "fake rank $rank: resumed"
+  exit 0
+fi
+stop() { echo "fake rank $rank: signal, checkpointing"; sleep 1; [ "$rank" = 0 ] && echo ok >"$ckpt"; exit 0; }
+trap stop TERM USR1
+[ "$rank" = 0 ] && touch "$(dirname "$ckpt")/started"
+for _ in $(seq 1 600); do sleep 0.1; done
+echo "fake rank $rank: never signalled" >&2
+exit 4
+EOF
+chmod +x "$FAKE"
+touch "$WORK/fake-train.h5" "$WORK/fake-test.h5"
+
+# wait_for SECONDS COMMAND...: polls COMMAND every 0.2 s.
+wait_for() {
+  local limit=$1
+  shift
+  local end=$((SECONDS + limit))
+  until "$@"; do
+    [ $SECONDS -lt $end ] || return 1
+    sleep 0.2
+  done
+}
+job_field() { scontrol show job "$1" 2>/dev/null | grep -o "$2=[^ ]*" | head -n 1 | cut -d= -f2; }
+restarted() { [ "$(job_field "$1" Restarts)" = 1 ]; }
+finished() { [[ $(job_field "$1" JobState) =~ ^(COMPLETED|FAILED|CANCELLED|TIMEOUT)$ ]]; }
+
+requeue_case() {
+  local launch=$1 name=requeue-$1 id bpid
+  id=$(cd "$WORK" && env SPMD="$FAKE" SPMD_ROOT="$ROOT" SPMD_RUNS_DIR="$WORK/runs" LAUNCH="$launch" \
+    CONFIG=inputs/ensemble-small.ini sbatch --parsable --job-name="$name" --output="$WORK/logs/%x-%j.out" \
+    "$ROOT/jobs/slurm/ensemble.sbatch" --train "$WORK/fake-train.h5" --test "$WORK/fake-test.h5")
+  local dir=$WORK/runs/$name-$id
+  LAST_OUT=$WORK/logs/$name-$id.out
+  checks=$((checks + 1))
+  wait_for 60 test -f "$dir/started" || { fail "$name: the step never started"; return; }
+  # What --signal=B:TERM@120 does: SIGTERM to the batch shell only (its pid is the batch
+  # step's task 0), not to srun/mpirun or the ranks.
+  bpid=$(scontrol listpids "$id" | awk '$3 == "batch" && $4 == "0" { print $1 }')
+  kill -TERM "$bpid"
+  wait_for 30 restarted "$id" || { fail "$name: job $id was not requeued after SIGTERM"; return; }
+  # Slurm holds a requeued job for about 2 minutes; release it now.
+  scontrol update JobId="$id" StartTime=now
+  wait_for 60 finished "$id" || { fail "$name: the requeued job $id did not finish"; return; }
+  local state exit_code
+  state=$(job_field "$id" JobState) exit_code=$(job_field "$id" ExitCode)
+  if [ "$state" != COMPLETED ] || [ "$exit_code" != 0:0 ]; then
+    fail "$name: requeued job ended $state exit $exit_code"
+    return
+  fi
+  echo "ok   $name: SIGTERM -> checkpoint -> requeue -> resumed run completed (job $id)"
+  expect_in "$name: forwarded the signal" 'SIGTERM: asking the ranks to write a checkpoint'
+  expect_in "$name: requeued itself" 'requeueing job'
+  expect_in "$name: second run is restart 1" "^# job $id \(requeue-$launch\) restart 1"
+  expect_in "$name: second run passes --resume" 'checkpoint\.h5 --resume'
+  json_check "${name}_json" "$dir/ensemble.json" "assert j == {'resumed': True}, j"
+}
+requeue_case srun
+requeue_case mpirun
+
+run slurm_queue_empty 0 10 squeue -h
+checks=$((checks + 1))
+if [ -s "$LAST_OUT" ]; then fail "jobs left in the queue"; else echo "ok   no job left in the queue"; fi
+finish
