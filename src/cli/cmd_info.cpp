@@ -15,9 +15,6 @@ namespace spmd::cli {
 
 int cmd_info(const Args& args) {
   po::options_description options = common_options();
-  options.add_options()("simulate-stall-rank", po::value<int>()->default_value(-1),
-                        "testing aid: this rank sleeps before the final barrier (shows the hang watchdog)")(
-      "simulate-stall-seconds", po::value<double>()->default_value(3600), "testing aid: how long it sleeps");
   const auto cl = parse_validated("info", "[options]", options, args, {}, nullptr);
   if (cl.help) {
     print_root(cl.help_text);
@@ -35,12 +32,7 @@ int cmd_info(const Args& args) {
     for (const auto& [name, version] : versions) j["libraries"][name] = version;
     workloads::write_json(json_path(cl.vm), j);
   }
-  const int stall = cl.vm["simulate-stall-rank"].as<int>();
   ctx.set_phase("info: final barrier");
-  if (stall == ctx.rank()) {
-    ctx.set_phase("info: simulated stall");
-    std::this_thread::sleep_for(std::chrono::duration<double>(cl.vm["simulate-stall-seconds"].as<double>()));
-  }
   std::int64_t one = 1;
   runtime::allreduce_sum(ctx, std::span<std::int64_t>(&one, 1));
   return 0;

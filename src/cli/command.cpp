@@ -19,7 +19,9 @@ po::options_description common_options(bool with_devices) {
       "json", po::value<std::string>(), "write a machine-readable summary to this file (rank 0, atomic)")(
       "hang-timeout", po::value<double>()->default_value(300.0),
       "seconds a rank may wait in one collective before the job is stopped with a report naming the "
-      "ranks that did not arrive (0 disables)");
+      "ranks that did not arrive (0 disables)")(
+      "simulate-stall", po::value<std::string>(),
+      "testing aid: RANK:PHASE makes that rank sleep when it enters PHASE (e.g. '1:eval step 3'), as a stuck rank would");
   if (with_devices)
     d.add_options()("devices", po::value<int>()->default_value(1),
                     "devices per rank: CPU worker threads, or GPUs with --backend cuda")(
@@ -112,6 +114,17 @@ runtime::ContextOptions context_options(const po::variables_map& vm) {
     o.devices_per_rank = vm["devices"].as<int>();
     if (o.devices_per_rank < 1 || o.devices_per_rank > 1024)
       throw Error("--devices must be between 1 and 1024 (got " + std::to_string(o.devices_per_rank) + ")");
+  }
+  if (vm.count("simulate-stall")) {
+    const std::string v = vm["simulate-stall"].as<std::string>();
+    const auto colon = v.find(':');
+    try {
+      if (colon == std::string::npos) throw std::invalid_argument(v);
+      o.stall_rank = std::stoi(v.substr(0, colon));
+    } catch (const std::exception&) {
+      throw Error("--simulate-stall must be RANK:PHASE, e.g. '1:eval step 3' (got '" + v + "')");
+    }
+    o.stall_phase = v.substr(colon + 1);
   }
   if (vm.count("hang-timeout")) {
     o.hang_timeout_s = vm["hang-timeout"].as<double>();

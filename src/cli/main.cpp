@@ -6,7 +6,10 @@
 // printed by that rank, which then calls MPI_Abort so no other rank waits forever.
 #include <mpi.h>
 
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -41,7 +44,27 @@ void print_root(const std::string& text) {
 }
 }  // namespace spmd::cli
 
+// OpenBLAS (Debian's DYNAMIC_ARCH build) does not recognise every CPU and may fall back to
+// its slowest kernels (seen here: "Prescott" SSE3 on a Zen 4 VM, 4-5x slower sgemm). It
+// reads OPENBLAS_CORETYPE once, when the library loads, so the only way to set it for
+// ourselves is to re-execute with it set, before MPI_Init. A user's own setting wins.
+void pick_blas_kernels(char** argv) {
+  if (std::getenv("OPENBLAS_CORETYPE") || std::getenv("SPMD_BLAS_REEXEC")) return;
+  const char* core = nullptr;
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
+    core = "SkylakeX";
+  else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    core = "Haswell";
+  if (!core) return;
+  setenv("OPENBLAS_CORETYPE", core, 1);
+  setenv("SPMD_BLAS_REEXEC", "1", 1);
+  execv("/proc/self/exe", argv);
+  // exec failed: carry on with whatever OpenBLAS chose.
+}
+
 int main(int argc, char** argv) {
+  pick_blas_kernels(argv);
   std::unique_ptr<spmd::runtime::Mpi> mpi;
   try {
     mpi = std::make_unique<spmd::runtime::Mpi>(&argc, &argv);

@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "spmd/runtime/agree.hpp"
 #include "spmd/runtime/check.hpp"
@@ -12,7 +14,8 @@ extern "C" void openblas_set_num_threads(int);
 
 namespace spmd::runtime {
 
-Context::Context(MPI_Comm comm, const ContextOptions& options) : comm_(comm) {
+Context::Context(MPI_Comm comm, const ContextOptions& options)
+    : comm_(comm), stall_rank_(options.stall_rank), stall_phase_(options.stall_phase), stall_seconds_(options.stall_seconds) {
   SPMD_CHECK_MPI(MPI_Comm_rank(comm, &rank_), "");
   SPMD_CHECK_MPI(MPI_Comm_size(comm, &size_), "");
   MPI_Comm node = MPI_COMM_NULL;
@@ -86,6 +89,10 @@ Context::~Context() = default;
 
 void Context::set_phase(const std::string& phase) const {
   if (watchdog_) watchdog_->set_phase(phase);
+  if (rank_ == stall_rank_ && phase == stall_phase_) {
+    if (watchdog_) watchdog_->set_phase(phase + " (simulated stall)");
+    std::this_thread::sleep_for(std::chrono::duration<double>(stall_seconds_));
+  }
 }
 
 std::vector<Context::RankRow> Context::gather_rank_table() const {

@@ -89,10 +89,10 @@ struct SgemmBaseline {
     for (std::int64_t i = 0; i < n; ++i) {
       float* z = Z.data() + i * C;
       const float m = *std::max_element(z, z + C);
+      const float label_logit = z[y[i]];
       float s = 0.0f;
       for (int c = 0; c < C; ++c) s += (z[c] = std::exp(z[c] - m));
-      loss += static_cast<double>(m) + std::log(static_cast<double>(s)) - std::log(static_cast<double>(z[y[i]])) -
-              static_cast<double>(m);
+      loss += static_cast<double>(m) + std::log(static_cast<double>(s)) - static_cast<double>(label_logit);
       const float inverse = 1.0f / s;
       for (int c = 0; c < C; ++c) z[c] *= inverse;
       z[y[i]] -= 1.0f;

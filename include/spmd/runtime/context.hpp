@@ -17,6 +17,11 @@ struct ContextOptions {
   BackendChoice backend = BackendChoice::Cpu;
   int devices_per_rank = 1;       // CPU worker threads or GPUs per rank, >= 1
   double hang_timeout_s = 300.0;  // <= 0 disables the watchdog
+  // Testing aid for the fault tests: rank stall_rank sleeps stall_seconds when it enters
+  // the phase named stall_phase (see set_phase), as a stuck rank would.
+  int stall_rank = -1;
+  std::string stall_phase;
+  double stall_seconds = 3600.0;
 };
 
 class Context {
@@ -66,6 +71,9 @@ class Context {
   std::string backend_note_;
   std::unique_ptr<DevicePool> pool_;
   std::unique_ptr<Watchdog> watchdog_;
+  int stall_rank_ = -1;
+  std::string stall_phase_;
+  double stall_seconds_ = 0;
 };
 
 }  // namespace spmd::runtime
