@@ -59,7 +59,6 @@ int cmd_ensemble(const Args& args) {
         }
         require_writable_destination(vm, "checkpoint");
         require_writable_destination(vm, "metrics-csv");
-        require_writable_destination(vm, "json");
       });
   if (cl.help) {
     print_root(cl.help_text);

@@ -50,7 +50,6 @@ int cmd_logreg(const Args& args) {
     optim::validate(solver_params(vm));
     require_writable_destination(vm, "weights-out");
     require_writable_destination(vm, "metrics-csv");
-    require_writable_destination(vm, "json");
   });
   if (cl.help) {
     print_root(cl.help_text);

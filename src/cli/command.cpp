@@ -207,6 +207,7 @@ CommandLine parse_validated(const std::string& command, const std::string& usage
     cl = parse_command(command, usage, options, args, file_options);
     if (!cl.help) {
       context_options(cl.vm);
+      require_writable_destination(cl.vm, "json");
       if (validate) validate(cl.vm);
     }
   });

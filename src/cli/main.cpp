@@ -6,6 +6,7 @@
 // printed by that rank, which then calls MPI_Abort so no other rank waits forever.
 #include <mpi.h>
 
+#include <malloc.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -65,6 +66,11 @@ void pick_blas_kernels(char** argv) {
 
 int main(int argc, char** argv) {
   pick_blas_kernels(argv);
+  // Large buffers come from the heap and stay there when freed, so a buffer allocated
+  // again (the next run of a benchmark, the next epoch) does not page-fault again: page
+  // faults are expensive in the VMs this runs on.
+  mallopt(M_MMAP_THRESHOLD, 1 << 30);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
   std::unique_ptr<spmd::runtime::Mpi> mpi;
   try {
     mpi = std::make_unique<spmd::runtime::Mpi>(&argc, &argv);

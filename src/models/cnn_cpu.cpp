@@ -78,8 +78,16 @@ struct CnnCpuPass {
     return cnn_cpu::softmax_cross_entropy(ws.logits_.data(), labels, mask, batch, kClasses, probs_out, nullptr, 0.0f);
   }
 
+  // The SGD update fused into dense1's weight gradient (cnn_train_step).
+  struct FusedSgd {
+    CnnParams* params;
+    CnnParams* trace;
+    optim::SgdMomentum opt;
+  };
+
   static float loss_and_grad(const CnnParams& params, const float* images, const std::int32_t* labels,
-                             const std::uint8_t* mask, int batch, CnnParams& grad, float* probs_out, CnnWorkspace& ws) {
+                             const std::uint8_t* mask, int batch, CnnParams& grad, float* probs_out, CnnWorkspace& ws,
+                             const FusedSgd* fused = nullptr) {
     check_batch(batch, ws.max_train_batch(), "CNN loss and gradient", "max_train_batch");
     if (labels == nullptr && batch > 0) throw Error("CNN loss and gradient: labels are required");
     forward(params, images, batch, true, ws);
@@ -87,20 +95,29 @@ struct CnnCpuPass {
     const float scale = count > 0 ? 1.0f / static_cast<float>(count) : 0.0f;
     const CnnLossSum sum = cnn_cpu::softmax_cross_entropy(ws.logits_.data(), labels, mask, batch, kClasses, probs_out,
                                                          ws.dlogits_.data(), scale);
-    backward(params, batch, grad, ws);
+    backward(params, batch, grad, ws, fused);
     return count > 0 ? static_cast<float>(sum.loss_sum / static_cast<double>(count)) : 0.0f;
   }
 
   static float train_step(CnnParams& params, CnnParams& trace, const optim::SgdMomentum& opt, const float* images,
                           const std::int32_t* labels, int batch, float* probs_out, CnnWorkspace& ws) {
-    check_batch(batch, ws.max_train_batch(), "CNN train step", "max_train_batch");
-    const float loss = loss_and_grad(params, images, labels, nullptr, batch, *ws.grad_, probs_out, ws);
-    optim::sgd_momentum_step(params.flat(), trace.flat(), ws.grad_->flat(), opt);
+    // dense1's kernel (97% of the parameters) is updated inside its gradient GEMM, tile by
+    // tile, which saves writing and re-reading 3.2 MB of gradient; the rest after.
+    const FusedSgd fused{&params, &trace, opt};
+    const float loss = loss_and_grad(params, images, labels, nullptr, batch, *ws.grad_, probs_out, ws, &fused);
+    const auto& d1 = cnn_tensor_info(CnnTensor::Dense1Kernel);
+    const std::size_t tail = d1.offset + d1.size;
+    optim::sgd_momentum_step(params.flat().first(d1.offset), trace.flat().first(d1.offset),
+                             ws.grad_->flat().first(d1.offset), opt);
+    optim::sgd_momentum_step(params.flat().subspan(tail), trace.flat().subspan(tail), ws.grad_->flat().subspan(tail),
+                             opt);
     return loss;
   }
 
-  // Expects forward(..., keep = true) on the same batch and ws.dlogits_ filled.
-  static void backward(const CnnParams& params, int batch, CnnParams& grad, CnnWorkspace& ws) {
+  // Expects forward(..., keep = true) on the same batch and ws.dlogits_ filled. With
+  // `fused`, dense1's kernel is updated in place (and its gradient is not kept in grad).
+  static void backward(const CnnParams& params, int batch, CnnParams& grad, CnnWorkspace& ws,
+                       const FusedSgd* fused = nullptr) {
     const cnn_cpu::Kernels& k = *ws.kernels_;
     const auto zero = [&](CnnTensor t) {
       auto s = grad.tensor(t);
@@ -117,14 +134,22 @@ struct CnnCpuPass {
                             ws.dlogits_.data(), grad.tensor(CnnTensor::Dense2Kernel).data(),
                             grad.tensor(CnnTensor::Dense2Bias).data(), ws.dh_.data(), true);
     cnn_cpu::add_row_sums(ws.dh_.data(), batch, kHidden, grad.tensor(CnnTensor::Dense1Bias).data());
-    k.gemm(true, kFlatFeatures, kHidden, batch, ws.p2_.data(), kFlatFeatures, ws.dh_.data(), kHidden,
-           grad.tensor(CnnTensor::Dense1Kernel).data(), kHidden, false, {});
     const int bpad = round_up16(batch);
     std::fill(ws.dh_t_.data(), ws.dh_t_.data() + static_cast<long>(kHidden) * bpad, 0.0f);
     transpose(ws.dh_.data(), batch, kHidden, kHidden, ws.dh_t_.data(), bpad);
     k.gemm(false, kFlatFeatures, bpad, kHidden, params.tensor(CnnTensor::Dense1Kernel).data(), kHidden,
            ws.dh_t_.data(), bpad, ws.dp2_t_.data(), bpad, false, {});
     transpose(ws.dp2_t_.data(), kFlatFeatures, batch, bpad, ws.dp2_.data(), kFlatFeatures);
+    // dense1's weight gradient last: with a fused update it overwrites the weights the input
+    // gradient above has just read.
+    cnn_cpu::GemmEpilogue dense1_epilogue;
+    if (fused != nullptr) {
+      dense1_epilogue.sgd_params = fused->params->tensor(CnnTensor::Dense1Kernel).data();
+      dense1_epilogue.sgd_trace = fused->trace->tensor(CnnTensor::Dense1Kernel).data();
+      dense1_epilogue.sgd = fused->opt;
+    }
+    k.gemm(true, kFlatFeatures, kHidden, batch, ws.p2_.data(), kFlatFeatures, ws.dh_.data(), kHidden,
+           grad.tensor(CnnTensor::Dense1Kernel).data(), kHidden, false, dense1_epilogue);
 
     // Convolutions, image by image (everything one image needs stays in L2).
     transpose(params.tensor(CnnTensor::Conv2Kernel).data(), kConv2K, kConv2Channels, kConv2Channels, ws.w2_t_.data(),

@@ -20,6 +20,13 @@ void blas_gemm(bool a_transposed, int m, int n, int k, const float* a, long lda,
   } else if (!accumulate) {
     for (int i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0.0f);
   }
+  if (epilogue.sgd_params != nullptr) {
+    for (int i = 0; i < m; ++i)
+      optim::sgd_momentum_step({epilogue.sgd_params + i * ldc, static_cast<std::size_t>(n)},
+                               {epilogue.sgd_trace + i * ldc, static_cast<std::size_t>(n)},
+                               {c + i * ldc, static_cast<std::size_t>(n)}, epilogue.sgd);
+    return;
+  }
   if (epilogue.bias == nullptr && !epilogue.relu) return;
   for (int i = 0; i < m; ++i) {
     float* row = c + i * ldc;
@@ -31,9 +38,13 @@ void blas_gemm(bool a_transposed, int m, int n, int k, const float* a, long lda,
 }
 
 bool cpu_has_avx512() {
-  // libgcc's check covers both the CPU flags and the OS saving the zmm state (XCR0).
-  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-                          __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw");
+  // libgcc's check covers both the CPU flags and the OS saving the zmm state (XCR0). The
+  // explicit init makes it safe even when first called from a static initialiser.
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw");
+  }();
   return has;
 }
 

@@ -26,6 +26,9 @@ struct Ops {
   static Reg broadcast(const float* p) { return _mm256_broadcast_ss(p); }
   static Reg fma(Reg a, Reg b, Reg c) { return _mm256_fmadd_ps(a, b, c); }
   static Reg add(Reg a, Reg b) { return _mm256_add_ps(a, b); }
+  static Reg sub(Reg a, Reg b) { return _mm256_sub_ps(a, b); }
+  static Reg mul(Reg a, Reg b) { return _mm256_mul_ps(a, b); }
+  static Reg set1(float x) { return _mm256_set1_ps(x); }
   static Reg relu(Reg a) { return _mm256_max_ps(a, _mm256_setzero_ps()); }
 };
 

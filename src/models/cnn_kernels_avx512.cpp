@@ -33,6 +33,9 @@ struct Ops {
   static Reg broadcast(const float* p) { return _mm512_set1_ps(*p); }
   static Reg fma(Reg a, Reg b, Reg c) { return _mm512_fmadd_ps(a, b, c); }
   static Reg add(Reg a, Reg b) { return _mm512_add_ps(a, b); }
+  static Reg sub(Reg a, Reg b) { return _mm512_sub_ps(a, b); }
+  static Reg mul(Reg a, Reg b) { return _mm512_mul_ps(a, b); }
+  static Reg set1(float x) { return _mm512_set1_ps(x); }
   // The masked form: GCC 12's plain _mm512_max_ps trips -Wuninitialized on its internal
   // _mm512_undefined_ps().
   static Reg relu(Reg a) { return _mm512_mask_max_ps(_mm512_setzero_ps(), 0xFFFF, a, _mm512_setzero_ps()); }

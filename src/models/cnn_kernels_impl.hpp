@@ -12,9 +12,29 @@
 // B panels are re-read from L1/L2, and A is read in place (a row pointer per tile row
 // without transposition; MR consecutive floats of one row with it).
 
+// What happens to a finished tile, with pointers already moved to the tile's position.
+struct TileEpilogue {
+  const float* bias = nullptr;  // bias of the tile's first column, or nullptr
+  bool relu = false;
+  float* params = nullptr;      // SGD update instead of storing C (C's layout), or nullptr
+  float* trace = nullptr;
+  float learning_rate = 0.0f;
+  float momentum = 0.0f;
+
+  TileEpilogue at(long offset, int column) const {
+    TileEpilogue e = *this;
+    if (e.bias != nullptr) e.bias += column;
+    if (e.params != nullptr) {
+      e.params += offset;
+      e.trace += offset;
+    }
+    return e;
+  }
+};
+
 template <int MR, int NV, bool ATrans>
 void gemm_tile(int k, const float* a, long lda, const float* b, long ldb, float* c, long ldc, bool load_c,
-               const float* bias, bool relu) {
+               const TileEpilogue& ep) {
   using Reg = typename Ops::Reg;
   constexpr int W = Ops::kWidth;
   Reg acc[MR][NV];
@@ -40,19 +60,35 @@ void gemm_tile(int k, const float* a, long lda, const float* b, long ldb, float*
       for (int j = 0; j < NV; ++j) acc[i][j] = Ops::fma(av, bv[j], acc[i][j]);
     }
   }
-  if (bias != nullptr) {
+  if (ep.bias != nullptr) {
 #pragma GCC unroll 4
     for (int j = 0; j < NV; ++j) {
-      const Reg bj = Ops::load(bias + j * W);
+      const Reg bj = Ops::load(ep.bias + j * W);
 #pragma GCC unroll 16
       for (int i = 0; i < MR; ++i) acc[i][j] = Ops::add(acc[i][j], bj);
     }
   }
-  if (relu) {
+  if (ep.relu) {
 #pragma GCC unroll 16
     for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 4
       for (int j = 0; j < NV; ++j) acc[i][j] = Ops::relu(acc[i][j]);
+  }
+  if (ep.params != nullptr) {
+    // trace = momentum * trace + grad; params -= lr * trace, with separate multiplies and
+    // adds (no FMA) so that the result equals optim::sgd_momentum_step bit for bit.
+    const Reg m = Ops::set1(ep.momentum), lr = Ops::set1(ep.learning_rate);
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+      for (int j = 0; j < NV; ++j) {
+        float* t = ep.trace + i * ldc + j * W;
+        float* w = ep.params + i * ldc + j * W;
+        const Reg tv = Ops::add(Ops::mul(m, Ops::load(t)), acc[i][j]);
+        Ops::store(t, tv);
+        Ops::store(w, Ops::sub(Ops::load(w), Ops::mul(lr, tv)));
+      }
+    return;
   }
 #pragma GCC unroll 16
   for (int i = 0; i < MR; ++i)
@@ -63,28 +99,47 @@ void gemm_tile(int k, const float* a, long lda, const float* b, long ldb, float*
 // Rows of one column panel: full MR tiles, then the remainder in power-of-two tiles.
 template <int NV, bool ATrans>
 void gemm_panel(int m, int k, const float* a, long lda, const float* b, long ldb, float* c, long ldc, bool load_c,
-                const float* bias, bool relu) {
+                const TileEpilogue& ep) {
   constexpr int MR = Ops::template rows_for<NV, ATrans>();
   const auto a_at = [&](int row) { return ATrans ? a + row : a + row * lda; };
   int i = 0;
-  for (; i + MR <= m; i += MR) gemm_tile<MR, NV, ATrans>(k, a_at(i), lda, b, ldb, c + i * ldc, ldc, load_c, bias, relu);
+  for (; i + MR <= m; i += MR)
+    gemm_tile<MR, NV, ATrans>(k, a_at(i), lda, b, ldb, c + i * ldc, ldc, load_c, ep.at(i * ldc, 0));
   if constexpr (MR > 8) {
-    if (i + 8 <= m) { gemm_tile<8, NV, ATrans>(k, a_at(i), lda, b, ldb, c + i * ldc, ldc, load_c, bias, relu); i += 8; }
+    if (i + 8 <= m) {
+      gemm_tile<8, NV, ATrans>(k, a_at(i), lda, b, ldb, c + i * ldc, ldc, load_c, ep.at(i * ldc, 0));
+      i += 8;
+    }
   }
   if constexpr (MR > 4) {
-    if (i + 4 <= m) { gemm_tile<4, NV, ATrans>(k, a_at(i), lda, b, ldb, c + i * ldc, ldc, load_c, bias, relu); i += 4; }
+    if (i + 4 <= m) {
+      gemm_tile<4, NV, ATrans>(k, a_at(i), lda, b, ldb, c + i * ldc, ldc, load_c, ep.at(i * ldc, 0));
+      i += 4;
+    }
   }
-  if (i + 2 <= m) { gemm_tile<2, NV, ATrans>(k, a_at(i), lda, b, ldb, c + i * ldc, ldc, load_c, bias, relu); i += 2; }
-  if (i < m) gemm_tile<1, NV, ATrans>(k, a_at(i), lda, b, ldb, c + i * ldc, ldc, load_c, bias, relu);
+  if (i + 2 <= m) {
+    gemm_tile<2, NV, ATrans>(k, a_at(i), lda, b, ldb, c + i * ldc, ldc, load_c, ep.at(i * ldc, 0));
+    i += 2;
+  }
+  if (i < m) gemm_tile<1, NV, ATrans>(k, a_at(i), lda, b, ldb, c + i * ldc, ldc, load_c, ep.at(i * ldc, 0));
 }
 
 template <bool ATrans>
 void gemm_impl(int m, int n, int k, const float* a, long lda, const float* b, long ldb, float* c, long ldc,
-               bool accumulate, const float* bias, bool relu) {
+               bool accumulate, const GemmEpilogue& epilogue) {
   constexpr int W = Ops::kWidth;
   // Split k evenly into blocks of at most kMaxKc so one block's B panel (kc x NR) stays in L1.
   const int k_blocks = k > 0 ? (k + Ops::kMaxKc - 1) / Ops::kMaxKc : 1;
   const int kc_nominal = k > 0 ? (k + k_blocks - 1) / k_blocks : 0;
+  TileEpilogue final_ep;
+  final_ep.bias = epilogue.bias;
+  final_ep.relu = epilogue.relu;
+  if (epilogue.sgd_params != nullptr) {
+    final_ep.params = epilogue.sgd_params;
+    final_ep.trace = epilogue.sgd_trace;
+    final_ep.learning_rate = epilogue.sgd.learning_rate;
+    final_ep.momentum = epilogue.sgd.momentum;
+  }
   // k blocks outermost: one k-slab of A (m x kc) is reused from L2 by every column panel,
   // and each panel's B block (kc x NR) from L1 by every row tile.
   for (int kb = 0; kb < k_blocks; ++kb) {
@@ -93,20 +148,20 @@ void gemm_impl(int m, int n, int k, const float* a, long lda, const float* b, lo
     const bool load_c = accumulate || kb > 0;
     const bool last = kb + 1 == k_blocks;
     const float* a_k = ATrans ? a + static_cast<long>(k0) * lda : a + k0;
-    const bool relu_now = last && relu;
+    const TileEpilogue ep = last ? final_ep : TileEpilogue{};
     for (int n0 = 0; n0 < n;) {
       const int nv = (n - n0) / W >= Ops::kMaxNv ? Ops::kMaxNv : (n - n0) / W;
       const float* b_k = b + static_cast<long>(k0) * ldb + n0;
       float* c_n = c + n0;
-      const float* bias_n = last && bias != nullptr ? bias + n0 : nullptr;
+      const TileEpilogue ep_n = ep.at(n0, n0);
       switch (nv) {
-        case 1: gemm_panel<1, ATrans>(m, kc, a_k, lda, b_k, ldb, c_n, ldc, load_c, bias_n, relu_now); break;
-        case 2: gemm_panel<2, ATrans>(m, kc, a_k, lda, b_k, ldb, c_n, ldc, load_c, bias_n, relu_now); break;
+        case 1: gemm_panel<1, ATrans>(m, kc, a_k, lda, b_k, ldb, c_n, ldc, load_c, ep_n); break;
+        case 2: gemm_panel<2, ATrans>(m, kc, a_k, lda, b_k, ldb, c_n, ldc, load_c, ep_n); break;
         case 3:
-          if constexpr (Ops::kMaxNv >= 3) gemm_panel<3, ATrans>(m, kc, a_k, lda, b_k, ldb, c_n, ldc, load_c, bias_n, relu_now);
+          if constexpr (Ops::kMaxNv >= 3) gemm_panel<3, ATrans>(m, kc, a_k, lda, b_k, ldb, c_n, ldc, load_c, ep_n);
           break;
         default:
-          if constexpr (Ops::kMaxNv >= 4) gemm_panel<4, ATrans>(m, kc, a_k, lda, b_k, ldb, c_n, ldc, load_c, bias_n, relu_now);
+          if constexpr (Ops::kMaxNv >= 4) gemm_panel<4, ATrans>(m, kc, a_k, lda, b_k, ldb, c_n, ldc, load_c, ep_n);
           break;
       }
       n0 += nv * W;
@@ -118,9 +173,9 @@ void gemm(bool a_transposed, int m, int n, int k, const float* a, long lda, cons
           long ldc, bool accumulate, GemmEpilogue epilogue) {
   if (m <= 0 || n <= 0) return;
   if (a_transposed)
-    gemm_impl<true>(m, n, k, a, lda, b, ldb, c, ldc, accumulate, epilogue.bias, epilogue.relu);
+    gemm_impl<true>(m, n, k, a, lda, b, ldb, c, ldc, accumulate, epilogue);
   else
-    gemm_impl<false>(m, n, k, a, lda, b, ldb, c, ldc, accumulate, epilogue.bias, epilogue.relu);
+    gemm_impl<false>(m, n, k, a, lda, b, ldb, c, ldc, accumulate, epilogue);
 }
 
 // ---------------------------------------------------------------------------------------

@@ -1,22 +1,29 @@
 // Logistic regression on a GPU: the per-chunk partials of a device's rows (LogregShard) and
-// the eval predictor. Both follow models/logreg.hpp's definitions; results agree with the
-// CPU kernels to float rounding, not bitwise (cuBLAS sums in its own order).
+// the eval predictor. Both perform EXACTLY the arithmetic of logreg_kernel_spec.hpp, so a
+// GPU gives the same bits as the CPU kernels: iterates do not depend on how chunks are
+// spread over ranks, devices or backends (cuBLAS could not promise that: its algorithm, and
+// so its summation order, depends on the matrix shapes).
 //
-// Partials of one evaluation, everything resident on the GPU:
-//   Z = X W                       one GEMM over all rows (X read once)
-//   Z <- softmax(Z) - onehot(y)   one thread per row; the row's loss in double
-//   G_b = X_b^T Z_b               one strided-batched GEMM, b over blocks of
-//                                 kLogregGradFloatBlockRows rows (float sums, as on the CPU)
-//   out[k] = (sum of chunk k's row losses, sum of its blocks' G_b in double)
-// Chunks are laid out padded to whole blocks (zero rows, label -1), so every block has the
-// same shape and no block straddles two chunks. Every sum has a fixed order: the results
-// are the same bits run after run.
+// One evaluation, X resident on the GPU (read twice: logits, then gradient):
+//   logits_kernel          thread per (row, class): 16 fma lanes over the features, the
+//                          spec's tree; W enters transposed and zero padded (WT [C][Fpad])
+//   softmax_kernel         thread per row: max, exp_spec, sum, D = P - Y in place of Z; the
+//                          row's (max, sum, z_label) go to the host
+//   block_gradient_kernel  thread per (256-row block, feature, group of classes): fma over
+//                          the block's rows in order, in float
+//   chunk_gradient_kernel  each chunk's blocks summed in double, in block order
+//   host                   row loss = (m + log s) - z_y in double with the host's std::log
+//                          (the GPU's log may differ in the last bit), summed in row order
+// Every float operation is an explicit fmaf or a _rn intrinsic, which nvcc never fuses or
+// reorders, so the default --fmad=true cannot change a bit.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "logreg_kernel_spec.hpp"
 #include "spmd/models/device_models.hpp"
 #include "spmd/models/logreg.hpp"
 #include "spmd/models/logreg_cuda.hpp"
@@ -24,7 +31,6 @@
 #include "spmd/runtime/error.hpp"
 #include "spmd/tensor/cuda_device.hpp"
 #include "spmd/tensor/device_buffer.hpp"
-#include "spmd/tensor/gemm.hpp"
 #include "spmd/tensor/launch.hpp"
 #include "spmd/tensor/stream.hpp"
 
@@ -32,76 +38,156 @@ namespace spmd::models {
 
 namespace {
 
+namespace spec = logreg_detail;
 using tensor::blocks_for;
 using tensor::kThreadsPerBlock;
 
-// The largest number of rows one logits GEMM takes (cuBLAS dimensions are int).
-constexpr std::int64_t kMaxGemmRows = std::int64_t{1} << 30;
+constexpr int kLanes = spec::kLanes;
+constexpr std::int64_t kBlockRows = kLogregGradFloatBlockRows;
+// Classes one gradient thread accumulates (registers); more classes take more threads.
+constexpr int kGradClassGroup = 16;
+// Per row, for the host's loss: the row max m, the exponential sum s and the label's logit.
+constexpr int kRowStats = 3;
 // Rows per predictor tile: bounds the GPU memory of a predictor (tile * features floats).
 constexpr std::int64_t kPredictTileRows = 16384;
-// Marks padding rows in the device label array.
-constexpr std::int32_t kPaddingLabel = -1;
 
 __device__ inline std::int64_t grid_start() {
   return static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
 }
 __device__ inline std::int64_t grid_stride() { return static_cast<std::int64_t>(gridDim.x) * blockDim.x; }
 
-// Per row r of z [rows, classes]: z_r <- softmax(z_r) - onehot(labels[r]) and row_loss[r] =
-// logsumexp(z_r) - z_r[label], in double from the float max and sum (stable: the exponents
-// are <= 0). Padding rows (label < 0) get zeros.
-__global__ void softmax_residual_kernel(float* z, const std::int32_t* labels, std::int64_t rows, int classes,
-                                        double* row_loss) {
+// spec::max_like_x86.
+__device__ inline float max_like_x86(float a, float b) { return a > b ? a : b; }
+
+// spec::exp_spec, operation by operation.
+__device__ inline float exp_spec(float t) {
+  const float tc = max_like_x86(spec::kExpCutoff, t);
+  const float scaled = __fmul_rn(tc, spec::kLog2e);
+  const float n = __fsub_rn(__fadd_rn(scaled, spec::kRoundMagic), spec::kRoundMagic);
+  float r = fmaf(-n, spec::kLn2Hi, tc);
+  r = fmaf(-n, spec::kLn2Lo, r);
+  float p = spec::kExpP0;
+  p = fmaf(p, r, spec::kExpP1);
+  p = fmaf(p, r, spec::kExpP2);
+  p = fmaf(p, r, spec::kExpP3);
+  p = fmaf(p, r, spec::kExpP4);
+  p = fmaf(p, r, spec::kExpP5);
+  const float r2 = __fmul_rn(r, r);
+  p = fmaf(p, r2, r);
+  p = __fadd_rn(p, 1.0f);
+  const int exponent = ((isnan(n) ? 0 : static_cast<int>(n)) + 127) << 23;
+  const float e = __fmul_rn(p, __int_as_float(exponent));
+  return t < spec::kExpCutoff ? 0.0f : e;
+}
+
+// z[r * C + c] = the spec's logit of row r, class c: lane j accumulates
+// fma(x[16k + j], WT[c][16k + j]) over k (x = 0 past F), then the 8-4-2-1 tree.
+// WT [C][Fpad], zero for f >= F.
+__global__ void logits_kernel(const float* X, std::int64_t rows, int features, int padded_features, const float* WT,
+                              int classes, float* z) {
+  const std::int64_t total = rows * classes;
+  for (std::int64_t i = grid_start(); i < total; i += grid_stride()) {
+    const std::int64_t r = i / classes;
+    const int c = static_cast<int>(i - r * classes);
+    const float* x = X + r * features;
+    const float* w = WT + static_cast<std::int64_t>(c) * padded_features;
+    float acc[kLanes];
+#pragma unroll
+    for (int j = 0; j < kLanes; ++j) acc[j] = 0.0f;
+    for (int k = 0; k < padded_features; k += kLanes) {
+#pragma unroll
+      for (int j = 0; j < kLanes; ++j) {
+        const int f = k + j;
+        acc[j] = fmaf(f < features ? x[f] : 0.0f, w[f], acc[j]);
+      }
+    }
+    float l1[8], l2[4];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) l1[j] = __fadd_rn(acc[j], acc[j + 8]);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) l2[j] = __fadd_rn(l1[j], l1[j + 4]);
+    z[i] = __fadd_rn(__fadd_rn(l2[0], l2[2]), __fadd_rn(l2[1], l2[3]));
+  }
+}
+
+// Per row: z <- softmax(z) - onehot(label) (the spec's softmax, in place) and
+// stats[r] = (m, s, z[label]) for the host's loss.
+__global__ void softmax_kernel(float* z, const std::int32_t* labels, std::int64_t rows, int classes, float* stats) {
   for (std::int64_t r = grid_start(); r < rows; r += grid_stride()) {
     float* zr = z + r * classes;
     const std::int32_t y = labels[r];
-    if (y < 0) {
-      for (int c = 0; c < classes; ++c) zr[c] = 0.0f;
-      row_loss[r] = 0.0;
-      continue;
-    }
+    const float z_label = zr[y];
     float m = zr[0];
-    for (int c = 1; c < classes; ++c) m = zr[c] > m ? zr[c] : m;
+    for (int c = 1; c < classes; ++c) m = max_like_x86(m, zr[c]);
     float s = 0.0f;
-    for (int c = 0; c < classes; ++c) s += expf(zr[c] - m);
-    row_loss[r] = (static_cast<double>(m) + log(static_cast<double>(s))) - static_cast<double>(zr[y]);
-    const float inv_s = 1.0f / s;
-    for (int c = 0; c < classes; ++c) zr[c] = expf(zr[c] - m) * inv_s - (c == y ? 1.0f : 0.0f);
-  }
-}
-
-// out[k * record] = sum of row_loss over chunk k's chunk_pad rows; one block per chunk, a
-// fixed tree over the block's threads (blockDim.x == kThreadsPerBlock, a power of two).
-__global__ void chunk_loss_kernel(const double* row_loss, std::int64_t chunks, std::int64_t chunk_pad,
-                                  std::int64_t record, double* out) {
-  __shared__ double partial[kThreadsPerBlock];
-  for (std::int64_t k = blockIdx.x; k < chunks; k += gridDim.x) {
-    const double* rl = row_loss + k * chunk_pad;
-    double s = 0.0;
-    for (std::int64_t i = threadIdx.x; i < chunk_pad; i += blockDim.x) s += rl[i];
-    partial[threadIdx.x] = s;
-    __syncthreads();
-    for (unsigned width = blockDim.x / 2; width > 0; width /= 2) {
-      if (threadIdx.x < width) partial[threadIdx.x] += partial[threadIdx.x + width];
-      __syncthreads();
+    for (int c = 0; c < classes; ++c) {
+      const float e = exp_spec(__fsub_rn(zr[c], m));
+      zr[c] = e;
+      s = c == 0 ? e : __fadd_rn(s, e);
     }
-    if (threadIdx.x == 0) out[k * record] = partial[0];
-    __syncthreads();  // partial[0] is read before the next chunk overwrites the array
+    const float inverse = __fdiv_rn(1.0f, s);
+    for (int c = 0; c < classes; ++c) zr[c] = __fsub_rn(__fmul_rn(zr[c], inverse), c == y ? 1.0f : 0.0f);
+    stats[r * kRowStats + 0] = m;
+    stats[r * kRowStats + 1] = s;
+    stats[r * kRowStats + 2] = z_label;
   }
 }
 
-// out[k * record + 1 + e] = sum over chunk k's blocks, in block order, of the float block
-// gradients block_grads[block][e] (e < fc = F * C), in double.
+// Geometry of the float gradient blocks: chunk k of chunk_rows rows (the last shorter)
+// has blocks_per_chunk blocks of up to kBlockRows rows counted from the chunk's first row;
+// blocks past the chunk's end are empty.
+struct BlockGeometry {
+  std::int64_t rows, chunk_rows, blocks_per_chunk, blocks;
+};
+
+// block_grads[(b * C + c) * F + f] = sum over block b's rows in order of fma(d[r][c],
+// x[r][f], .) in float, from 0.
+__global__ void block_gradient_kernel(const float* X, const float* D, BlockGeometry geo, int features, int classes,
+                                      float* block_grads) {
+  const int groups = (classes + kGradClassGroup - 1) / kGradClassGroup;
+  const std::int64_t total = geo.blocks * groups * features;
+  for (std::int64_t i = grid_start(); i < total; i += grid_stride()) {
+    const int f = static_cast<int>(i % features);
+    const std::int64_t t = i / features;
+    const int group = static_cast<int>(t % groups);
+    const std::int64_t b = t / groups;
+    const std::int64_t k = b / geo.blocks_per_chunk, j = b - k * geo.blocks_per_chunk;
+    const std::int64_t chunk_first = k * geo.chunk_rows;
+    const std::int64_t chunk_len = min(geo.chunk_rows, geo.rows - chunk_first);
+    const std::int64_t first = chunk_first + j * kBlockRows;
+    const std::int64_t end = chunk_first + min(chunk_len, (j + 1) * kBlockRows);
+    const int c0 = group * kGradClassGroup;
+    const int nc = min(kGradClassGroup, classes - c0);
+    float acc[kGradClassGroup];
+#pragma unroll
+    for (int cc = 0; cc < kGradClassGroup; ++cc) acc[cc] = 0.0f;
+    for (std::int64_t r = first; r < end; ++r) {
+      const float x = X[r * features + f];
+      const float* d = D + r * classes + c0;
+#pragma unroll
+      for (int cc = 0; cc < kGradClassGroup; ++cc)
+        if (cc < nc) acc[cc] = fmaf(d[cc], x, acc[cc]);
+    }
+#pragma unroll
+    for (int cc = 0; cc < kGradClassGroup; ++cc)
+      if (cc < nc) block_grads[(b * classes + c0 + cc) * features + f] = acc[cc];
+  }
+}
+
+// out[k * record + 1 + f * C + c] = sum over chunk k's blocks, in block order, of
+// (double) block_grads[block][c][f], from 0.
 __global__ void chunk_gradient_kernel(const float* block_grads, std::int64_t chunks, std::int64_t blocks_per_chunk,
-                                      std::int64_t fc, std::int64_t record, double* out) {
+                                      int features, int classes, std::int64_t record, double* out) {
+  const std::int64_t fc = static_cast<std::int64_t>(features) * classes;
   const std::int64_t total = chunks * fc;
   for (std::int64_t i = grid_start(); i < total; i += grid_stride()) {
     const std::int64_t k = i / fc;
-    const std::int64_t e = i - k * fc;
+    const std::int64_t e = i - k * fc;  // c * F + f: consecutive threads read consecutive floats
+    const int c = static_cast<int>(e / features), f = static_cast<int>(e % features);
     const float* g = block_grads + k * blocks_per_chunk * fc + e;
     double s = 0.0;
     for (std::int64_t b = 0; b < blocks_per_chunk; ++b) s += static_cast<double>(g[b * fc]);
-    out[k * record + 1 + e] = s;
+    out[k * record + 1 + static_cast<std::int64_t>(f) * classes + c] = s;
   }
 }
 
@@ -123,14 +209,29 @@ void check_shape(int features, int classes, const char* what) {
                 std::to_string(features) + ", classes = " + std::to_string(classes));
 }
 
-// Z[rows, C] = X[rows, F] W[F, C], in slabs that fit cuBLAS's int dimensions.
-void logits_gemm(cublasHandle_t handle, const float* X, std::int64_t rows, int features, const float* W, int classes,
-                 float* Z) {
-  for (std::int64_t first = 0; first < rows; first += kMaxGemmRows) {
-    const std::int64_t n = std::min(kMaxGemmRows, rows - first);
-    tensor::sgemm_row_major(handle, {false, false, n, classes, features, features, classes, classes}, 1.0f,
-                            X + first * features, W, 0.0f, Z + first * classes, "logreg logits X W");
+// W [F, C] (host) -> WT [C][Fpad] on the GPU, via the pinned staging buffer (free on
+// entry; the caller synchronises before reusing it).
+void upload_transposed(const float* W, int features, int classes, tensor::PinnedBuffer<float>& staging,
+                       tensor::DeviceBuffer<float>& WT, cudaStream_t stream) {
+  const int padded = spec::round_up(features, kLanes);
+  float* wt = staging.data();
+  for (int c = 0; c < classes; ++c) {
+    float* row = wt + static_cast<std::size_t>(c) * padded;
+    for (int f = 0; f < features; ++f) row[f] = W[static_cast<std::size_t>(f) * classes + c];
+    std::fill(row + features, row + padded, 0.0f);
   }
+  WT.upload(wt, static_cast<std::size_t>(classes) * padded, stream);
+}
+
+void launch_logits(const float* X, std::int64_t rows, int features, const float* WT, int classes, float* z,
+                   cudaStream_t stream) {
+  logits_kernel<<<blocks_for(rows * classes), kThreadsPerBlock, 0, stream>>>(
+      X, rows, features, spec::round_up(features, kLanes), WT, classes, z);
+  SPMD_CHECK_CUDA_LAUNCH("logreg logits kernel");
+}
+
+std::size_t transposed_size(int features, int classes) {
+  return static_cast<std::size_t>(classes) * spec::round_up(features, kLanes);
 }
 
 class CudaLogregShard final : public LogregShard {
@@ -141,48 +242,28 @@ class CudaLogregShard final : public LogregShard {
         features_(features),
         classes_(classes),
         record_(static_cast<std::int64_t>(logreg_partials_size(features, classes))),
-        chunk_rows_(chunk_rows),
         chunks_((rows + chunk_rows - 1) / chunk_rows),
-        // Chunks of more than one block are padded to whole blocks; a chunk of at most one
-        // block is one (short) block, as on the CPU, where the float sums restart per chunk.
-        block_rows_(std::min(chunk_rows, kLogregGradFloatBlockRows)),
-        chunk_pad_((chunk_rows + block_rows_ - 1) / block_rows_ * block_rows_),
-        padded_rows_(chunks_ * chunk_pad_),
-        cublas_(stream_.get()),
-        X_(static_cast<std::size_t>(padded_rows_) * features, "logreg rows X"),
-        labels_(static_cast<std::size_t>(padded_rows_), "logreg labels"),
-        W_(static_cast<std::size_t>(features) * classes, "logreg weights W"),
-        Z_(static_cast<std::size_t>(padded_rows_) * classes, "logreg logits / softmax residuals"),
-        row_loss_(static_cast<std::size_t>(padded_rows_), "logreg per-row losses"),
-        block_grads_(static_cast<std::size_t>(padded_rows_ / block_rows_) * features * classes, "logreg per-block gradients"),
-        out_(static_cast<std::size_t>(chunks_ * record_), "logreg chunk partials") {
-    const cudaStream_t s = stream_.get();
-    const std::int64_t F = features;
+        geometry_{rows, chunk_rows, (std::min(chunk_rows, rows) + kBlockRows - 1) / kBlockRows, 0},
+        X_(static_cast<std::size_t>(rows) * features, "logreg rows X"),
+        labels_(static_cast<std::size_t>(rows), "logreg labels"),
+        WT_(transposed_size(features, classes), "logreg weights (transposed)"),
+        Z_(static_cast<std::size_t>(rows) * classes, "logreg logits / softmax residuals"),
+        stats_(static_cast<std::size_t>(rows) * kRowStats, "logreg per-row softmax statistics"),
+        block_grads_(static_cast<std::size_t>(chunks_ * geometry_.blocks_per_chunk) * features * classes,
+                     "logreg per-block gradients"),
+        out_(static_cast<std::size_t>(chunks_ * record_), "logreg chunk partials"),
+        WT_host_(transposed_size(features, classes), "logreg weight staging"),
+        stats_host_(static_cast<std::size_t>(rows) * kRowStats, "logreg statistics staging") {
+    geometry_.blocks = chunks_ * geometry_.blocks_per_chunk;
     // Labels are checked here, once, rather than on every evaluation on the GPU.
-    std::vector<std::int32_t> padded_labels(static_cast<std::size_t>(padded_rows_), kPaddingLabel);
-    for (std::int64_t k = 0; k < chunks_; ++k) {
-      const std::int64_t first = k * chunk_rows_, n = std::min(chunk_rows_, rows - first);
-      for (std::int64_t i = 0; i < n; ++i) {
-        const std::int32_t y = labels[first + i];
-        if (y < 0 || y >= classes)
-          throw Error("logreg: label " + std::to_string(y) + " of row " + std::to_string(first + i) +
-                      " (of this device's rows) is outside [0, " + std::to_string(classes) + ")");
-        padded_labels[static_cast<std::size_t>(k * chunk_pad_ + i)] = y;
-      }
-    }
-    labels_.upload(padded_labels.data(), padded_labels.size(), s);
-    if (chunk_pad_ == chunk_rows_) {
-      // Only the end of the last chunk is padding: one copy.
-      X_.upload(X, static_cast<std::size_t>(rows * F), s);
-      zero_padding_after(rows * F);
-    } else {
-      X_.zero(s);
-      for (std::int64_t k = 0; k < chunks_; ++k) {
-        const std::int64_t first = k * chunk_rows_, n = std::min(chunk_rows_, rows - first);
-        X_.upload(X + first * F, static_cast<std::size_t>(n * F), s, static_cast<std::size_t>(k * chunk_pad_ * F));
-      }
-    }
-    // The caller's X and the label vector may go once the copies are done.
+    for (std::int64_t i = 0; i < rows; ++i)
+      if (labels[i] < 0 || labels[i] >= classes)
+        throw Error("logreg: label " + std::to_string(labels[i]) + " of row " + std::to_string(i) +
+                    " (of this device's rows) is outside [0, " + std::to_string(classes) + ")");
+    const cudaStream_t s = stream_.get();
+    X_.upload(X, X_.size(), s);
+    labels_.upload(labels, labels_.size(), s);
+    // The caller's X may go once the copies are done.
     stream_.synchronize("copying the logreg rows to the GPU");
   }
 
@@ -192,54 +273,52 @@ class CudaLogregShard final : public LogregShard {
     if (chunks_ == 0) return;
     tensor::set_current_gpu(ordinal_);
     const cudaStream_t s = stream_.get();
-    const std::int64_t F = features_, C = classes_, FC = F * C;
-    W_.upload(W, static_cast<std::size_t>(FC), s);
-    logits_gemm(cublas_.get(), X_.data(), padded_rows_, features_, W_.data(), classes_, Z_.data());
-    softmax_residual_kernel<<<blocks_for(padded_rows_), kThreadsPerBlock, 0, s>>>(Z_.data(), labels_.data(),
-                                                                                   padded_rows_, classes_,
-                                                                                   row_loss_.data());
+    const std::int64_t rows = geometry_.rows;
+    upload_transposed(W, features_, classes_, WT_host_, WT_, s);
+    launch_logits(X_.data(), rows, features_, WT_.data(), classes_, Z_.data(), s);
+    softmax_kernel<<<blocks_for(rows), kThreadsPerBlock, 0, s>>>(Z_.data(), labels_.data(), rows, classes_,
+                                                                 stats_.data());
     SPMD_CHECK_CUDA_LAUNCH("logreg softmax kernel");
-    // G_b[F, C] = X_b^T Z_b for every block b of block_rows_ rows.
-    tensor::sgemm_row_major_strided_batched(cublas_.get(), {true, false, F, C, block_rows_, F, C, C}, 1.0f, X_.data(),
-                                            block_rows_ * F, Z_.data(), block_rows_ * C, 0.0f, block_grads_.data(), FC,
-                                            padded_rows_ / block_rows_, "logreg block gradients X_b^T (P - Y)_b");
-    chunk_loss_kernel<<<static_cast<unsigned>(std::min<std::int64_t>(chunks_, tensor::kMaxBlocks)), kThreadsPerBlock,
-                        0, s>>>(row_loss_.data(), chunks_, chunk_pad_, record_, out_.data());
-    SPMD_CHECK_CUDA_LAUNCH("logreg chunk loss kernel");
-    chunk_gradient_kernel<<<blocks_for(chunks_ * FC), kThreadsPerBlock, 0, s>>>(
-        block_grads_.data(), chunks_, chunk_pad_ / block_rows_, FC, record_, out_.data());
+    const std::int64_t groups = (classes_ + kGradClassGroup - 1) / kGradClassGroup;
+    block_gradient_kernel<<<blocks_for(geometry_.blocks * groups * features_), kThreadsPerBlock, 0, s>>>(
+        X_.data(), Z_.data(), geometry_, features_, classes_, block_grads_.data());
+    SPMD_CHECK_CUDA_LAUNCH("logreg block gradient kernel");
+    chunk_gradient_kernel<<<blocks_for(chunks_ * features_ * classes_), kThreadsPerBlock, 0, s>>>(
+        block_grads_.data(), chunks_, geometry_.blocks_per_chunk, features_, classes_, record_, out_.data());
     SPMD_CHECK_CUDA_LAUNCH("logreg chunk gradient kernel");
-    out_.download(out, out_.size(), s);
+    stats_.download(stats_host_.data(), stats_.size(), s);
+    out_.download(out, out_.size(), s);  // out[k * record] (the losses) is overwritten below
     stream_.synchronize("computing the logreg chunk partials on the GPU");
+    // The losses, as the CPU kernels: each row's in double with this host's std::log,
+    // added in row order from 0.
+    const float* st = stats_host_.data();
+    for (std::int64_t k = 0; k < chunks_; ++k) {
+      const std::int64_t first = k * geometry_.chunk_rows, end = std::min(rows, first + geometry_.chunk_rows);
+      double loss = 0.0;
+      for (std::int64_t r = first; r < end; ++r) {
+        const float* row = st + r * kRowStats;
+        loss += (static_cast<double>(row[0]) + std::log(static_cast<double>(row[1]))) - static_cast<double>(row[2]);
+      }
+      out[k * record_] = loss;
+    }
   }
 
  private:
-  // Zeroes X_ from float first_float to the end (the last chunk's padding rows).
-  void zero_padding_after(std::int64_t first_float) {
-    const std::int64_t tail = padded_rows_ * features_ - first_float;
-    if (tail > 0)
-      SPMD_CHECK_CUDA(cudaMemsetAsync(X_.data() + first_float, 0, static_cast<std::size_t>(tail) * sizeof(float),
-                                      stream_.get()),
-                      "zeroing the padding rows of the last logreg chunk");
-  }
-
   int ordinal_;
   int features_, classes_;
-  std::int64_t record_;       // doubles per chunk: 1 + F * C
-  std::int64_t chunk_rows_;   // rows per chunk (the last one shorter)
+  std::int64_t record_;  // doubles per chunk: 1 + F * C
   std::int64_t chunks_;
-  std::int64_t block_rows_;   // rows per float gradient block
-  std::int64_t chunk_pad_;    // rows per chunk in the device layout, a multiple of block_rows_
-  std::int64_t padded_rows_;  // chunks_ * chunk_pad_
+  BlockGeometry geometry_;
   tensor::Stream stream_;
-  tensor::CublasHandle cublas_;
-  tensor::DeviceBuffer<float> X_;               // [padded_rows, F], padding rows zero
-  tensor::DeviceBuffer<std::int32_t> labels_;   // [padded_rows], padding rows -1
-  tensor::DeviceBuffer<float> W_;               // [F, C]
-  tensor::DeviceBuffer<float> Z_;               // [padded_rows, C]: logits, then P - Y
-  tensor::DeviceBuffer<double> row_loss_;       // [padded_rows]
-  tensor::DeviceBuffer<float> block_grads_;     // [padded_rows / block_rows, F, C]
-  tensor::DeviceBuffer<double> out_;            // [chunks, 1 + F * C]
+  tensor::DeviceBuffer<float> X_;              // [rows, F]
+  tensor::DeviceBuffer<std::int32_t> labels_;  // [rows]
+  tensor::DeviceBuffer<float> WT_;             // [C, Fpad]
+  tensor::DeviceBuffer<float> Z_;              // [rows, C]: logits, then P - Y
+  tensor::DeviceBuffer<float> stats_;          // [rows, 3]: m, s, z_label
+  tensor::DeviceBuffer<float> block_grads_;    // [chunks * blocks_per_chunk, C, F]
+  tensor::DeviceBuffer<double> out_;           // [chunks, 1 + F * C] (loss entries unused)
+  tensor::PinnedBuffer<float> WT_host_;
+  tensor::PinnedBuffer<float> stats_host_;
 };
 
 class CudaLogregPredictor final : public DevicePredictor {
@@ -251,12 +330,12 @@ class CudaLogregPredictor final : public DevicePredictor {
         classes_(classes),
         max_rows_(max_rows),
         tile_rows_(std::clamp<std::int64_t>(max_rows, 1, kPredictTileRows)),
-        cublas_(stream_.get()),
-        W_(W.size(), "logreg weights W"),
+        WT_(transposed_size(features, classes), "logreg weights (transposed)"),
         X_(static_cast<std::size_t>(tile_rows_) * features, "logreg predictor rows"),
         Z_(static_cast<std::size_t>(tile_rows_) * classes, "logreg predictor logits"),
         classes_out_(static_cast<std::size_t>(tile_rows_), "logreg predicted classes") {
-    W_.upload(W.data(), W.size(), stream_.get());
+    tensor::PinnedBuffer<float> staging(transposed_size(features, classes), "logreg weight staging");
+    upload_transposed(W.data(), features, classes, staging, WT_, stream_.get());
     stream_.synchronize("copying the logreg weights to the GPU");
   }
 
@@ -274,7 +353,7 @@ class CudaLogregPredictor final : public DevicePredictor {
     for (std::int64_t first = 0; first < rows; first += tile_rows_) {
       const std::int64_t n = std::min(tile_rows_, rows - first);
       X_.upload(samples + first * features_, static_cast<std::size_t>(n * features_), s);
-      logits_gemm(cublas_.get(), X_.data(), n, features_, W_.data(), classes_, Z_.data());
+      launch_logits(X_.data(), n, features_, WT_.data(), classes_, Z_.data(), s);
       argmax_kernel<<<blocks_for(n), kThreadsPerBlock, 0, s>>>(Z_.data(), n, classes_, classes_out_.data());
       SPMD_CHECK_CUDA_LAUNCH("logreg argmax kernel");
       classes_out_.download(classes_out + first, static_cast<std::size_t>(n), s);
@@ -287,8 +366,7 @@ class CudaLogregPredictor final : public DevicePredictor {
   int features_, classes_;
   std::int64_t max_rows_, tile_rows_;
   tensor::Stream stream_;
-  tensor::CublasHandle cublas_;
-  tensor::DeviceBuffer<float> W_;                    // [F, C]
+  tensor::DeviceBuffer<float> WT_;                   // [C, Fpad]
   tensor::DeviceBuffer<float> X_;                    // [tile, F]
   tensor::DeviceBuffer<float> Z_;                    // [tile, C]
   tensor::DeviceBuffer<std::int32_t> classes_out_;   // [tile]

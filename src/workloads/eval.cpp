@@ -63,10 +63,11 @@ std::int64_t count_correct(const std::int32_t* predicted, const std::int32_t* la
   return c;
 }
 
-ConstHostView features_view(const data::LoadedShard& s) {
-  sharding::Shape shape{s.rows};
-  for (auto e : s.sample_shape) shape.push_back(e);
-  return ConstHostView(DType::Float32, shape, reinterpret_cast<const std::byte*>(s.features.data()));
+// The batches carry row indices into the shard, not the samples: padding a batch then
+// copies a few integers instead of the feature rows, and each device reads its real rows
+// straight from the shard (its rows of a step are always contiguous there).
+ConstHostView ids_view(const EvalShard& es) {
+  return ConstHostView(DType::Int64, {es.shard.rows}, reinterpret_cast<const std::byte*>(es.row_ids.data()));
 }
 
 ConstHostView labels_view(const data::LoadedShard& s) {
@@ -117,7 +118,7 @@ EvalResult run_batched(const Context& ctx, const EvalOptions& o, const models::C
       break;
     }
   }
-  sharding::ShardBatcher batcher(s.rows, {features_view(s), labels_view(s)}, bo);
+  sharding::ShardBatcher batcher(s.rows, {ids_view(es), labels_view(s)}, bo);
   std::int64_t steps_to_run = -1;
   if (o.strategy == EvalStrategy::DropRemainder) {
     std::int64_t local = sharding::local_step_count(bo.mode, s.rows, bo.geometry);
@@ -142,8 +143,11 @@ EvalResult run_batched(const Context& ctx, const EvalOptions& o, const models::C
       const auto& db = b->devices[static_cast<size_t>(i)];
       auto& pred = dev.predictions[static_cast<size_t>(i)];
       correct[static_cast<size_t>(i)] = 0;
-      if (db.rows == 0) return;
-      dev.predictors[static_cast<size_t>(i)]->predict(db.columns[0].data<float>().data(), db.rows, pred.data());
+      // Padding rows keep the step's shape but are never computed: their result is
+      // masked out anyway (on CPU nothing is compiled per shape, so skipping them is free).
+      if (db.real_rows == 0) return;
+      const std::int64_t first = db.columns[0].data<std::int64_t>()[0];
+      dev.predictors[static_cast<size_t>(i)]->predict(s.features.data() + first * s.sample_size, db.real_rows, pred.data());
       correct[static_cast<size_t>(i)] = count_correct(pred.data(), db.columns[1].data<std::int32_t>().data(), db.real_rows);
     });
     for (int i = 0; i < d; ++i) t.correct += correct[static_cast<size_t>(i)];
@@ -188,16 +192,20 @@ EvalResult run_padded(const Context& ctx, const EvalOptions& o, const models::Cl
   po.static_return = in_step_metrics;
   std::int64_t padded_rows_seen = 0;
   auto step_fn = [&](const sharding::ShardedArgs& a) -> std::vector<sharding::HostArray> {
-    const auto images = a.arg(1).array();
+    const auto ids = a.arg(1).array();
     const auto labels = a.arg(2).array();
     const auto mask = a.arg(3).array();
     const std::int64_t bdev = a.device_batch();
     padded_rows_seen += static_cast<std::int64_t>(d) * bdev - a.batch();
     sharding::HostArray out(DType::Int32, {d, bdev});
     ctx.pool().run([&](int i) {
-      const auto x = images.at(i);
       auto pred = out.view().at(i).data<std::int32_t>();
-      dev.predictors[static_cast<size_t>(i)]->predict(x.data<float>().data(), bdev, pred.data());
+      // Rows past the call's real batch are padding: shaped, masked, not computed.
+      const std::int64_t real = std::clamp<std::int64_t>(a.batch() - i * bdev, 0, bdev);
+      if (real > 0) {
+        const std::int64_t first = ids.at(i).data<std::int64_t>()[0];
+        dev.predictors[static_cast<size_t>(i)]->predict(s.features.data() + first * s.sample_size, real, pred.data());
+      }
       if (in_step_metrics) {
         const auto y = labels.at(i).data<std::int32_t>();
         const auto m = mask.at(i).data<std::uint8_t>();
@@ -236,7 +244,7 @@ EvalResult run_padded(const Context& ctx, const EvalOptions& o, const models::Cl
     ctx.set_phase("eval step " + std::to_string(step));
     const std::int64_t first = std::min(s.rows, step * step_rows);
     const std::int64_t b = std::min(step_rows, s.rows - first);
-    const ConstHostView x = features_view(s).slice_rows(first, b);
+    const ConstHostView x = ids_view(es).slice_rows(first, b);
     const ConstHostView y = labels_view(s).slice_rows(first, b);
     const ConstHostView m(DType::UInt8, {b}, reinterpret_cast<const std::byte*>(ones.data()));
     const std::int64_t bdev = wrapped.device_batch_for(b, min_device_batch);
@@ -289,6 +297,8 @@ EvalShard load_eval_shard(const Context& ctx, const EvalOptions& o, const models
     s.features.resize(static_cast<size_t>(kept * row));
     s.labels.resize(static_cast<size_t>(kept));
   }
+  es.row_ids.resize(static_cast<size_t>(es.shard.rows));
+  for (std::int64_t i = 0; i < es.shard.rows; ++i) es.row_ids[static_cast<size_t>(i)] = i;
   return es;
 }
 

@@ -219,7 +219,25 @@ wait_for() {
 }
 job_field() { scontrol show job "$1" 2>/dev/null | grep -o "$2=[^ ]*" | head -n 1 | cut -d= -f2; }
 restarted() { [ "$(job_field "$1" Restarts)" = 1 ]; }
-finished() { [[ $(job_field "$1" JobState) =~ ^(COMPLETED|FAILED|CANCELLED|TIMEOUT)$ ]]; }
+# released_and_finished ID LOG: true once the second run (restart 1, seen in the log) has
+# ended; while the first one is being requeued the job can briefly show a final state.
+# Slurm holds a requeued job for about 2 minutes (Reason=BeginTime); release it, but only
+# 2 s after the hold was first seen: slurmd revokes the old run's credential with a
+# one-second clock, and a new run started within the same second is killed ("Job
+# credential revoked").
+HELD_SINCE=""
+released_and_finished() {
+  local state
+  state=$(job_field "$1" JobState)
+  if [[ $state =~ ^(COMPLETED|FAILED|CANCELLED|TIMEOUT)$ ]] && grep -qsE "^# job $1 .* restart 1 " "$2"; then
+    return 0
+  fi
+  if [ "$state" = PENDING ] && [ "$(job_field "$1" Reason)" = BeginTime ]; then
+    HELD_SINCE=${HELD_SINCE:-$SECONDS}
+    if [ $((SECONDS - HELD_SINCE)) -ge 2 ]; then scontrol update JobId="$1" StartTime=now; fi
+  fi
+  return 1
+}
 
 # requeue_case NAME LAUNCH BINARY READY_PATTERN JSON_ASSERTIONS ARGS...: submits
 # ensemble.sbatch, waits until the job log matches READY_PATTERN, sends SIGTERM to the batch
@@ -238,9 +256,11 @@ requeue_case() {
   bpid=$(scontrol listpids "$id" | awk '$3 == "batch" && $4 == "0" { print $1 }')
   kill -TERM "$bpid"
   wait_for 60 restarted "$id" || { fail "$name: job $id was not requeued after SIGTERM"; return; }
-  # Slurm holds a requeued job for about 2 minutes; release it now.
-  scontrol update JobId="$id" StartTime=now
-  wait_for 60 finished "$id" || { fail "$name: the requeued job $id did not finish"; return; }
+  if ! wait_for 60 released_and_finished "$id" "$LAST_OUT"; then
+    fail "$name: the requeued job $id did not run to its end (state $(job_field "$id" JobState))"
+    grep -hE "JobId=$id[^0-9]|job[ _]?$id[^0-9]|StepId=$id\." "$PREFIX"/log/slurm*.log | tail -n 25 | sed 's/^/     | /'
+    return
+  fi
   local state exit_code
   state=$(job_field "$id" JobState) exit_code=$(job_field "$id" ExitCode)
   if [ "$state" != COMPLETED ] || [ "$exit_code" != 0:0 ]; then

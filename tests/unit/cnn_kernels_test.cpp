@@ -2,12 +2,14 @@
 // references: GEMM over many shapes, conv1 forward and its weight gradient.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "spmd/models/cnn_kernels.hpp"
+#include "spmd/optim/sgd.hpp"
 #include "spmd/runtime/error.hpp"
 
 namespace {
@@ -80,6 +82,36 @@ TEST_P(CnnKernels, GemmMatchesScalarReferenceOverShapesLayoutsAndEpilogues) {
           ++cases;
         }
   EXPECT_EQ(cases, 8 * 7 * 6 * 4);
+}
+
+TEST_P(CnnKernels, GemmWithFusedSgdEqualsGemmThenSgdStep) {
+  std::mt19937 rng(14);
+  const spmd::optim::SgdMomentum opt{0.1f, 0.9f};
+  for (auto [m, n, kk, a_t] : {std::array{7, 48, 5, 1}, std::array{13, 256, 32, 1}, std::array{6, 64, 200, 0},
+                               std::array{1, 16, 1, 0}, std::array{9, 80, 400, 1}, std::array{4, 32, 0, 1}}) {
+    const long lda = a_t ? m : kk, ldc = n + 16;  // params and trace share C's row stride
+    const auto a = random_vector(static_cast<std::size_t>((a_t ? kk : m) * (lda ? lda : 1)), rng);
+    const auto b = random_vector(static_cast<std::size_t>(kk * n + 1), rng);
+    auto w = random_vector(static_cast<std::size_t>(m * ldc), rng);
+    auto t = random_vector(w.size(), rng);
+    auto w_ref = w, t_ref = t;
+    std::vector<float> c(w.size()), g(w.size());
+    k().gemm(a_t, m, n, kk, a.data(), lda, b.data(), n, g.data(), ldc, false, {});
+    for (int i = 0; i < m; ++i)
+      spmd::optim::sgd_momentum_step({w_ref.data() + i * ldc, static_cast<std::size_t>(n)},
+                                     {t_ref.data() + i * ldc, static_cast<std::size_t>(n)},
+                                     {g.data() + i * ldc, static_cast<std::size_t>(n)}, opt);
+    spmd::models::cnn_cpu::GemmEpilogue ep;
+    ep.sgd_params = w.data();
+    ep.sgd_trace = t.data();
+    ep.sgd = opt;
+    k().gemm(a_t, m, n, kk, a.data(), lda, b.data(), n, c.data(), ldc, false, ep);
+    for (std::size_t i = 0; i < w.size(); ++i) {
+      // Columns past n (row padding) must be left alone; the rest equal the two-pass result.
+      ASSERT_NEAR(w[i], w_ref[i], 1e-6f * (1 + std::abs(w_ref[i]))) << "m=" << m << " n=" << n << " k=" << kk << " at " << i;
+      ASSERT_NEAR(t[i], t_ref[i], 1e-6f * (1 + std::abs(t_ref[i]))) << "m=" << m << " n=" << n << " k=" << kk << " at " << i;
+    }
+  }
 }
 
 TEST_P(CnnKernels, GemmWithNoRowsOrColumnsTouchesNothing) {

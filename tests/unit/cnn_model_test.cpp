@@ -248,6 +248,33 @@ TEST_P(CnnModel, MaskedRowsChangeNeitherLossNorGradientAndBatchZeroIsEmpty) {
   EXPECT_TRUE(std::all_of(g_none.flat().begin(), g_none.flat().end(), [](float v) { return v == 0.0f; }));
 }
 
+TEST_P(CnnModel, TrainStepEqualsLossAndGradThenSgdStep) {
+  // The train step fuses dense1's update into its gradient GEMM; it must be the same step.
+  std::mt19937 rng(25);
+  const spmd::optim::SgdMomentum opt{0.1f, 0.9f};
+  for (int batch : {5, 170}) {  // 170 > the GEMM's k block: the fused update spans k blocks
+    CnnParams p_fused = test_params(6), p_ref = p_fused, t_fused, t_ref, grad;
+    CnnWorkspace ws(batch, batch, GetParam());
+    for (int step = 0; step < 2; ++step) {
+      const Batch b = random_batch(batch, rng);
+      std::vector<float> probs_fused(static_cast<std::size_t>(batch) * 10), probs_ref(probs_fused.size());
+      const float l_fused = spmd::models::cnn_train_step(p_fused, t_fused, opt, b.images.data(), b.labels.data(),
+                                                         batch, probs_fused.data(), ws);
+      const float l_ref = spmd::models::cnn_loss_and_grad(p_ref, b.images.data(), b.labels.data(), nullptr, batch,
+                                                          grad, probs_ref.data(), ws);
+      spmd::optim::sgd_momentum_step(p_ref.flat(), t_ref.flat(), grad.flat(), opt);
+      EXPECT_NEAR(l_fused, l_ref, 1e-6 * l_ref) << "batch " << batch << " step " << step;
+      for (std::size_t i = 0; i < probs_ref.size(); ++i) ASSERT_NEAR(probs_fused[i], probs_ref[i], 1e-6);
+      for (std::size_t i = 0; i < CnnParams::size(); ++i) {
+        ASSERT_NEAR(p_fused.flat()[i], p_ref.flat()[i], 1e-6f * (1 + std::abs(p_ref.flat()[i])))
+            << "batch " << batch << " step " << step << " parameter " << i;
+        ASSERT_NEAR(t_fused.flat()[i], t_ref.flat()[i], 1e-6f * (1 + std::abs(t_ref.flat()[i])))
+            << "batch " << batch << " step " << step << " trace " << i;
+      }
+    }
+  }
+}
+
 TEST_P(CnnModel, LossAtInitIsNearLn10) {
   std::mt19937 rng(24);
   const int batch = 64;

@@ -6,7 +6,7 @@ Same model as SPMD Kit's CNN (conv 3x3 SAME 1->32, ReLU, avg-pool 2, conv 3x3 SA
 SGD lr 0.1 momentum 0.9. Measures training images/s (batch 32, forward + backward +
 optimizer step) and eval images/s (batch 512, forward + softmax under inference_mode),
 each the median of several timed runs after a warm-up, for the default NCHW layout and
-for channels_last. The flatten uses PyTorch's NCHW order: the cost is the same as NHWC.
+for channels_last; rates by process CPU time beside them (the cores may be shared). The flatten uses PyTorch's NCHW order: the cost is the same as NHWC.
 
 Needs python3-torch (Debian). Run as:
   /usr/bin/python3 tools/bench/torch_cnn_reference.py [--json] [--runs N]
@@ -30,15 +30,18 @@ def build_model(torch):
 
 
 def median_rate(fn, images_per_call, calls_per_run, runs, warmup):
+    """(median wall-clock rate, max wall-clock rate, median rate by process CPU time)."""
     for _ in range(warmup):
         fn()
-    rates = []
+    rates, cpu_rates = [], []
     for _ in range(runs):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         for _ in range(calls_per_run):
             fn()
-        rates.append(images_per_call * calls_per_run / (time.perf_counter() - t0))
-    return statistics.median(rates), max(rates)
+        images = images_per_call * calls_per_run
+        rates.append(images / (time.perf_counter() - t0))
+        cpu_rates.append(images / (time.process_time() - c0))
+    return statistics.median(rates), max(rates), statistics.median(cpu_rates)
 
 
 def measure(torch, channels_last, runs):
@@ -65,7 +68,9 @@ def measure(torch, channels_last, runs):
     evaluate = median_rate(eval_step, 512, 3, runs, 2)
     return {"variant": "channels_last" if channels_last else "nchw",
             "train_images_per_s": train[0], "train_images_per_s_max": train[1],
-            "eval_images_per_s": evaluate[0], "eval_images_per_s_max": evaluate[1]}
+            "train_images_per_s_cpu_time": train[2],
+            "eval_images_per_s": evaluate[0], "eval_images_per_s_max": evaluate[1],
+            "eval_images_per_s_cpu_time": evaluate[2]}
 
 
 def main():
@@ -73,6 +78,10 @@ def main():
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     parser.add_argument("--runs", type=int, default=7, help="timed runs per figure (median reported)")
     args = parser.parse_args()
+    # One core means one thread in every pool: torch's own, OpenMP's, and OpenBLAS's (Debian's
+    # torch calls OpenBLAS for the dense layers, and OpenBLAS starts a thread per core).
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(var, "1")
     try:
         import torch
     except ImportError:
@@ -80,6 +89,7 @@ def main():
         print(json.dumps({"error": msg}) if args.json else msg)
         return 2
     torch.set_num_threads(1)
+    torch.set_num_interop_threads(1)
     results = [measure(torch, cl, args.runs) for cl in (False, True)]
     info = {"torch": torch.__version__, "threads": torch.get_num_threads(),
             "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE", ""), "results": results}
@@ -87,10 +97,12 @@ def main():
         print(json.dumps(info))
         return 0
     print(f"# PyTorch {info['torch']}, {info['threads']} thread, OPENBLAS_CORETYPE='{info['openblas_coretype']}'")
-    print(f"# {'variant':<14} {'train img/s':>12} {'(max)':>10} {'eval img/s':>12} {'(max)':>10}")
+    print(f"# {'variant':<14} {'train img/s':>12} {'(max)':>10} {'(cpu time)':>12}"
+          f" {'eval img/s':>12} {'(max)':>10} {'(cpu time)':>12}")
     for r in results:
         print(f"  {r['variant']:<14} {r['train_images_per_s']:>12.0f} {r['train_images_per_s_max']:>10.0f}"
-              f" {r['eval_images_per_s']:>12.0f} {r['eval_images_per_s_max']:>10.0f}")
+              f" {r['train_images_per_s_cpu_time']:>12.0f} {r['eval_images_per_s']:>12.0f}"
+              f" {r['eval_images_per_s_max']:>10.0f} {r['eval_images_per_s_cpu_time']:>12.0f}")
     return 0
 
 

@@ -8,8 +8,9 @@
 //
 // Every buffer a call needs lives in a CnnWorkspace allocated once for the largest batch
 // and reused: no allocation, no page fault during a step. One workspace per thread; the
-// functions are reentrant across different workspaces. The per-device backend interface
-// (CPU now, CUDA later) is in cnn_engine.hpp; these functions are the CPU implementation.
+// functions are reentrant across different workspaces. The per-device interface that the
+// workloads use (models/device_models.hpp, CnnMember) wraps these functions on a CPU
+// device; its CUDA implementation keeps the same semantics.
 //
 // Masks: mask [B] uint8 (nullptr = every row counts). Rows with mask 0 (padding) add
 // nothing to the loss, its count or the gradient, but they still get probabilities; their
@@ -42,9 +43,6 @@ class CnnWorkspace {
   std::size_t bytes() const;  // host memory held
   // Logits [batch, 10] of the last forward pass.
   std::span<const float> logits(int batch) const { return logits_.span().first(static_cast<std::size_t>(batch) * 10); }
-  // Gradient of the last cnn_train_step (same layout as the parameters); only in a
-  // workspace with max_train_batch > 0.
-  const CnnParams& last_gradient() const { return *grad_; }
 
  private:
   friend struct CnnCpuPass;
@@ -73,7 +71,7 @@ class CnnWorkspace {
   AlignedFloats dcol_;     // [196, 288] one image
   AlignedFloats dp1_pad_;  // [16, 16, 32] one image
   AlignedFloats da1_;      // [28, 28, 32] one image
-  std::unique_ptr<CnnParams> grad_;  // for cnn_train_step (training workspaces only)
+  std::unique_ptr<CnnParams> grad_;  // cnn_train_step's gradient (training workspaces only)
 };
 
 // Forward pass; probs_out [batch, 10] (nullable) receives softmax(logits).
@@ -91,9 +89,10 @@ CnnLossSum cnn_evaluate(const CnnParams& params, const float* images, const std:
 float cnn_loss_and_grad(const CnnParams& params, const float* images, const std::int32_t* labels,
                         const std::uint8_t* mask, int batch, CnnParams& grad, float* probs_out, CnnWorkspace& ws);
 
-// One training step of one ensemble member: cnn_loss_and_grad (every row counts) then
-// optim::sgd_momentum_step on params and trace. Returns the batch's mean loss (before the
-// update). The gradient stays readable in ws.last_gradient().
+// One training step of one ensemble member: the result of cnn_loss_and_grad (every row
+// counts) followed by optim::sgd_momentum_step on params and trace, with the update of
+// dense1's kernel fused into its gradient computation. Returns the batch's mean loss
+// (before the update).
 float cnn_train_step(CnnParams& params, CnnParams& trace, const optim::SgdMomentum& opt, const float* images,
                      const std::int32_t* labels, int batch, float* probs_out, CnnWorkspace& ws);
 

@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <string>
 
+#include "spmd/optim/sgd.hpp"
+
 namespace spmd::models::cnn_cpu {
 
 enum class Isa {
@@ -27,10 +29,17 @@ bool isa_supported(Isa isa);
 // spmd::Error naming it.
 Isa resolve_isa(Isa isa);
 
-// Applied to C after the product (when a GEMM ends): C = relu(C + bias[col]).
+// Applied when a GEMM's product P is complete: C = relu(P + bias[col]).
 struct GemmEpilogue {
   const float* bias = nullptr;  // [n], or nullptr
   bool relu = false;
+  // Fused SGD-momentum (optim::sgd_momentum_step with P as the gradient), when sgd_params
+  // is set: sgd_trace = momentum * sgd_trace + P; sgd_params -= learning_rate * sgd_trace,
+  // both arrays in C's layout (row stride ldc), each tile updated while it is in registers.
+  // C's contents are unspecified afterwards. Not combined with bias, relu or accumulate.
+  float* sgd_params = nullptr;
+  float* sgd_trace = nullptr;
+  optim::SgdMomentum sgd{};
 };
 
 // C[m, n] = (accumulate ? C : 0) + op(A) B, then the epilogue. Row-major throughout.

@@ -5,9 +5,10 @@
 // or device asks. Threefry-2x32 with 20 rounds (Salmon et al., "Parallel random numbers:
 // as easy as 1, 2, 3", SC 2011) is the block function, as in JAX and Random123.
 //
-// Key(seed), split(n)[i] and fold_in(d) follow jax.random.PRNGKey / split / fold_in
-// (threefry implementation) word for word. The sampling functions below are our own
-// (not bit-compatible with jax.random.normal and friends).
+// Key(seed), split(n)[i] and fold_in(d) follow the definitions of jax.random.PRNGKey /
+// split / fold_in (threefry implementation); split of PRNGKey(0) is tested against JAX's
+// documented output. The sampling functions below are our own (not bit-compatible with
+// jax.random.normal and friends).
 #include <array>
 #include <cstdint>
 #include <span>

@@ -59,6 +59,7 @@ struct EvalResult {
 struct EvalShard {
   data::LoadedShard shard;
   std::int64_t filtered = 0;  // rows this rank removed with --drop-label
+  std::vector<std::int64_t> row_ids;  // 0 .. rows-1: what the batches carry (see eval.cpp)
 };
 
 // Collective. Reads this rank's split of the file (and applies --drop-label).

@@ -1,0 +1,193 @@
+// The CNN ensemble member on a GPU against the CPU member: the same initial state, the same
+// batches; probabilities, losses, parameters and momentum must agree to float rounding.
+// Skipped visibly where no GPU is visible (the no-GPU error is in cuda_logreg_test.cpp).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "spmd/models/cnn_init.hpp"
+#include "spmd/models/cnn_params.hpp"
+#include "spmd/models/device_models.hpp"
+#include "spmd/runtime/devices.hpp"
+#include "spmd/runtime/error.hpp"
+
+namespace {
+
+using spmd::models::CnnParams;
+using spmd::models::CnnTensor;
+using spmd::models::kCnnParamCount;
+
+#define SKIP_WITHOUT_GPU()                                                                              \
+  do {                                                                                                  \
+    std::string why_no_gpu;                                                                             \
+    if (spmd::runtime::visible_gpu_count(&why_no_gpu) == 0) GTEST_SKIP() << "no GPU: " << why_no_gpu;   \
+  } while (0)
+
+spmd::runtime::DeviceInfo cuda_device() {
+  spmd::runtime::DeviceInfo d;
+  d.backend = spmd::runtime::Backend::Cuda;
+  d.cuda_ordinal = 0;
+  d.name = "gpu 0";
+  return d;
+}
+
+spmd::runtime::DeviceInfo cpu_device() {
+  spmd::runtime::DeviceInfo d;
+  d.name = "cpu:0";
+  return d;
+}
+
+struct Batch {
+  std::vector<float> images;  // [n, 784] in [0, 1]
+  std::vector<std::int32_t> labels;
+};
+
+Batch random_batch(int n, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> pixel(0.0f, 1.0f);
+  std::uniform_int_distribution<std::int32_t> label(0, 9);
+  Batch b;
+  b.images.resize(static_cast<std::size_t>(n) * 784);
+  for (float& v : b.images) v = pixel(rng);
+  b.labels.resize(static_cast<std::size_t>(n));
+  for (auto& v : b.labels) v = label(rng);
+  return b;
+}
+
+void expect_probs_near(const std::vector<float>& gpu, const std::vector<float>& cpu, int rows, const std::string& context) {
+  for (int r = 0; r < rows; ++r) {
+    double sum = 0;
+    for (int j = 0; j < 10; ++j) {
+      const std::size_t i = static_cast<std::size_t>(r) * 10 + j;
+      ASSERT_NEAR(gpu[i], cpu[i], 1e-4) << context << " row " << r << " class " << j;
+      sum += gpu[i];
+    }
+    ASSERT_NEAR(sum, 1.0, 1e-5) << context << " row " << r;
+  }
+}
+
+double max_abs(std::span<const float> s) {
+  double m = 0;
+  for (float v : s) m = std::max(m, static_cast<double>(std::abs(v)));
+  return m;
+}
+
+// Each tensor of a against b, to 1e-3 of `scale`'s largest entry in that tensor (the
+// size of what the steps changed), so that a wrong gradient anywhere shows.
+void expect_state_near(const CnnParams& a, const CnnParams& b, const CnnParams& scale, const std::string& context) {
+  for (const auto& info : spmd::models::cnn_tensor_table()) {
+    const auto t = static_cast<CnnTensor>(&info - spmd::models::cnn_tensor_table().data());
+    const auto x = a.tensor(t), y = b.tensor(t);
+    const double tolerance = 1e-3 * max_abs(scale.tensor(t)) + 1e-7;
+    double worst = 0;
+    std::size_t at = 0;
+    for (std::size_t i = 0; i < x.size(); ++i)
+      if (std::abs(static_cast<double>(x[i]) - y[i]) > worst) worst = std::abs(static_cast<double>(x[i]) - y[i]), at = i;
+    EXPECT_LE(worst, tolerance) << context << " " << info.name << " entry " << at << ": " << x[at] << " vs " << y[at];
+  }
+}
+
+TEST(CudaCnnMember, ForwardMatchesCpuIncludingTiledBatches) {
+  SKIP_WITHOUT_GPU();
+  CnnParams params, zero;
+  spmd::models::cnn_init(params, spmd::models::ensemble_member_key(3, 1, 4));
+  zero.set_zero();
+  // 600 rows is more than one 512-row forward pass: the tiles must join seamlessly.
+  const int max_batch = 600;
+  auto cpu = spmd::models::make_cnn_member(cpu_device(), max_batch, 0);
+  cpu->set_state(params, zero);
+  for (int max_train : {0, 32}) {
+    auto gpu = spmd::models::make_cnn_member(cuda_device(), max_batch, max_train);
+    gpu->set_state(params, zero);
+    for (int n : {1, 7, 64, 513, 600}) {
+      const Batch b = random_batch(n, static_cast<std::uint32_t>(n));
+      std::vector<float> want(static_cast<std::size_t>(n) * 10), got(want.size(), -1.0f);
+      cpu->forward(b.images.data(), n, want.data());
+      gpu->forward(b.images.data(), n, got.data());
+      expect_probs_near(got, want, n, "forward n=" + std::to_string(n) + " max_train=" + std::to_string(max_train));
+    }
+    std::vector<float> unused(10, -1.0f);
+    gpu->forward(nullptr, 0, unused.data());
+    EXPECT_EQ(unused, std::vector<float>(10, -1.0f));
+    EXPECT_THROW(gpu->forward(nullptr, max_batch + 1, unused.data()), spmd::Error);
+  }
+}
+
+TEST(CudaCnnMember, TrainStepsMatchCpu) {
+  SKIP_WITHOUT_GPU();
+  CnnParams init, zero;
+  spmd::models::cnn_init(init, spmd::models::ensemble_member_key(0, 0, 2));
+  zero.set_zero();
+  const int max_batch = 64, max_train = 32;
+  auto cpu = spmd::models::make_cnn_member(cpu_device(), max_batch, max_train);
+  auto gpu = spmd::models::make_cnn_member(cuda_device(), max_batch, max_train);
+  cpu->set_state(init, zero);
+  gpu->set_state(init, zero);
+  const spmd::optim::SgdMomentum sgd{0.1f, 0.9f};
+  CnnParams cpu_params, cpu_trace, gpu_params, gpu_trace, change;
+  // Full batches, a short one, an empty one (only the momentum moves), a full one.
+  const int sizes[] = {32, 32, 17, 0, 32};
+  for (int step = 0; step < 5; ++step) {
+    const int n = sizes[step];
+    const Batch b = random_batch(std::max(n, 1), 100 + static_cast<std::uint32_t>(step));
+    std::vector<float> want(static_cast<std::size_t>(std::max(n, 1)) * 10), got(want.size(), -1.0f);
+    const float cpu_loss = cpu->train_step(b.images.data(), b.labels.data(), n, sgd, want.data());
+    const float gpu_loss = gpu->train_step(b.images.data(), b.labels.data(), n, sgd, got.data());
+    const std::string context = "step " + std::to_string(step) + " (batch " + std::to_string(n) + ")";
+    EXPECT_NEAR(gpu_loss, cpu_loss, 1e-4 * std::max(1.0f, cpu_loss)) << context;
+    if (n == 0) EXPECT_EQ(gpu_loss, 0.0f);
+    expect_probs_near(got, want, n, context);
+    cpu->get_state(cpu_params, cpu_trace);
+    gpu->get_state(gpu_params, gpu_trace);
+    for (std::size_t i = 0; i < kCnnParamCount; ++i) change.data()[i] = cpu_params.data()[i] - init.data()[i];
+    expect_state_near(gpu_params, cpu_params, change, context + " params");
+    expect_state_near(gpu_trace, cpu_trace, cpu_trace, context + " momentum");
+  }
+  // Training moved every tensor (a gradient that stayed zero would pass the checks above).
+  for (const auto& info : spmd::models::cnn_tensor_table()) {
+    const auto t = static_cast<CnnTensor>(&info - spmd::models::cnn_tensor_table().data());
+    EXPECT_GT(max_abs(gpu_trace.tensor(t)), 0.0) << info.name;
+  }
+}
+
+TEST(CudaCnnMember, StateRoundTripsBitwise) {
+  SKIP_WITHOUT_GPU();
+  CnnParams params, trace, back_params, back_trace;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (float& v : params.flat()) v = normal(rng);
+  for (float& v : trace.flat()) v = normal(rng);
+  auto gpu = spmd::models::make_cnn_member(cuda_device(), 4, 4);
+  gpu->set_state(params, trace);
+  gpu->get_state(back_params, back_trace);
+  EXPECT_EQ(std::memcmp(params.data(), back_params.data(), kCnnParamCount * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp(trace.data(), back_trace.data(), kCnnParamCount * sizeof(float)), 0);
+}
+
+TEST(CudaCnnMember, RefusesBadCalls) {
+  SKIP_WITHOUT_GPU();
+  EXPECT_THROW(spmd::models::make_cnn_member(cuda_device(), 4, 8), spmd::Error);  // train batch > max batch
+  EXPECT_THROW(spmd::models::make_cnn_member(cuda_device(), -1, 0), spmd::Error);
+  const spmd::optim::SgdMomentum sgd{0.1f, 0.9f};
+  Batch b = random_batch(8, 1);
+  auto forward_only = spmd::models::make_cnn_member(cuda_device(), 8, 0);
+  EXPECT_THROW(forward_only->train_step(b.images.data(), b.labels.data(), 1, sgd, nullptr), spmd::Error);
+  auto member = spmd::models::make_cnn_member(cuda_device(), 8, 4);
+  EXPECT_THROW(member->train_step(b.images.data(), b.labels.data(), 5, sgd, nullptr), spmd::Error);
+  b.labels[2] = 10;
+  try {
+    member->train_step(b.images.data(), b.labels.data(), 4, sgd, nullptr);
+    FAIL() << "label 10 accepted";
+  } catch (const spmd::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("batch row 2"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace

@@ -1,0 +1,255 @@
+// Logistic regression on a GPU against the CPU: chunk partials (LogregShard) bit for bit
+// against the CPU kernels (both follow logreg_kernel_spec.hpp) and near the double
+// reference, the eval predictor against logreg_predict, and the errors a machine without a
+// GPU gets. GPU tests skip visibly where no GPU is visible.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "spmd/models/device_models.hpp"
+#include "spmd/models/logreg.hpp"
+#include "spmd/runtime/devices.hpp"
+#include "spmd/runtime/error.hpp"
+
+#ifdef SPMD_HAVE_CUDA
+#include "spmd/models/logreg_cuda.hpp"
+#endif
+
+namespace {
+
+using spmd::models::logreg_partials_size;
+
+#define SKIP_WITHOUT_GPU()                                                                              \
+  do {                                                                                                  \
+    std::string why_no_gpu;                                                                             \
+    if (spmd::runtime::visible_gpu_count(&why_no_gpu) == 0) GTEST_SKIP() << "no GPU: " << why_no_gpu;   \
+  } while (0)
+
+spmd::runtime::DeviceInfo cuda_device(int ordinal) {
+  spmd::runtime::DeviceInfo d;
+  d.backend = spmd::runtime::Backend::Cuda;
+  d.cuda_ordinal = ordinal;
+  d.name = "gpu " + std::to_string(ordinal);
+  return d;
+}
+
+struct Problem {
+  std::int64_t rows;
+  int features, classes;
+  std::vector<float> X, W;  // [rows, F], [F, C]
+  std::vector<std::int32_t> y;
+};
+
+// Pixel-like features in [0, 1) (a few exactly 0) and weights giving logits of order 1.
+Problem make_problem(std::int64_t rows, int features, int classes, std::uint32_t seed) {
+  Problem p{rows, features, classes, {}, {}, {}};
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> pixel(0.0f, 1.0f);
+  std::normal_distribution<float> weight(0.0f, 2.0f / std::sqrt(static_cast<float>(features)));
+  std::uniform_int_distribution<std::int32_t> label(0, classes - 1);
+  p.X.resize(static_cast<std::size_t>(rows) * features);
+  for (float& v : p.X) v = pixel(rng) < 0.1f ? 0.0f : pixel(rng);
+  p.W.resize(static_cast<std::size_t>(features) * classes);
+  for (float& v : p.W) v = weight(rng);
+  p.y.resize(static_cast<std::size_t>(rows));
+  for (auto& v : p.y) v = label(rng);
+  return p;
+}
+
+// GPU partials of every chunk against logreg_reference_partials: the loss to 1e-4
+// relative, each gradient entry (f, c) to 1e-4 of sum_rows |x_f| (its terms' size bound,
+// since |p - y| <= 1).
+void expect_matches_reference(const Problem& p, std::int64_t chunk_rows, const std::vector<double>& gpu,
+                              const std::string& context) {
+  const std::size_t record = logreg_partials_size(p.features, p.classes);
+  std::vector<double> ref(record);
+  const std::int64_t chunks = (p.rows + chunk_rows - 1) / chunk_rows;
+  for (std::int64_t k = 0; k < chunks; ++k) {
+    const std::int64_t first = k * chunk_rows, n = std::min(chunk_rows, p.rows - first);
+    const float* X = p.X.data() + first * p.features;
+    spmd::models::logreg_reference_partials(X, p.y.data() + first, n, p.features, p.classes, p.W.data(), ref.data());
+    const double* g = gpu.data() + static_cast<std::size_t>(k) * record;
+    ASSERT_NEAR(g[0], ref[0], 1e-4 * std::max(1.0, std::abs(ref[0]))) << context << " chunk " << k << " loss";
+    for (int f = 0; f < p.features; ++f) {
+      double size = 0;
+      for (std::int64_t r = 0; r < n; ++r) size += std::abs(X[r * p.features + f]);
+      for (int c = 0; c < p.classes; ++c) {
+        const std::size_t e = 1 + static_cast<std::size_t>(f) * p.classes + c;
+        ASSERT_NEAR(g[e], ref[e], 1e-4 * size + 1e-12) << context << " chunk " << k << " f " << f << " c " << c;
+      }
+    }
+  }
+}
+
+// The GPU follows the CPU kernels' arithmetic exactly: every partial is the same double.
+void expect_same_bits_as_cpu(const Problem& p, std::int64_t chunk_rows, const std::vector<double>& gpu,
+                             const std::string& context) {
+  const std::size_t record = logreg_partials_size(p.features, p.classes);
+  const std::int64_t chunks = (p.rows + chunk_rows - 1) / chunk_rows;
+  std::vector<double> cpu(static_cast<std::size_t>(chunks) * record);
+  spmd::models::LogregWorkspace ws;
+  spmd::models::logreg_range_partials(p.X.data(), p.y.data(), p.rows, p.features, p.classes, p.W.data(), chunk_rows,
+                                      cpu.data(), ws);
+  for (std::size_t i = 0; i < cpu.size(); ++i)
+    ASSERT_EQ(std::memcmp(&gpu[i], &cpu[i], sizeof(double)), 0)
+        << context << ": chunk " << i / record << " entry " << i % record << ": GPU " << gpu[i] << " CPU " << cpu[i];
+}
+
+TEST(CudaLogregShard, PartialsMatchCpuBitwiseOnManyShapes) {
+  SKIP_WITHOUT_GPU();
+  struct Shape {
+    std::int64_t rows;
+    int features, classes;
+    std::int64_t chunk_rows;
+  };
+  // Chunks of k * chunk_rows and k * chunk_rows +- 1 rows, chunks shorter than, equal to,
+  // and longer than one 256-row float block (padded to whole blocks), one feature, one class.
+  const Shape shapes[] = {{1, 1, 1, 4},        {5000, 784, 10, 2048}, {4096, 33, 7, 2048}, {4097, 33, 7, 2048},
+                          {4095, 33, 7, 2048}, {1000, 17, 5, 300},    {513, 20, 4, 100},   {777, 9, 2, 256},
+                          {257, 3, 12, 256},   {600, 5, 3, 257},      {64, 784, 10, 2048}, {10, 4, 1, 3}};
+  std::uint32_t seed = 1;
+  for (const Shape& s : shapes) {
+    const Problem p = make_problem(s.rows, s.features, s.classes, seed++);
+    auto shard = spmd::models::make_logreg_shard(cuda_device(0), p.X.data(), p.y.data(), p.rows, p.features,
+                                                 p.classes, s.chunk_rows);
+    const std::size_t record = logreg_partials_size(p.features, p.classes);
+    const std::int64_t chunks = (p.rows + s.chunk_rows - 1) / s.chunk_rows;
+    // A guard after the last chunk catches a copy of the wrong length.
+    constexpr double kGuard = 12345.5;
+    std::vector<double> out(static_cast<std::size_t>(chunks) * record + 8, kGuard);
+    shard->chunk_partials(p.W.data(), out.data());
+    for (std::size_t i = static_cast<std::size_t>(chunks) * record; i < out.size(); ++i) ASSERT_EQ(out[i], kGuard);
+    const std::string context = "rows " + std::to_string(s.rows) + " F " + std::to_string(s.features) + " C " +
+                                std::to_string(s.classes) + " chunk_rows " + std::to_string(s.chunk_rows);
+    expect_matches_reference(p, s.chunk_rows, out, context);
+    expect_same_bits_as_cpu(p, s.chunk_rows, out, context);
+    // New weights on the same shard: nothing of the previous call is left over. Large
+    // weights push most exponentials below the cut-off (exactly 0).
+    Problem q = p;
+    for (float& w : q.W) w = -40.0f * w;
+    shard->chunk_partials(q.W.data(), out.data());
+    expect_same_bits_as_cpu(q, s.chunk_rows, out, context + " (second W)");
+  }
+}
+
+TEST(CudaLogregShard, NoRowsLeavesOutputUntouched) {
+  SKIP_WITHOUT_GPU();
+  const std::vector<float> W(6, 1.0f);
+  auto shard = spmd::models::make_logreg_shard(cuda_device(0), nullptr, nullptr, 0, 3, 2, 2048);
+  std::vector<double> out(4, -1.0);
+  shard->chunk_partials(W.data(), out.data());
+  EXPECT_EQ(out, std::vector<double>(4, -1.0));
+}
+
+TEST(CudaLogregShard, SameBitsEveryRunOnAnyLayoutAndFast) {
+  SKIP_WITHOUT_GPU();
+  // The seed's problem size: Fashion-MNIST's 50000 x 784 training rows, 10 classes.
+  const Problem p = make_problem(50000, 784, 10, 99);
+  const std::int64_t R = spmd::models::kLogregChunkRows;
+  const std::int64_t chunks = (p.rows + R - 1) / R;
+  const std::size_t record = logreg_partials_size(784, 10), size = static_cast<std::size_t>(chunks) * record;
+  auto whole = spmd::models::make_logreg_shard(cuda_device(0), p.X.data(), p.y.data(), p.rows, 784, 10, R);
+  std::vector<double> first(size), again(size), split(size);
+  whole->chunk_partials(p.W.data(), first.data());  // also the warm-up
+  constexpr int kRepeats = 10;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < kRepeats; ++i) whole->chunk_partials(p.W.data(), again.data());
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / kRepeats;
+  EXPECT_EQ(std::memcmp(first.data(), again.data(), size * sizeof(double)), 0) << "a shard changed its bits";
+  // The same rows as two devices would hold them (cut at a chunk boundary): same chunks.
+  const std::int64_t cut_chunks = 7, cut = cut_chunks * R;
+  auto head = spmd::models::make_logreg_shard(cuda_device(0), p.X.data(), p.y.data(), cut, 784, 10, R);
+  auto tail = spmd::models::make_logreg_shard(cuda_device(0), p.X.data() + cut * 784, p.y.data() + cut, p.rows - cut,
+                                              784, 10, R);
+  head->chunk_partials(p.W.data(), split.data());
+  tail->chunk_partials(p.W.data(), split.data() + cut_chunks * record);
+  EXPECT_EQ(std::memcmp(first.data(), split.data(), size * sizeof(double)), 0) << "the layout changed the bits";
+  RecordProperty("ms_per_evaluation_50000x784x10", std::to_string(ms));
+  // Generous (one CPU core takes ~20 ms): only catches a pathologically slow path.
+  EXPECT_LT(ms, 50.0) << "one 50000 x 784 x 10 evaluation took " << ms << " ms on the GPU";
+}
+
+TEST(CudaLogregShard, BadLabelIsAnErrorNamingTheRow) {
+  SKIP_WITHOUT_GPU();
+  Problem p = make_problem(100, 4, 3, 5);
+  p.y[57] = 3;
+  try {
+    spmd::models::make_logreg_shard(cuda_device(0), p.X.data(), p.y.data(), p.rows, 4, 3, 32);
+    FAIL() << "label 3 of 3 classes accepted";
+  } catch (const spmd::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("row 57"), std::string::npos) << e.what();
+  }
+}
+
+#ifdef SPMD_HAVE_CUDA
+TEST(CudaLogregPredictor, SameClassesAsCpuOverSeveralTiles) {
+  SKIP_WITHOUT_GPU();
+  // More rows than one predictor tile (16384); the first rows are zeros (padding): every
+  // logit is 0, a tie the lowest class must win.
+  const std::int64_t rows = 20000;
+  Problem p = make_problem(rows, 20, 7, 17);
+  std::fill(p.X.begin(), p.X.begin() + 5 * 20, 0.0f);
+  std::vector<std::int32_t> cpu(static_cast<std::size_t>(rows)), gpu(static_cast<std::size_t>(rows), -1);
+  spmd::models::LogregWorkspace ws;
+  spmd::models::logreg_predict(p.X.data(), rows, 20, 7, p.W.data(), cpu.data(), ws);
+  auto predictor = spmd::models::make_logreg_predictor_cuda(cuda_device(0), p.W, 20, 7, rows);
+  predictor->predict(p.X.data(), rows, gpu.data());
+  for (int r = 0; r < 5; ++r) EXPECT_EQ(gpu[static_cast<std::size_t>(r)], 0) << "zero row " << r;
+  // The same logits bit for bit (logreg_kernel_spec.hpp), so the same classes, ties too.
+  for (std::int64_t r = 0; r < rows; ++r)
+    ASSERT_EQ(gpu[static_cast<std::size_t>(r)], cpu[static_cast<std::size_t>(r)]) << "row " << r;
+  // A shorter batch reuses the buffers; an empty one does nothing; a longer one is refused.
+  std::vector<std::int32_t> part(100, -1);
+  predictor->predict(p.X.data() + 1000 * 20, 100, part.data());
+  EXPECT_TRUE(std::equal(part.begin(), part.end(), gpu.begin() + 1000));
+  predictor->predict(p.X.data(), 0, part.data());
+  EXPECT_THROW(predictor->predict(p.X.data(), rows + 1, part.data()), spmd::Error);
+}
+#endif
+
+// Without a GPU (this machine, CI), asking for a CUDA device is a clear spmd::Error
+// (what failed and what to do), never a crash.
+TEST(CudaDeviceModels, NoGpuIsAClearError) {
+  std::string why;
+  if (spmd::runtime::visible_gpu_count(&why) > 0) GTEST_SKIP() << "a GPU is visible; this test is for machines without one";
+  const std::vector<float> X(8, 0.5f), W(4, 0.0f);
+  const std::vector<std::int32_t> y(4, 1);
+#ifdef SPMD_HAVE_CUDA
+  const std::string expected = "--backend cpu";
+#else
+  const std::string expected = "no CUDA backend";
+#endif
+  const auto expect_clear = [&](const auto& make, const char* what) {
+    try {
+      make();
+      ADD_FAILURE() << what << " succeeded without a GPU";
+    } catch (const spmd::Error& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << what << ": " << e.what();
+    }
+  };
+  expect_clear([&] { spmd::models::make_logreg_shard(cuda_device(0), X.data(), y.data(), 4, 2, 2, 2048); },
+               "make_logreg_shard");
+  expect_clear([&] { spmd::models::make_cnn_member(cuda_device(0), 8, 4); }, "make_cnn_member");
+#ifdef SPMD_HAVE_CUDA
+  expect_clear([&] { spmd::models::make_logreg_predictor_cuda(cuda_device(0), W, 2, 2, 16); },
+               "make_logreg_predictor_cuda");
+#endif
+}
+
+// With or without a GPU: an ordinal past the visible GPUs is refused up front.
+TEST(CudaDeviceModels, OrdinalPastTheVisibleGpusIsAnError) {
+  const int visible = spmd::runtime::visible_gpu_count();
+  const std::vector<float> X(8, 0.5f);
+  const std::vector<std::int32_t> y(4, 1);
+  EXPECT_THROW(spmd::models::make_logreg_shard(cuda_device(visible + 2), X.data(), y.data(), 4, 2, 2, 2048),
+               spmd::Error);
+  EXPECT_THROW(spmd::models::make_cnn_member(cuda_device(visible + 2), 8, 4), spmd::Error);
+}
+
+}  // namespace

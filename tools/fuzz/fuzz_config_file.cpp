@@ -1,0 +1,21 @@
+// libFuzzer target: Boost.Program_options' INI reader as `spmd <command> --config FILE`
+// uses it (parse_config_file with unregistered keys refused, then store and notify).
+// Boost reports every malformed file as a po::error; anything else is a finding.
+#include <cstdint>
+#include <sstream>
+#include <string>
+
+#include "cli_like_options.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  namespace po = boost::program_options;
+  static const po::options_description options = spmd::fuzz::cli_like_options();
+  std::istringstream in(std::string(reinterpret_cast<const char*>(data), size));
+  try {
+    po::variables_map vm;
+    po::store(po::parse_config_file(in, options, /*allow_unregistered=*/false), vm);
+    po::notify(vm);
+  } catch (const po::error&) {
+  }
+  return 0;
+}
