@@ -24,7 +24,7 @@ job_fail() {
 # job_start: checks the environment, enters $SPMD_ROOT, makes the run folder and sets
 # SPMD, LAUNCH, RUN_DIR and DEVICE_ARGS. Prints a header for the job log.
 job_start() {
-  [ -n "${SLURM_JOB_ID:-}" ] || job_fail "not inside a Slurm job: submit this script with sbatch (jobs/local/ has plain mpirun launchers)"
+  [ -n "${SLURM_JOB_ID:-}" ] || job_fail "not inside a Slurm job: submit this script with sbatch"
   SPMD_ROOT=${SPMD_ROOT:-$SLURM_SUBMIT_DIR}
   cd "$SPMD_ROOT" || job_fail "cannot enter SPMD_ROOT=$SPMD_ROOT"
   SPMD=${SPMD:-$SPMD_ROOT/build/spmd}
@@ -44,14 +44,9 @@ job_start() {
 
   local gpus=${SLURM_GPUS_PER_TASK:-0}
   gpus=${gpus##*:} # --gpus-per-task=h100:1 arrives as "h100:1"
-  if [ -n "${DEVICES:-}" ]; then
-    DEVICE_ARGS=(--devices "$DEVICES" --backend cpu)
-    if [ "$gpus" -gt 0 ]; then DEVICE_ARGS=(--devices "$DEVICES" --backend cuda); fi
-  elif [ "$gpus" -gt 0 ]; then
-    DEVICE_ARGS=(--devices "$gpus" --backend cuda)
-  else
-    DEVICE_ARGS=(--devices "${SLURM_CPUS_PER_TASK:-1}" --backend cpu)
-  fi
+  local backend=cpu count=${SLURM_CPUS_PER_TASK:-1}
+  if [ "$gpus" -gt 0 ]; then backend=cuda count=$gpus; fi
+  DEVICE_ARGS=(--devices "${DEVICES:-$count}" --backend "$backend")
   # The device threads are the parallelism inside a rank; a multi-threaded BLAS under each
   # of them would oversubscribe the allocated CPUs.
   export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}

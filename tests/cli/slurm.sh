@@ -32,8 +32,9 @@ mkdir -p "$WORK/logs" "$WORK/runs" "$WORK/data"
 stop_slurm() {
   "$ROOT/tools/slurm/down.sh" "$PREFIX" 2>&1 | sed 's/^/     /'
 }
-# Replaces cli_lib's trap: the daemons must stop before their folder goes.
-trap 'stop_slurm; rm -rf "$WORK"' EXIT
+# Replaces cli_lib's trap: this script's background submissions and pollers end first, then
+# the daemons (cancelling what is left), then their folder goes.
+trap 'kill $(jobs -p) 2>/dev/null; stop_slurm; rm -rf "$WORK"' EXIT
 trap 'exit 130' INT TERM
 
 # 8 CPUs advertised (the default is 4): the short jobs below then run side by side.

@@ -112,6 +112,9 @@ def tabular_family(out):
     write(os.path.join(out, "weights_wrong_features.h5"),
           {"W": np.zeros((TAB_FEATURES + 1, TAB_CLASSES), np.float32)})
     write(os.path.join(out, "weights_1d.h5"), {"W": w.reshape(-1)})
+    w_nan = w.copy()
+    w_nan[1, 2] = np.nan
+    write(os.path.join(out, "weights_nan.h5"), {"W": w_nan})
 
 
 def checkpoint_family(out, checkpoint):
