@@ -87,6 +87,8 @@ int cmd_ensemble(const Args& args) {
 
   std::signal(SIGTERM, request_stop);
   std::signal(SIGINT, request_stop);
+  // mpirun does not forward SIGTERM to the ranks (it kills them); it does forward SIGUSR1.
+  std::signal(SIGUSR1, request_stop);
 
   print_root(workloads::startup_table(ctx, "ensemble"));
   print_root(workloads::format("# %d members (ranks x devices), batch %d, SGD lr %g momentum %g, seed %llu, train %s%s\n",

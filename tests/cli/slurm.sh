@@ -259,7 +259,7 @@ requeue_case() {
   wait_for 60 restarted "$id" || { fail "$name: job $id was not requeued after SIGTERM"; return; }
   if ! wait_for 60 released_and_finished "$id" "$LAST_OUT"; then
     fail "$name: the requeued job $id did not run to its end (state $(job_field "$id" JobState))"
-    grep -hE "JobId=$id[^0-9]|job[ _]?$id[^0-9]|StepId=$id\." "$PREFIX"/log/slurm*.log | tail -n 25 | sed 's/^/     | /'
+    grep -hE "JobId=${id}[^0-9]|job[ _]?${id}[^0-9]|StepId=${id}\." "$PREFIX"/log/slurm*.log | tail -n 25 | sed 's/^/     | /'
     return
   fi
   local state exit_code
@@ -292,7 +292,7 @@ done
 # SIGUSR1, so add mpirun here once spmd ensemble treats SIGUSR1 like SIGTERM.
 if [[ " ${enabled[*]} " == *" ensemble "* ]]; then
   # shellcheck disable=SC2043 # one launcher for now, see above
-  for launch in srun; do
+  for launch in srun mpirun; do
     requeue_bg "requeue-ensemble-$launch" "$launch" "$SPMD" '^# epoch 1 step' "
 assert j['members'] == 2 and [e['epoch'] for e in j['epochs']] == [1, 2], j['epochs']
 assert j['resumed_from_epoch'] >= 0, j" --train "$FASHION/train.h5" --test "$FASHION/test.h5"
