@@ -288,10 +288,9 @@ for launch in srun mpirun; do
     --train "$WORK/fake-train.h5" --test "$WORK/fake-test.h5"
 done
 # The real program: SIGTERM lands somewhere in the first epoch (or its test pass); the
-# resumed run must finish both epochs. Only srun delivers SIGTERM itself; mpirun forwards
-# SIGUSR1, so add mpirun here once spmd ensemble treats SIGUSR1 like SIGTERM.
+# resumed run must finish both epochs. srun delivers SIGTERM to the ranks; mpirun forwards
+# SIGUSR1, which spmd ensemble treats like SIGTERM.
 if [[ " ${enabled[*]} " == *" ensemble "* ]]; then
-  # shellcheck disable=SC2043 # one launcher for now, see above
   for launch in srun mpirun; do
     requeue_bg "requeue-ensemble-$launch" "$launch" "$SPMD" '^# epoch 1 step' "
 assert j['members'] == 2 and [e['epoch'] for e in j['epochs']] == [1, 2], j['epochs']
