@@ -1,6 +1,9 @@
 #include "spmd/models/logreg_classifier.hpp"
 
 #include "spmd/models/logreg.hpp"
+#ifdef SPMD_HAVE_CUDA
+#include "spmd/models/logreg_cuda.hpp"
+#endif
 #include "spmd/runtime/error.hpp"
 
 namespace spmd::models {
@@ -36,7 +39,13 @@ class LogregClassifier final : public Classifier {
                             " features per example, but '" + data_path + "' has " + std::to_string(f) +
                             " (weights trained on other data?)");
   }
-  std::unique_ptr<DevicePredictor> make_predictor(const runtime::DeviceInfo&, std::int64_t) const override {
+  std::unique_ptr<DevicePredictor> make_predictor(const runtime::DeviceInfo& device, std::int64_t max_rows) const override {
+#ifdef SPMD_HAVE_CUDA
+    if (device.backend == runtime::Backend::Cuda)
+      return make_logreg_predictor_cuda(device, W_, features_, classes_, max_rows);
+#endif
+    (void)device;
+    (void)max_rows;
     return std::make_unique<LogregPredictor>(W_, features_, classes_);
   }
   std::int64_t parameter_bytes() const override { return static_cast<std::int64_t>(W_.size()) * 4; }

@@ -263,6 +263,7 @@ class CudaLogregShard final : public LogregShard {
     const cudaStream_t s = stream_.get();
     X_.upload(X, X_.size(), s);
     labels_.upload(labels, labels_.size(), s);
+    out_.zero(s);  // the loss entries are never written on the GPU (the host fills them)
     // The caller's X may go once the copies are done.
     stream_.synchronize("copying the logreg rows to the GPU");
   }
@@ -316,7 +317,7 @@ class CudaLogregShard final : public LogregShard {
   tensor::DeviceBuffer<float> Z_;              // [rows, C]: logits, then P - Y
   tensor::DeviceBuffer<float> stats_;          // [rows, 3]: m, s, z_label
   tensor::DeviceBuffer<float> block_grads_;    // [chunks * blocks_per_chunk, C, F]
-  tensor::DeviceBuffer<double> out_;           // [chunks, 1 + F * C] (loss entries unused)
+  tensor::DeviceBuffer<double> out_;           // [chunks, 1 + F * C] (loss entries stay 0)
   tensor::PinnedBuffer<float> WT_host_;
   tensor::PinnedBuffer<float> stats_host_;
 };

@@ -28,14 +28,35 @@ exit $rc
 SH
 bad_inputs=0
 
+# job RCDIR NP CMD...: CMD on NP ranks, each left to end by itself (mpirun's
+# orte_abort_on_non_zero_status 0: a failing rank does not get the others killed), all
+# within 20 s. Returns the largest exit status of the ranks (mpirun's own when none wrote
+# one, 124 on a timeout). NO_DAC=1 runs it without the capabilities that let root ignore
+# file permissions.
+job() {
+  local dir=$1 np=$2 rc r worst=0 f; shift 2
+  local prefix=()
+  [ "${NO_DAC:-0}" = 1 ] && prefix=(capsh --drop=cap_dac_override,cap_dac_read_search -- -c '"$@"' _)
+  timeout -k 5 20 "${prefix[@]}" mpirun -np "$np" --oversubscribe --mca orte_abort_on_non_zero_status 0 \
+    bash "$WORK/rank_rc.sh" "$dir" "$@"
+  rc=$?
+  echo $rc >"$dir/mpirun"
+  if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then return $rc; fi
+  for f in "$dir"/rank*; do
+    [ -f "$f" ] || continue
+    r=$(cat "$f"); [ "$r" -gt "$worst" ] && worst=$r
+  done
+  [ $worst -eq 0 ] && worst=$rc
+  return $worst
+}
+
 # refuse NAME NP CULPRIT CMD...: the job fails (every rank, within 20 s), the output names
 # CULPRIT (grep -E), no output file appears.
 refuse() {
   local name=$1 np=$2 culprit=$3; shift 3
   bad_inputs=$((bad_inputs + 1))
   rm -rf "$OUT" "$RC/$name"; mkdir -p "$OUT" "$RC/$name"
-  run "$name" nonzero 20 $LAUNCH_PREFIX mpirun -np "$np" --oversubscribe --mca orte_abort_on_non_zero_status 0 \
-    bash "$WORK/rank_rc.sh" "$RC/$name" "$@" || return 0
+  run "$name" nonzero 30 job "$RC/$name" "$np" "$@" || return 0
   expect_in "$name: names the culprit" "$culprit"
   every_rank_failed "$name" "$np"
   no_outputs "$name"
@@ -44,8 +65,10 @@ every_rank_failed() {
   local name=$1 np=$2 r bad=""
   for ((r = 0; r < np; r++)); do
     local f="$RC/$name/rank$r"
+    # No status file: the rank was ended from outside, which mpirun reports as its own
+    # failure (MPI_Abort by another rank, or a signal).
     if [ -f "$f" ]; then [ "$(cat "$f")" != 0 ] || bad+=" rank $r exited 0;"
-    elif ! grep -q 'MPI_ABORT was invoked' "$LAST_OUT"; then bad+=" rank $r did not exit;"; fi
+    elif [ "$(cat "$RC/$name/mpirun" 2>/dev/null)" = 0 ]; then bad+=" rank $r did not exit;"; fi
   done
   checks=$((checks + 1))
   if [ -z "$bad" ]; then echo "ok   $name: every rank exited non-zero"; else fail "$name:$bad"; fi
@@ -68,7 +91,6 @@ export -f eval_zero eval_cnn eval_logreg logreg ens_train ens_test
 export SPMD OUT BAD CK
 IMAGE_WORKLOADS="eval_zero eval_cnn ens_train ens_test"
 TABLE_WORKLOADS="eval_logreg logreg"
-LAUNCH_PREFIX=""
 # NP alternates between 2 and 3 ranks.
 np_for() { [ $((${#1} % 2)) = 0 ] && echo 2 || echo 3; }
 for_all() {  # for_all IMAGE_FILE TABLE_FILE CULPRIT LABEL [EXTRA...]
@@ -97,21 +119,12 @@ for_all "$BAD/img_32x32.h5" "" "28x28x1.*32, ?32, ?1" image_32x32
 for_all "$BAD/img_28x28x3.h5" "" "28x28x1.*28, ?28, ?3" image_28x28x3
 IMAGE_WORKLOADS="eval_zero eval_cnn ens_train ens_test"
 
-# Unreadable file: root reads anything, so the job runs without the capabilities that let
-# root ignore file permissions.
+# Unreadable file: root reads anything, so these jobs run without the capabilities that
+# let root ignore file permissions.
 if command -v capsh >/dev/null && capsh --has-p=cap_dac_override 2>/dev/null; then
   cp "$BAD/img_good.h5" "$BAD/img_unreadable.h5"; cp "$BAD/tab_good.h5" "$BAD/tab_unreadable.h5"
   chmod 000 "$BAD/img_unreadable.h5" "$BAD/tab_unreadable.h5"
-  LAUNCH_PREFIX="capsh --drop=cap_dac_override,cap_dac_read_search --"
-  for w in $IMAGE_WORKLOADS $TABLE_WORKLOADS; do
-    f=$BAD/img_unreadable.h5; [[ $w == *logreg ]] && f=$BAD/tab_unreadable.h5
-    bad_inputs=$((bad_inputs + 1))
-    rm -rf "$OUT" "$RC/unreadable[$w]"; mkdir -p "$OUT" "$RC/unreadable[$w]"
-    run "unreadable[$w]" nonzero 20 capsh --drop=cap_dac_override,cap_dac_read_search -- -c \
-      "mpirun -np 2 --oversubscribe --mca orte_abort_on_non_zero_status 0 bash '$WORK/rank_rc.sh' '$RC/unreadable[$w]' bash -c '$w \"\$@\"' _ '$f'" &&
-      { expect_in "unreadable[$w]: names the file" "_unreadable\.h5'.*not readable"; every_rank_failed "unreadable[$w]" 2; no_outputs "unreadable[$w]"; }
-  done
-  LAUNCH_PREFIX=""
+  NO_DAC=1 for_all "$BAD/img_unreadable.h5" "$BAD/tab_unreadable.h5" "_unreadable\.h5'.*not readable" unreadable
 else
   echo "SKIP unreadable-file cases: capsh cannot drop cap_dac_override here (root would read a chmod 000 file)"
 fi
@@ -142,9 +155,11 @@ for ck in ck_other_shape ck_nan ck_no_params weights_good; do
 done
 
 # --- Options ---
+# Each command with every output it can write pointed into $OUT.
 E=("$SPMD" eval --data "$BAD/img_good.h5" --json "$OUT/r.json")
-L=("$SPMD" logreg --data "$BAD/tab_good.h5" --json "$OUT/r.json" --weights-out "$OUT/w.h5")
-N=("$SPMD" ensemble --train "$BAD/img_good.h5" --test "$BAD/img_good.h5" --batch-size 4 --json "$OUT/r.json" --checkpoint "$OUT/ck.h5")
+L=("$SPMD" logreg --data "$BAD/tab_good.h5" --json "$OUT/r.json" --weights-out "$OUT/w.h5" --metrics-csv "$OUT/m.csv")
+N=("$SPMD" ensemble --train "$BAD/img_good.h5" --test "$BAD/img_good.h5" --json "$OUT/r.json" --checkpoint "$OUT/ck.h5" \
+   --metrics-csv "$OUT/m.csv")
 refuse "eval[--per-device-batch -1]" 2 "per-device-batch must be > 0" "${E[@]}" --per-device-batch -1
 refuse "ensemble[--batch-size -4]" 3 "batch-size must be > 0" "${N[@]}" --batch-size -4
 refuse "ensemble[--eval-batch 0]" 2 "eval-batch must be > 0" "${N[@]}" --eval-batch 0
@@ -193,27 +208,34 @@ touch -d '2020-01-01' "$WORK/r1/d.h5"
 refuse "mpmd[same path, other file]" 2 "different options or input files.*data=" bash -c \
   'cd "$0/r$OMPI_COMM_WORLD_RANK" && "$SPMD" eval --data d.h5 --json "$OUT/r.json"' "$WORK"
 
-# Output paths in a missing folder, or a read-only one: refused before any work.
-for spec in "E:--json" "L:--json" "L:--weights-out" "L:--metrics-csv" "N:--json" "N:--checkpoint" "N:--metrics-csv"; do
+# Output paths in a missing folder, or a read-only one: refused before any work. The
+# command keeps its other outputs (in $OUT), so a late failure would leave them there.
+# with_output CMD OPTION PATH: sets WITH to the command array CMD with the value of OPTION
+# replaced by PATH.
+with_output() {
+  local -n from=$1
+  local i
+  WITH=()
+  for ((i = 0; i < ${#from[@]}; i++)); do
+    if [ "${from[i]}" = "$2" ]; then WITH+=("$2" "$3"); i=$((i + 1)); else WITH+=("${from[i]}"); fi
+  done
+}
+OUTPUTS="E:--json L:--json L:--weights-out L:--metrics-csv N:--json N:--checkpoint N:--metrics-csv"
+for spec in $OUTPUTS; do
   cmd=${spec%%:*}; opt=${spec#*:}
-  declare -n argv=$cmd
-  refuse "missing_folder[$cmd $opt]" 2 "${opt#--} '.*nowhere/f': folder .* does not exist" "${argv[@]}" $opt "$OUT/nowhere/f"
+  with_output $cmd $opt "$OUT/nowhere/f"
+  refuse "missing_folder[$cmd $opt]" 2 "${opt#--} '.*nowhere/f': folder .* does not exist" "${WITH[@]}"
   expect_not_in "missing_folder[$cmd $opt]: no work done" '^ +1 +[0-9]|every example counted|step 1/'
 done
 if command -v capsh >/dev/null && capsh --has-p=cap_dac_override 2>/dev/null; then
   RO=$WORK/readonly; mkdir -p "$RO"; chmod 555 "$RO"
-  for spec in "E:--json" "L:--json" "L:--weights-out" "L:--metrics-csv" "N:--json" "N:--checkpoint" "N:--metrics-csv"; do
+  for spec in $OUTPUTS; do
     cmd=${spec%%:*}; opt=${spec#*:}
-    declare -n argv=$cmd
+    with_output $cmd $opt "$RO/f"
     name="readonly_folder[$cmd $opt]"
-    bad_inputs=$((bad_inputs + 1))
-    rm -rf "$OUT" "$RC/$name"; mkdir -p "$OUT" "$RC/$name"
-    run "$name" nonzero 20 capsh --drop=cap_dac_override,cap_dac_read_search -- -c \
-      "$(printf '%q ' mpirun -np 2 --oversubscribe --mca orte_abort_on_non_zero_status 0 bash "$WORK/rank_rc.sh" "$RC/$name" "${argv[@]}" $opt "$RO/f")" || continue
-    expect_in "$name: names the folder" "${opt#--} '.*readonly/f'.*(not writable|read-only|Permission denied)"
+    NO_DAC=1 refuse "$name" 2 "${opt#--} '.*readonly/f'.*(not writable|read-only|Permission denied)" "${WITH[@]}"
     expect_not_in "$name: fails before any work" '^ +1 +[0-9]|every example counted|step 1/'
-    every_rank_failed "$name" 2
-    no_outputs "$name"
+    [ -z "$(ls -A "$RO")" ] || fail "$name: left $(ls -A "$RO") in the read-only folder"
   done
   chmod 755 "$RO"
 else

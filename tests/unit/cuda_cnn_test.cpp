@@ -142,7 +142,9 @@ TEST(CudaCnnMember, TrainStepsMatchCpu) {
     const float gpu_loss = gpu->train_step(b.images.data(), b.labels.data(), n, sgd, got.data());
     const std::string context = "step " + std::to_string(step) + " (batch " + std::to_string(n) + ")";
     EXPECT_NEAR(gpu_loss, cpu_loss, 1e-4 * std::max(1.0f, cpu_loss)) << context;
-    if (n == 0) EXPECT_EQ(gpu_loss, 0.0f);
+    if (n == 0) {
+      EXPECT_EQ(gpu_loss, 0.0f) << context;
+    }
     expect_probs_near(got, want, n, context);
     cpu->get_state(cpu_params, cpu_trace);
     gpu->get_state(gpu_params, gpu_trace);
