@@ -35,8 +35,9 @@ DataParallelLogreg::DataParallelLogreg(const runtime::Context& ctx, const data::
         models::make_logreg_shard(ctx.devices()[static_cast<size_t>(i)], shard.features.data() + first_row * features_,
                                   shard.labels.data() + first_row, rows, features_, classes_, R);
   });
-  local_partials_.assign(static_cast<size_t>(my_chunks) * partial_size_, 0.0);
   all_partials_.assign(static_cast<size_t>(global_chunks_) * partial_size_, 0.0);
+  // One rank owns every chunk: its devices write straight into the gathered layout.
+  if (ctx.size() > 1) local_partials_.assign(static_cast<size_t>(my_chunks) * partial_size_, 0.0);
   for (int r = 0; r < ctx.size(); ++r) {
     const auto c = sharding::split_for_process(global_chunks_, r, ctx.size());
     const double count = static_cast<double>(c.size) * static_cast<double>(partial_size_);
@@ -52,12 +53,13 @@ DataParallelLogreg::DataParallelLogreg(const runtime::Context& ctx, const data::
 
 double DataParallelLogreg::value_and_grad(std::span<const double> x, std::span<double> grad) {
   for (size_t i = 0; i < W_.size(); ++i) W_[i] = static_cast<float>(x[i]);
+  double* local = ctx_.size() > 1 ? local_partials_.data() : all_partials_.data();
   ctx_.pool().run([&](int i) {
     const auto& c = device_chunks_[static_cast<size_t>(i)];
     if (c.size == 0) return;
-    devices_[static_cast<size_t>(i)]->chunk_partials(W_.data(), local_partials_.data() + static_cast<size_t>(c.first) * partial_size_);
+    devices_[static_cast<size_t>(i)]->chunk_partials(W_.data(), local + static_cast<size_t>(c.first) * partial_size_);
   });
-  {
+  if (ctx_.size() > 1) {
     runtime::Watchdog::Armed armed(ctx_.watchdog(), "MPI_Allgatherv(logreg partials)");
     SPMD_CHECK_MPI(MPI_Allgatherv(local_partials_.data(), counts_[static_cast<size_t>(ctx_.rank())], MPI_DOUBLE,
                                   all_partials_.data(), counts_.data(), displs_.data(), MPI_DOUBLE, ctx_.comm()),
