@@ -15,7 +15,7 @@ ensure_fashion_mnist() {
 }
 # The logreg reference problem: make_classification(50000, 784, 10, informative 50, seed 0).
 ensure_classification() {
-  local f="$DATA_DIR/classification-50000x784.h5"
+  local f="$DATA_DIR/classification-50000x784-c10-i50-s0.h5"
   [ -f "$f" ] || "$SPMD" data make-classification --samples 50000 --features 784 --classes 10 --informative 50 \
     --seed 0 --out "$f"
 }

@@ -24,7 +24,7 @@ echo "(keep-remainder needs one device in total; on 1 rank it shows the two batc
 section "Logistic regression with L-BFGS on make_classification(50000, 784, 10, informative 50, seed 0): 1 and 2 ranks"
 ensure_classification
 for np in 1 2; do
-  mpirun -np $np "$SPMD" logreg --data "$DATA_DIR/classification-50000x784.h5" --maxiter 100 --linesearch zoom --quiet \
+  mpirun -np $np "$SPMD" logreg --data "$DATA_DIR/classification-50000x784-c10-i50-s0.h5" --maxiter 100 --linesearch zoom --quiet \
     --metrics-csv "$out/logreg-np$np.csv" --json "$out/logreg-np$np.json" --weights-out "$out/logreg-w.h5" | tail -4
 done
 /usr/bin/python3 - "$out" <<'PY'
@@ -42,10 +42,9 @@ mpirun -np 2 "$SPMD" ensemble --train "$DATA_DIR/fashion-mnist/train.h5" --test 
 mpirun -np 2 "$SPMD" eval --data "$DATA_DIR/fashion-mnist/test.h5" --model cnn --weights "$out/ensemble.h5" \
   --strategy pad --per-device-batch 512 | grep -E 'pad +[0-9]|every example'
 
-if [ -x "$root/tools/scaling_study.sh" ]; then
-  section "Strong scaling of logreg at 1 and 2 ranks"
-  SPMD="$SPMD" "$root/tools/scaling_study.sh" --workload logreg --ranks "1 2" --data "$DATA_DIR/classification-50000x784.h5" \
-    --out "$out/scaling" || echo "(scaling study failed)"
-fi
+section "Strong scaling of logreg at 1 and 2 ranks on the default data (inputs/logreg.ini)"
+SPMD="$SPMD" "$root/tools/scaling_study.sh" --workload logreg --mode strong --ranks "1 2" --config "$root/inputs/logreg.ini" \
+  --out "$out/scaling"
 echo
 echo "demo outputs: $out"
+echo "scaling report: $out/scaling/strong/report.md (table), $out/scaling/strong/*.png (plots)"

@@ -126,7 +126,7 @@ def floors(X, C):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--spmd", default=os.path.join(ROOT, "build", "spmd"))
-    ap.add_argument("--data", default=os.path.join(ROOT, "inputs", "data", "classification-50000x784.h5"))
+    ap.add_argument("--data", default=os.path.join(ROOT, "inputs", "data", "classification-50000x784-c10-i50-s0.h5"))
     ap.add_argument("--maxiter", type=int, default=100)
     ap.add_argument("--json", help="write the table as JSON here")
     a = ap.parse_args()
