@@ -69,6 +69,18 @@ expect_in "names the corrupt file" 'corrupt.h5'
 run resume_missing nonzero 60 mpi 2 "$SPMD" ensemble "${SMALL[@]}" --checkpoint "$WORK/none.h5" --resume
 expect_in "names the missing checkpoint" 'none.h5'
 
+# CPU and CUDA members agree within float tolerance (needs a GPU; skipped visibly without).
+if "$SPMD" info --backend cuda >/dev/null 2>&1; then
+  for backend in cpu cuda; do
+    run "backend_$backend" 0 300 "$SPMD" ensemble "${SMALL[@]}" --epochs 1 --devices 1 --backend $backend --json "$WORK/b_$backend.json"
+  done
+  run cpu_close_to_cuda 0 10 py "
+import json; a=json.load(open('$WORK/b_cpu.json'))['epochs'][0]; b=json.load(open('$WORK/b_cuda.json'))['epochs'][0]
+assert abs(a['test_accuracy']-b['test_accuracy']) <= 0.005 and abs(a['train_loss']-b['train_loss']) <= 1e-3*a['train_loss'], (a, b)"
+else
+  echo "SKIP cpu_close_to_cuda: no GPU here (spmd info --backend cuda fails)"
+fi
+
 # Bad options and inputs.
 for bad in "--learning-rate 0:learning_rate" "--momentum 1:momentum" "--batch-size 0:batch-size" "--epochs 0:epochs"; do
   opt=${bad%:*}; word=${bad##*:}

@@ -41,6 +41,23 @@ run drop_label_pad_mismatch nonzero 60 mpi 3 "$SPMD" eval --data "$TEST" --strat
 expect_in "pad names infinite-pad when step counts differ" 'infinite-pad'
 expect_not_in "no abort needed" 'MPI_ABORT'
 
+# CPU and CUDA give the same counts for every strategy (needs a GPU; skipped visibly without).
+if "$SPMD" info --backend cuda >/dev/null 2>&1; then
+  build_model() { "$SPMD" logreg --data "$DATA/fashion/train.h5" --features-key images --labels-key labels --maxiter 20 \
+    --quiet --weights-out "$WORK/fw.h5"; }
+  run gpu_model 0 300 build_model
+  for s in pad pad-metrics infinite-pad; do
+    for backend in cpu cuda; do
+      run "backend_${backend}_$s" 0 120 "$SPMD" eval --data "$TEST" --model logreg --weights "$WORK/fw.h5" --strategy $s \
+        --backend $backend --json "$WORK/b_${backend}_$s.json"
+    done
+    run "cpu_equals_cuda_$s" 0 10 jq_py "$WORK/b_cpu_$s.json" "
+k=json.load(open('$WORK/b_cuda_$s.json')); assert (j['correct'],j['total'])==(k['correct'],k['total']), (j['correct'],k['correct'])"
+  done
+else
+  echo "SKIP cpu_equals_cuda: no GPU here (spmd info --backend cuda fails)"
+fi
+
 # Dry run: shapes only.
 run dry_run 0 60 mpi 3 "$SPMD" eval --data "$TEST" --dry-run --devices 2 --per-device-batch 128
 expect_in "dry run lists rank 2's split" '^ +2 +6667 +3333 +14 +\[2, 128, 28, 28, 1\]'

@@ -50,6 +50,18 @@ run eval_not_weights nonzero 20 mpi 2 "$SPMD" eval --data "$SMALL" --features-ke
   --model logreg --weights "$SMALL"
 expect_in "a data file is not weights" "no dataset 'W'"
 
+# CPU and CUDA reach the same objective (needs a GPU; skipped visibly without).
+if "$SPMD" info --backend cuda >/dev/null 2>&1; then
+  for backend in cpu cuda; do
+    run "backend_$backend" 0 120 mpi 2 "$SPMD" logreg --data "$SMALL" --backend $backend --json "$WORK/b_$backend.json"
+  done
+  run cpu_equals_cuda 0 10 py "
+import json; a=json.load(open('$WORK/b_cpu.json')); b=json.load(open('$WORK/b_cuda.json'))
+assert abs(a['value']-b['value']) <= 1e-5*abs(a['value']), (a['value'], b['value'])"
+else
+  echo "SKIP cpu_equals_cuda: no GPU here (spmd info --backend cuda fails)"
+fi
+
 # Bad options: refused up front, naming the option and the constraint.
 for bad in "--history 0:history" "--maxiter -1:maxiter" "--linesearch wolfe:linesearch" "--tol -1:tol" \
            "--max-linesearch 0:max_linesearch" "--stepsize -1:stepsize" "--l2 -1:l2"; do
