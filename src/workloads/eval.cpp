@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 
 #include "spmd/runtime/agree.hpp"
 #include "spmd/runtime/check.hpp"
@@ -39,6 +40,21 @@ EvalStrategy parse_eval_strategy(const std::string& text) {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// CPU time of the whole process (every device thread): unlike wall time it does not count
+// the moments the VM's scheduler takes the core away, so benchmark ratios are steadier.
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+struct Timer {
+  Clock::time_point wall = Clock::now();
+  double cpu = process_cpu_seconds();
+  double wall_seconds() const { return std::chrono::duration<double>(Clock::now() - wall).count(); }
+  double cpu_seconds() const { return process_cpu_seconds() - cpu; }
+};
 
 // Per-device predictors and prediction buffers, made once for the run.
 struct Devices {
@@ -80,7 +96,8 @@ struct Tally {
   std::map<std::int64_t, std::int64_t> shapes;
 };
 
-EvalResult finish(const Context& ctx, const EvalShard& shard, const Tally& t, double seconds, std::int64_t dropped) {
+EvalResult finish(const Context& ctx, const EvalShard& shard, const Tally& t, double seconds, double cpu_seconds,
+                  std::int64_t dropped) {
   EvalResult r;
   std::int64_t sums[5] = {t.correct, t.real, t.padded, dropped, shard.filtered};
   runtime::allreduce_sum(ctx, std::span<std::int64_t>(sums, 5));
@@ -95,9 +112,10 @@ EvalResult finish(const Context& ctx, const EvalShard& shard, const Tally& t, do
   std::vector<std::int64_t> mine{t.real};
   r.examples_per_rank.resize(static_cast<size_t>(ctx.size()));
   runtime::allgather_bytes(ctx, mine.data(), sizeof(std::int64_t), r.examples_per_rank.data());
-  double s = seconds;
-  runtime::allreduce_max(ctx, std::span<double>(&s, 1));
-  r.seconds = s;
+  double s[2] = {seconds, cpu_seconds};
+  runtime::allreduce_max(ctx, std::span<double>(s, 2));
+  r.seconds = s[0];
+  r.cpu_seconds = s[1];
   return r;
 }
 
@@ -132,7 +150,7 @@ EvalResult run_batched(const Context& ctx, const EvalOptions& o, const models::C
   Devices dev = make_devices(ctx, model, o.per_device_batch);
   std::vector<std::int64_t> correct(static_cast<size_t>(d));
   Tally t;
-  const auto start = Clock::now();
+  const Timer timer;
   for (std::int64_t step = 0;; ++step) {
     if (steps_to_run >= 0 && step >= steps_to_run) break;
     const sharding::Batch* b = batcher.next();
@@ -157,8 +175,8 @@ EvalResult run_batched(const Context& ctx, const EvalOptions& o, const models::C
     t.padded += b->rows() - b->real_rows();
     ++t.steps;
   }
-  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  return finish(ctx, es, t, seconds, dropped);
+  const double seconds = timer.wall_seconds(), cpu_seconds = timer.cpu_seconds();
+  return finish(ctx, es, t, seconds, cpu_seconds, dropped);
 }
 
 // pad and pad-metrics: pad_shard_unpad around the device step, min_device_batch = B.
@@ -239,7 +257,7 @@ EvalResult run_padded(const Context& ctx, const EvalOptions& o, const models::Cl
   std::vector<std::uint8_t> ones(static_cast<size_t>(step_rows), 1);
   Tally t;
   Metrics global;  // pad-metrics: already summed over ranks
-  const auto start = Clock::now();
+  const Timer timer;
   for (std::int64_t step = 0; step < steps; ++step) {
     ctx.set_phase("eval step " + std::to_string(step));
     const std::int64_t first = std::min(s.rows, step * step_rows);
@@ -260,8 +278,8 @@ EvalResult run_padded(const Context& ctx, const EvalOptions& o, const models::Cl
     ++t.steps;
   }
   t.padded = padded_rows_seen;
-  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  EvalResult r = finish(ctx, es, t, seconds, 0);
+  const double seconds = timer.wall_seconds(), cpu_seconds = timer.cpu_seconds();
+  EvalResult r = finish(ctx, es, t, seconds, cpu_seconds, 0);
   if (in_step_metrics) {
     // The in-step psum is the result; the host-side tally must agree with it.
     if (global.count != r.total)
@@ -320,7 +338,7 @@ EvalResult run_plain_forward(const Context& ctx, const EvalOptions& o, const mod
   std::vector<std::int64_t> correct(static_cast<size_t>(d), 0);
   Tally t;
   const std::int64_t step_rows = static_cast<std::int64_t>(d) * o.per_device_batch;
-  const auto start = Clock::now();
+  const Timer timer;
   for (std::int64_t first = 0; first < s.rows; first += step_rows) {
     ctx.pool().run([&](int i) {
       const std::int64_t lo = std::min(s.rows, first + i * o.per_device_batch);
@@ -332,11 +350,11 @@ EvalResult run_plain_forward(const Context& ctx, const EvalOptions& o, const mod
     });
     ++t.steps;
   }
-  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  const double seconds = timer.wall_seconds(), cpu_seconds = timer.cpu_seconds();
   for (auto c : correct) t.correct += c;
   t.real = s.rows;
   // Ranks may run different numbers of steps here: there is no collective inside the loop.
-  return finish(ctx, es, t, seconds, 0);
+  return finish(ctx, es, t, seconds, cpu_seconds, 0);
 }
 
 std::string eval_dry_run(const Context& ctx, const EvalOptions& o, const models::Classifier& model, nlohmann::json* json) {

@@ -51,6 +51,7 @@ struct EvalResult {
   std::vector<std::int64_t> examples_per_rank;         // real examples each rank evaluated
   std::int64_t padded_rows = 0;  // zero rows run on devices, over all ranks
   double seconds = 0;            // the evaluation loop (not loading), max over ranks
+  double cpu_seconds = 0;        // process CPU time of the loop (all device threads), max over ranks
   double accuracy() const { return total ? static_cast<double>(correct) / static_cast<double>(total) : 0.0; }
   double examples_per_second() const { return seconds > 0 ? static_cast<double>(total) / seconds : 0.0; }
 };
