@@ -158,7 +158,7 @@ class DevicePrefetcherState {
                   ", but the batch is on GPU " + std::to_string(device_.cuda_ordinal) +
                   "; read a batch from a stream of the prefetcher's GPU");
     SPMD_CHECK_CUDA(cudaStreamWaitEvent(stream, batch.copied_, 0),
-                    "making a consumer stream wait for a prefetched batch (is the stream on the prefetcher's GPU?)");
+                    "making a consumer stream wait for a prefetched batch");
     std::vector<cudaStream_t>& readers = slots_[batch.slot_].readers;
     if (std::find(readers.begin(), readers.end(), stream) == readers.end()) readers.push_back(stream);
   }
@@ -204,7 +204,8 @@ class DevicePrefetcherState {
     Slot& slot = slots_[slot_index];
     for (const cudaStream_t reader : slot.readers) {
       SPMD_CHECK_CUDA(cudaEventRecord(slot.released.get(), reader),
-                      "marking where a consumer stream stops reading a prefetched batch (was the stream destroyed before next()?)");
+                      "marking where a consumer stream stops reading a prefetched batch "
+                      "(was the stream destroyed before next()?)");
       // Waits for the record just made; the event may be recorded again for the next reader.
       SPMD_CHECK_CUDA(cudaStreamWaitEvent(copy_stream_->get(), slot.released.get(), 0),
                       "ordering a prefetch slot's refill after its readers");
@@ -277,7 +278,7 @@ class DevicePrefetcherState {
   }
 
   // Producer thread: host arrays -> the slot's pinned staging -> its device memory, on the
-  // copy stream. The slot is free (see the ring argument in produce_loop's bound).
+  // copy stream. The slot is free: see the ring argument at mutex_.
   DeviceBatch stage(HostBatch host) {
     const std::int64_t index = produced_;
     check_fits(host, index);
