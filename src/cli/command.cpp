@@ -1,6 +1,11 @@
 #include "command.hpp"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <algorithm>
 #include <filesystem>
@@ -189,6 +194,17 @@ void require_writable_destination(const po::variables_map& vm, const std::string
   if (!fs::is_directory(dir, ec))
     throw Error("--" + name + " '" + p.string() + "': folder '" + dir.string() + "' does not exist");
   if (fs::is_directory(p, ec)) throw Error("--" + name + " '" + p.string() + "': is a directory, expected a file name");
+  // Probe by creating a file, as the final write will (a temporary file, then a rename):
+  // permission bits alone miss read-only mounts and dropped capabilities.
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  const fs::path probe = dir / (".spmd-write-probe." + std::string(host) + "." + std::to_string(::getpid()));
+  const int fd = ::open(probe.c_str(), O_CREAT | O_EXCL | O_WRONLY, 0600);
+  if (fd < 0)
+    throw Error("--" + name + " '" + p.string() + "': folder '" + dir.string() + "' is not writable (" +
+                std::strerror(errno) + "); nothing was started");
+  ::close(fd);
+  ::unlink(probe.c_str());
 }
 
 std::string json_path(const po::variables_map& vm) { return vm.count("json") ? vm["json"].as<std::string>() : ""; }

@@ -148,6 +148,10 @@ std::vector<std::vector<float>> read_checkpoint_params(const runtime::Context& c
       throw Error("--weights '" + path + "': /params must be [members, " + std::to_string(P) + "]");
     members = shape[0];
     all = in.read<float>("/params", shape);
+    for (std::size_t i = 0; i < all.size(); ++i)
+      if (!std::isfinite(all[i]))
+        throw Error("--weights '" + path + "': member " + std::to_string(i / P) + " has a non-finite parameter (index " +
+                    std::to_string(i % P) + "); the checkpoint is corrupt or training diverged");
   });
   runtime::broadcast(ctx, std::span<std::int64_t>(&members, 1));
   runtime::broadcast(ctx, all, 0);

@@ -1,5 +1,7 @@
 #include "spmd/workloads/logreg_weights.hpp"
 
+#include <cmath>
+
 #include "spmd/data/h5_reader.hpp"
 #include "spmd/data/h5_writer.hpp"
 #include "spmd/runtime/agree.hpp"
@@ -33,6 +35,11 @@ LogregWeights read_logreg_weights(const runtime::Context& ctx, const std::string
       throw Error("logreg weights '" + path + "': dataset 'W' must be 2-D [features, classes >= 2], has shape " +
                   std::to_string(shape.size()) + "-D");
     w.W = in.read<float>("/W");
+    for (std::size_t i = 0; i < w.W.size(); ++i)
+      if (!std::isfinite(w.W[i]))
+        throw Error("logreg weights '" + path + "': W[" + std::to_string(i / static_cast<std::size_t>(shape[1])) + ", " +
+                    std::to_string(i % static_cast<std::size_t>(shape[1])) + "] is " + std::to_string(w.W[i]) +
+                    "; the weights must be finite (a diverged or corrupt solve?)");
     dims[0] = shape[0];
     dims[1] = shape[1];
   });

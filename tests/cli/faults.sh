@@ -161,18 +161,20 @@ run crash_during_write_checkpoint_is_epoch1 0 10 cmp "$WORK/ck2.h5" "$WORK/ck_ep
 run resume_after_write_crash 0 120 mpi 2 "${ENS[@]}" --checkpoint "$WORK/ck2.h5" --resume --json "$WORK/resumed2.json"
 run resume_after_write_crash_bitwise 0 10 same_results "$WORK/straight.json" "$WORK/resumed2.json"
 
-# Ctrl-C on mpirun (SIGINT; mpirun forwards SIGTERM to the ranks): a checkpoint at the next
-# step boundary, a message saying how to resume, and the resumed run ends where a straight one does.
+# Ctrl-C on mpirun (SIGINT; mpirun passes SIGTERM on to the ranks, about 2 s later): a
+# checkpoint at the next step boundary, a message saying how to resume, and the resumed run
+# ends where a straight one does. 800 steps, so that the signal lands inside the epoch.
 faults=$((faults + 1))
-start_job ctrl_c mpirun -np 2 --oversubscribe "${ENS[@]}" --checkpoint "$WORK/ck3.h5" --json "$WORK/int.json"
-if wait_for ctrl_c 'epoch 1 step 5/'; then
+LONG=("$SPMD" ensemble --train "$TRAIN" --test "$TEST" --train-limit 25600 --test-limit 200 --epochs 1 --progress-every 10)
+start_job ctrl_c mpirun -np 2 --oversubscribe "${LONG[@]}" --checkpoint "$WORK/ck3.h5" --json "$WORK/int.json"
+if wait_for ctrl_c 'epoch 1 step 20/'; then
   kill -INT "$JOB"
   end_within ctrl_c 30
   expect_in "ctrl_c: says how to resume" 'stopped by a signal: checkpoint written to .*ck3\.h5.*--resume'
-  run resume_after_ctrl_c 0 120 mpi 2 "${ENS[@]}" --checkpoint "$WORK/ck3.h5" --resume --json "$WORK/resumed3.json"
-  # mpirun takes a moment to pass the signal on: the stop lands somewhere inside an epoch.
-  expect_in "resume_after_ctrl_c: resumes inside an epoch" 'resumed from .* at epoch [12] step [1-9]'
-  run resume_after_ctrl_c_bitwise 0 10 same_results "$WORK/straight.json" "$WORK/resumed3.json"
+  run resume_after_ctrl_c 0 120 mpi 2 "${LONG[@]}" --checkpoint "$WORK/ck3.h5" --resume --json "$WORK/resumed3.json"
+  expect_in "resume_after_ctrl_c: resumes inside the epoch" 'resumed from .* at epoch 1 step [1-9]'
+  run straight_long 0 120 mpi 2 "${LONG[@]}" --json "$WORK/straight_long.json"
+  run resume_after_ctrl_c_bitwise 0 10 same_results "$WORK/straight_long.json" "$WORK/resumed3.json"
 fi
 
 # --- Reproducibility: the same command twice, bitwise (N not divisible by the ranks) ---

@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets in tools/fuzz/ with clang (Debian: apt-get install clang-14
 # libclang-rt-14-dev) outside the main CMake build, runs each for a bounded time, and keeps
-# every crashing input under tests/fuzz_regressions/<target>/ (replayed by
-# tests/cli/fuzz_regressions.sh through the normal spmd binary).
+# every input that crashed, hung or ran out of memory in FUZZ_BUILD_DIR/crashes/<target>/.
+# FUZZ_KEEP=1 also copies them into tests/fuzz_regressions/<target>/, which
+# tests/cli/fuzz_regressions.sh replays through the normal spmd binary (keep one or two
+# per distinct bug, under a name that says what it is).
 #
 #   tools/fuzz/build_and_run.sh [SECONDS_PER_TARGET] [TARGET...]
 #     SECONDS_PER_TARGET  default 60; 0 builds only
 #     TARGET              fuzz_idx, fuzz_config_file, fuzz_command_line (default: all)
 #   FUZZ_BUILD_DIR  objects, binaries, corpora, logs (default: build-fuzz in the repository)
 #   FUZZ_CXX        the compiler (default: clang++-14, else clang++)
-#   FUZZ_FLAGS      extra libFuzzer flags (default: -rss_limit_mb=2048 -timeout=10)
+#   FUZZ_FLAGS      libFuzzer flags (default: -rss_limit_mb=2048 -timeout=10). To go on past
+#                   known findings: -fork=1 -ignore_ooms=1 -ignore_timeouts=1 -malloc_limit_mb=256
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 seconds=${1:-60}
@@ -96,11 +99,13 @@ for t in "${targets[@]}"; do
       -artifact_prefix="$crashes/" -print_final_stats=1 "$corpus") >"$out/$t.log" 2>&1 || status=1
   grep -E '^(#[0-9]+ +DONE|stat::number_of_executed_units|stat::new_units_added)' "$out/$t.log" || true
   keep="$root/tests/fuzz_regressions/$t"
-  for artifact in "$crashes"/*; do
-    [ -f "$artifact" ] || continue
+  found=$(find "$crashes" -type f | wc -l)
+  [ "$found" -eq 0 ] && continue
+  echo "   $found finding(s) in $crashes: $(grep -m1 -E 'ERROR: (AddressSanitizer|libFuzzer)' "$out/$t.log" || echo 'see the log')"
+  if [ "${FUZZ_KEEP:-0}" = 1 ]; then
     mkdir -p "$keep"
-    cp "$artifact" "$keep/$(basename "$artifact")"
-    echo "   kept $(basename "$artifact") in tests/fuzz_regressions/$t/ ($(grep -m1 -E 'ERROR: (AddressSanitizer|libFuzzer)|SUMMARY' "$out/$t.log" || echo 'see the log'))"
-  done
+    cp "$crashes"/* "$keep/"
+    echo "   copied to tests/fuzz_regressions/$t/"
+  fi
 done
 exit $status

@@ -75,7 +75,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     cli::require_one_of(cl.vm, "strategy", {"pad", "infinite-pad"});
     // require_readable_file / require_writable_destination are left out: they would touch
     // whatever paths the fuzzer invents.
-  } catch (const spmd::Error&) {
+  } catch (const spmd::Error& e) {
+    if (!*e.what()) __builtin_trap();  // an error must say something
   }
   return 0;
 }
