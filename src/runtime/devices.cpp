@@ -86,6 +86,12 @@ DevicePool::~DevicePool() {
 }
 
 void DevicePool::run(const std::function<void(int)>& fn) {
+  // One CPU device: run on the caller's thread. Nothing is gained by a hand-off, and the
+  // results stay in this core's cache for the caller (the eval step reads them next).
+  if (devices_.size() == 1 && devices_[0].backend == Backend::Cpu) {
+    fn(0);
+    return;
+  }
   {
     std::unique_lock<std::mutex> lock(mutex_);
     job_ = &fn;

@@ -171,6 +171,7 @@ if wait_for ctrl_c 'epoch 1 step 20/'; then
   kill -INT "$JOB"
   end_within ctrl_c 30
   expect_in "ctrl_c: says how to resume" 'stopped by a signal: checkpoint written to .*ck3\.h5.*--resume'
+  run ctrl_c_json_says_interrupted 0 10 py "import json; j=json.load(open('$WORK/int.json')); assert j['interrupted'] is True, j"
   run resume_after_ctrl_c 0 120 mpi 2 "${LONG[@]}" --checkpoint "$WORK/ck3.h5" --resume --json "$WORK/resumed3.json"
   expect_in "resume_after_ctrl_c: resumes inside the epoch" 'resumed from .* at epoch 1 step [1-9]'
   run straight_long 0 120 mpi 2 "${LONG[@]}" --json "$WORK/straight_long.json"

@@ -49,7 +49,8 @@ class DevicePool {
   const std::vector<DeviceInfo>& devices() const { return devices_; }
 
   // Runs fn(local_index) on every device's thread and waits for all. If any throws, the
-  // first exception (lowest device) is rethrown here after all have finished.
+  // first exception (lowest device) is rethrown here after all have finished. A single CPU
+  // device runs fn(0) on the calling thread instead.
   void run(const std::function<void(int)>& fn);
 
  private:
