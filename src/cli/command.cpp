@@ -65,6 +65,15 @@ std::string value_text(const po::variable_value& v) {
   return "(set)";
 }
 
+// Boost.Program_options formats its error messages by replacing placeholders such as
+// %value% with the user's text; text that itself holds a placeholder makes that loop
+// forever (found by fuzzing). Such text is refused before Boost sees it.
+void refuse_boost_placeholders(const std::string& text, const std::string& where) {
+  for (const char* p : {"%canonical_option%", "%value%", "%option%", "%original_token%", "%prefix%"})
+    if (text.find(p) != std::string::npos)
+      throw Error(where + " contains '" + p + "', which is not a valid option or value");
+}
+
 std::string file_identity(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return " [missing]";
@@ -78,6 +87,7 @@ CommandLine parse_command(const std::string& command, const std::string& usage, 
   std::ostringstream help;
   help << "usage: spmd " << command << " " << usage << "\n\n" << options;
   cl.help_text = help.str();
+  for (const auto& a : args) refuse_boost_placeholders(a, "argument '" + a.substr(0, 60) + "'");
   try {
     po::store(po::command_line_parser(args).options(options).run(), cl.vm);
     if (cl.vm.count("help")) {
@@ -86,8 +96,11 @@ CommandLine parse_command(const std::string& command, const std::string& usage, 
     }
     if (cl.vm.count("config")) {
       const std::string path = cl.vm["config"].as<std::string>();
-      std::ifstream in(path);
-      if (!in) throw Error("--config: cannot read '" + path + "' (missing or not readable)");
+      std::ifstream file(path);
+      if (!file) throw Error("--config: cannot read '" + path + "' (missing or not readable)");
+      std::stringstream in;
+      in << file.rdbuf();
+      refuse_boost_placeholders(in.str(), "--config '" + path + "'");
       try {
         po::store(po::parse_config_file(in, options, /*allow_unregistered=*/false), cl.vm);
       } catch (const po::error& e) {

@@ -61,6 +61,25 @@ class GzReader {
     }
   }
 
+  // Reads exactly `bytes` into out, growing it as the data arrives: a header that claims
+  // far more than the file holds costs an error, not gigabytes of memory (found by fuzzing).
+  void read_growing(std::vector<std::uint8_t>& out, std::uint64_t bytes, const std::string& what) {
+    constexpr std::uint64_t kPiece = 16u << 20;
+    out.clear();
+    out.reserve(static_cast<std::size_t>(std::min(bytes, kPiece)));
+    while (out.size() < bytes) {
+      const std::uint64_t piece = std::min<std::uint64_t>(bytes - out.size(), kPiece);
+      const std::size_t old = out.size();
+      out.resize(old + static_cast<std::size_t>(piece));
+      const int got = gzread(file_, out.data() + old, static_cast<unsigned>(piece));
+      if (got < 0) throw corrupt();
+      out.resize(old + static_cast<std::size_t>(got));
+      if (static_cast<std::uint64_t>(got) < piece)
+        throw Error("'" + path_ + "' is truncated: " + what + " needs " + std::to_string(bytes) + " bytes, only " +
+                    std::to_string(out.size()) + " are there" + zlib_detail());
+    }
+  }
+
   std::uint32_t read_be32(const std::string& what) {
     unsigned char b[4];
     read_exact(b, 4, what);
@@ -124,8 +143,7 @@ IdxImages read_idx_images(const std::string& path) {
   const std::uint64_t bytes = static_cast<std::uint64_t>(images.count) * kSide * kSide;
   if (bytes > kMaxPayloadBytes)
     throw Error("'" + path + "' claims " + std::to_string(images.count) + " images, implausibly many (damaged header?)");
-  images.pixels.resize(bytes);
-  in.read_exact(images.pixels.data(), bytes, std::to_string(images.count) + " images of 28x28");
+  in.read_growing(images.pixels, bytes, std::to_string(images.count) + " images of 28x28");
   in.require_end(std::to_string(images.count) + " images");
   return images;
 }
@@ -136,8 +154,8 @@ std::vector<std::uint8_t> read_idx_labels(const std::string& path) {
   const std::uint32_t count = in.read_be32("the label count");
   if (count > kMaxPayloadBytes)
     throw Error("'" + path + "' claims " + std::to_string(count) + " labels, implausibly many (damaged header?)");
-  std::vector<std::uint8_t> labels(count);
-  in.read_exact(labels.data(), count, std::to_string(count) + " labels");
+  std::vector<std::uint8_t> labels;
+  in.read_growing(labels, count, std::to_string(count) + " labels");
   in.require_end(std::to_string(count) + " labels");
   return labels;
 }

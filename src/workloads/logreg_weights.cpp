@@ -38,8 +38,8 @@ LogregWeights read_logreg_weights(const runtime::Context& ctx, const std::string
     for (std::size_t i = 0; i < w.W.size(); ++i)
       if (!std::isfinite(w.W[i]))
         throw Error("logreg weights '" + path + "': W[" + std::to_string(i / static_cast<std::size_t>(shape[1])) + ", " +
-                    std::to_string(i % static_cast<std::size_t>(shape[1])) + "] is " + std::to_string(w.W[i]) +
-                    "; the weights must be finite (a diverged or corrupt solve?)");
+                    std::to_string(i % static_cast<std::size_t>(shape[1])) + "] is a non-finite value (" + std::to_string(w.W[i]) +
+                    "); the weights must be finite (a diverged or corrupt solve?)");
     dims[0] = shape[0];
     dims[1] = shape[1];
   });

@@ -7,6 +7,10 @@
 # bitwise equal to an uninterrupted run; Ctrl-C on mpirun checkpoints and says how to
 # resume; the same command twice gives bitwise identical results.
 source "$(dirname "$0")/../support/cli_lib.sh"
+# Open MPI ends a job (a dead rank, MPI_Abort, Ctrl-C on mpirun) with SIGCONT, then SIGTERM
+# odls_base_sigkill_timeout seconds later, then SIGKILL as long again. 3 s: the ranks get
+# 3 s to checkpoint after SIGTERM, and a broken job still ends in about 6 s.
+export OMPI_MCA_odls_base_sigkill_timeout=3
 TRAIN=$DATA/fashion/train.h5
 TEST=$DATA/fashion/test.h5
 py() { /usr/bin/python3 -c "$1"; }
@@ -161,12 +165,14 @@ run crash_during_write_checkpoint_is_epoch1 0 10 cmp "$WORK/ck2.h5" "$WORK/ck_ep
 run resume_after_write_crash 0 120 mpi 2 "${ENS[@]}" --checkpoint "$WORK/ck2.h5" --resume --json "$WORK/resumed2.json"
 run resume_after_write_crash_bitwise 0 10 same_results "$WORK/straight.json" "$WORK/resumed2.json"
 
-# Ctrl-C on mpirun (SIGINT; mpirun passes SIGTERM on to the ranks, about 2 s later): a
+# Ctrl-C on mpirun (SIGINT; mpirun passes SIGTERM on to the ranks 3 s later, see above): a
 # checkpoint at the next step boundary, a message saying how to resume, and the resumed run
-# ends where a straight one does. 800 steps, so that the signal lands inside the epoch.
+# ends where a straight one does. 1200 steps, so that the signal lands inside the epoch.
 faults=$((faults + 1))
-LONG=("$SPMD" ensemble --train "$TRAIN" --test "$TEST" --train-limit 25600 --test-limit 200 --epochs 1 --progress-every 10)
-start_job ctrl_c mpirun -np 2 --oversubscribe "${LONG[@]}" --checkpoint "$WORK/ck3.h5" --json "$WORK/int.json"
+LONG=("$SPMD" ensemble --train "$TRAIN" --test "$TEST" --train-limit 38400 --test-limit 200 --epochs 1 --progress-every 10)
+# mpirun gives the ranks odls_base_sigkill_timeout seconds between SIGTERM and SIGKILL (1 s by
+# default, as jobs/local/common.sh explains): too short for a checkpoint on a loaded machine.
+OMPI_MCA_odls_base_sigkill_timeout=10 start_job ctrl_c mpirun -np 2 --oversubscribe "${LONG[@]}" --checkpoint "$WORK/ck3.h5" --json "$WORK/int.json"
 if wait_for ctrl_c 'epoch 1 step 20/'; then
   kill -INT "$JOB"
   end_within ctrl_c 30

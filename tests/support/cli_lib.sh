@@ -4,9 +4,6 @@ set -uo pipefail
 SPMD=${SPMD_CLI:?SPMD_CLI must point to the spmd binary}
 DATA=${SPMD_TEST_DATA_DIR:?}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-# On Ctrl-C mpirun sends SIGTERM to the ranks and SIGKILL 1 s later (Open MPI default): too
-# short for a checkpoint on a loaded machine. Give them 10 s (a dead rank still ends the job fast).
-export OMPI_MCA_odls_base_sigkill_timeout=${OMPI_MCA_odls_base_sigkill_timeout:-10}
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/spmd-cli-test.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 failures=0
