@@ -2,9 +2,10 @@
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # More ranks than cores is fine for correctness runs; timings then share cores.
 export OMPI_MCA_rmaps_base_oversubscribe=1
-# On Ctrl-C mpirun sends SIGTERM to the ranks, then SIGKILL after odls_base_sigkill_timeout
-# (Open MPI's default: 1 s). spmd ensemble checkpoints on SIGTERM; give it time to finish
-# (the cost: a failed run takes up to that long to be torn down).
+# On Ctrl-C (or a dead rank) Open MPI 4.1 sends the ranks SIGCONT, SIGTERM after
+# odls_base_sigkill_timeout seconds, then SIGKILL after up to as long again (default 1 s).
+# spmd ensemble checkpoints on SIGTERM; give it time to finish (the cost: a failed run
+# takes about twice that long to be torn down).
 export OMPI_MCA_odls_base_sigkill_timeout=${OMPI_MCA_odls_base_sigkill_timeout:-5}
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 SPMD=${SPMD:-$root/build/spmd}

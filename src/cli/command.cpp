@@ -69,7 +69,7 @@ std::string value_text(const po::variable_value& v) {
 // %value% with the user's text; text that itself holds a placeholder makes that loop
 // forever (found by fuzzing). Such text is refused before Boost sees it.
 void refuse_boost_placeholders(const std::string& text, const std::string& where) {
-  for (const char* p : {"%canonical_option%", "%value%", "%option%", "%original_token%", "%prefix%"})
+  for (const char* p : {"%canonical_option%", "%value%", "%option%", "%original_token%", "%prefix%", "%invalid_line%"})
     if (text.find(p) != std::string::npos)
       throw Error(where + " contains '" + p + "', which is not a valid option or value");
 }

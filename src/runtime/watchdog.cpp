@@ -160,7 +160,7 @@ void Watchdog::report_and_abort(double waited_s) {
      << " during '" << my_phase << "'.\n  ranks waiting there:";
   for (int r : arrived) os << " " << r;
   os << "\n  ranks that did not arrive: " << (n_absent ? absent.str() : "none (the collective itself is stuck)")
-     << "\n  hint: a rank ran a different number of steps (use --strategy infinite-pad for uneven data), "
+     << "\n  hint: a rank ran a different number of steps (for eval with uneven data: --strategy infinite-pad), "
         "crashed, or is slow; raise --hang-timeout (now "
      << timeout_s_ << " s) if the step is legitimately long.\n";
   std::fputs(os.str().c_str(), stderr);

@@ -81,6 +81,9 @@ seed_options() {
   fi
 }
 
+# The harnesses write each input to a file named after their pid (fork mode: many pids).
+export TMPDIR="$out/tmp"
+mkdir -p "$TMPDIR"
 status=0
 for t in "${targets[@]}"; do
   corpus="$out/corpus/$t"
