@@ -5,13 +5,14 @@
 #include "spmd/models/logreg.hpp"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <new>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "logreg_kernel_spec.hpp"
+#include "spmd/models/partial_sum_tree.hpp"
 #include "spmd/runtime/error.hpp"
 
 namespace spmd::models {
@@ -59,7 +60,9 @@ struct LogregWorkspace::Buffers {
   AlignedArray<float> softmax_delta;       // D [C][kTileRows]
   AlignedArray<float> gradient_block;      // Gf [C][Fpad]
   AlignedArray<double> gradient_chunk;     // Gd [C][Fpad]
-  std::vector<double> partials;            // one chunk's partials (logreg_value_and_grad)
+  std::vector<double> partials;            // a zero record (logreg_value_and_grad of no rows)
+  std::optional<PartialSumTree> tree;      // logreg_value_and_grad's reduction, kept between calls
+  std::int64_t tree_chunks = 0;
 };
 
 struct LogregWorkspaceAccess {
@@ -122,9 +125,10 @@ void chunk_partials_prepared(const KernelOps& ops, const float* X, const std::in
       const int n = static_cast<int>(std::min<std::int64_t>(kTileRows, block_end - tile));
       const int next = static_cast<int>(std::clamp<std::int64_t>(rows - (tile + n), 0, kTileRows));
       const float* x = X + tile * s.features;
-      ops.logits(x, n, s, wt, z);
+      const float* next_x = x + static_cast<std::int64_t>(n) * s.features;
+      ops.logits(x, n, s, wt, z, next_x, next);
       ops.softmax(z, labels + tile, n, s, d, loss);
-      ops.gradient(x, d, n, s, gf, x + static_cast<std::int64_t>(n) * s.features, next);
+      ops.gradient(x, d, n, s, gf, next_x, next);
     }
     for (std::size_t k = 0; k < grad_size; ++k) {  // lanes f >= F are junk, folded but never read
       gd[k] += static_cast<double>(gf[k]);
@@ -198,9 +202,14 @@ void logreg_range_partials(const float* X, const std::int32_t* labels, std::int6
 void logreg_sum_partials(const double* partials, std::int64_t num_chunks, int features, int classes,
                          double* total) {
   const std::size_t record = logreg_partials_size(features, classes);
-  std::fill(total, total + record, 0.0);
-  for (std::int64_t k = 0; k < num_chunks; ++k)
-    for (std::size_t i = 0; i < record; ++i) total[i] += partials[k * record + i];
+  if (num_chunks < 1) {
+    std::fill(total, total + record, 0.0);
+    return;
+  }
+  PartialSumTree tree(num_chunks, record);
+  tree.reset(0);
+  for (std::int64_t k = 0; k < num_chunks; ++k) tree.push_leaf(partials + k * record);
+  std::copy(tree.root(), tree.root() + record, total);
 }
 
 double logreg_finalize(const double* total, std::int64_t global_rows, int features, int classes, const float* W,
@@ -231,16 +240,24 @@ double logreg_value_and_grad(const float* X, const std::int32_t* labels, std::in
   const float* wt = prepare_weights(W, s, b);
   const KernelOps ops = ops_for(workspace.kernel());
   const std::size_t record = logreg_partials_size(features, classes);
-  b.partials.resize(2 * record);
-  double* chunk = b.partials.data();
-  double* total = chunk + record;
-  // Adding each chunk as it is done is logreg_sum_partials' order exactly.
-  std::fill(total, total + record, 0.0);
+  const std::int64_t chunks = (rows + kLogregChunkRows - 1) / kLogregChunkRows;
+  if (chunks == 0) {  // logreg_finalize refuses it, with the message
+    b.partials.assign(record, 0.0);
+    return logreg_finalize(b.partials.data(), rows, features, classes, W, l2, grad);
+  }
+  // Each chunk is written straight into the tree, which adds it in the fixed order.
+  if (!b.tree || b.tree->record_size() != record || b.tree_chunks != chunks) {
+    b.tree.emplace(chunks, record);
+    b.tree_chunks = chunks;
+  }
+  PartialSumTree& tree = *b.tree;
+  tree.reset(0);
   for (std::int64_t first = 0; first < rows; first += kLogregChunkRows) {
     chunk_partials_prepared(ops, X + first * features, labels + first, std::min(kLogregChunkRows, rows - first), s,
-                            wt, b, chunk);
-    for (std::size_t i = 0; i < record; ++i) total[i] += chunk[i];
+                            wt, b, tree.leaf_slot());
+    tree.commit_leaf();
   }
+  const double* total = tree.root();
   return logreg_finalize(total, rows, features, classes, W, l2, grad);
 }
 
@@ -253,7 +270,7 @@ void logreg_predict(const float* X, std::int64_t rows, int features, int classes
   float* z = b.logits.reserve(static_cast<std::size_t>(kTileRows) * s.padded_classes);
   for (std::int64_t tile = 0; tile < rows; tile += kTileRows) {
     const int n = static_cast<int>(std::min<std::int64_t>(kTileRows, rows - tile));
-    ops.logits(X + tile * features, n, s, wt, z);
+    ops.logits(X + tile * features, n, s, wt, z, nullptr, 0);
     for (int i = 0; i < n; ++i) {
       const float* row = z + static_cast<std::size_t>(i) * s.padded_classes;
       int best = 0;

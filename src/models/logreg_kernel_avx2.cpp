@@ -71,18 +71,22 @@ SPMD_INLINE __m256 transpose_reduce(const __m256* lo, const __m256* hi) {
 }
 
 template <int n>
-void logits_group(const float* X, int rows, const TileShape& shape, const float* wt, float* Z) {
+void logits_group(const float* X, int rows, const TileShape& shape, const float* wt, float* Z, const float* next_X,
+                  int next_rows) {
   const int F = shape.features, Fpad = shape.padded_features;
   const LaneMask tail = lane_mask(F % kLanes);
   alignas(32) float z[8];
   for (int i = 0; i < rows; ++i) {
     const float* x = X + static_cast<std::int64_t>(i) * F;
+    // Even rows prefetch the next tile's row i / 2: this phase fetches its first half.
+    const float* ahead = i % 2 == 0 && i / 2 < next_rows ? next_X + static_cast<std::int64_t>(i / 2) * F : nullptr;
     __m256 lo[n], hi[n];
 #pragma GCC unroll 8
     for (int c = 0; c < n; ++c) lo[c] = hi[c] = _mm256_setzero_ps();
     int k = 0;
     for (; k + kLanes <= F; k += kLanes) {
       const __m256 xl = _mm256_loadu_ps(x + k), xh = _mm256_loadu_ps(x + k + 8);
+      if (ahead != nullptr) _mm_prefetch(reinterpret_cast<const char*>(ahead + k), _MM_HINT_T1);
 #pragma GCC unroll 8
       for (int c = 0; c < n; ++c) {
         lo[c] = _mm256_fmadd_ps(xl, _mm256_load_ps(wt + c * Fpad + k), lo[c]);
@@ -90,6 +94,7 @@ void logits_group(const float* X, int rows, const TileShape& shape, const float*
       }
     }
     if (k < F) {
+      if (ahead != nullptr) _mm_prefetch(reinterpret_cast<const char*>(ahead + k), _MM_HINT_T1);
       const __m256 xl = _mm256_maskload_ps(x + k, tail.lo), xh = _mm256_maskload_ps(x + k + 8, tail.hi);
 #pragma GCC unroll 8
       for (int c = 0; c < n; ++c) {
@@ -102,18 +107,20 @@ void logits_group(const float* X, int rows, const TileShape& shape, const float*
   }
 }
 
-void logits_avx2(const float* X, int rows, const TileShape& shape, const float* WT, float* Z) {
+void logits_avx2(const float* X, int rows, const TileShape& shape, const float* WT, float* Z, const float* next_X,
+                 int next_rows) {
   for (int c0 = 0; c0 < shape.classes; c0 += kClassGroup) {
     const int n = shape.classes - c0 < kClassGroup ? shape.classes - c0 : kClassGroup;
     const float* wt = WT + static_cast<std::int64_t>(c0) * shape.padded_features;
     float* z = Z + c0;
+    if (c0 > 0) next_rows = 0;  // the first class group already prefetched its share
     switch (n) {
-      case 1: logits_group<1>(X, rows, shape, wt, z); break;
-      case 2: logits_group<2>(X, rows, shape, wt, z); break;
-      case 3: logits_group<3>(X, rows, shape, wt, z); break;
-      case 4: logits_group<4>(X, rows, shape, wt, z); break;
-      case 5: logits_group<5>(X, rows, shape, wt, z); break;
-      default: logits_group<6>(X, rows, shape, wt, z); break;
+      case 1: logits_group<1>(X, rows, shape, wt, z, next_X, next_rows); break;
+      case 2: logits_group<2>(X, rows, shape, wt, z, next_X, next_rows); break;
+      case 3: logits_group<3>(X, rows, shape, wt, z, next_X, next_rows); break;
+      case 4: logits_group<4>(X, rows, shape, wt, z, next_X, next_rows); break;
+      case 5: logits_group<5>(X, rows, shape, wt, z, next_X, next_rows); break;
+      default: logits_group<6>(X, rows, shape, wt, z, next_X, next_rows); break;
     }
   }
 }
@@ -162,7 +169,7 @@ void softmax_avx2(const float* Z, const std::int32_t* labels, int rows, const Ti
   }
 }
 
-// Also prefetches the same 16 feature columns of the next tile's rows.
+// Also prefetches the same 16 feature columns of the second half of the next tile's rows.
 template <int n>
 SPMD_INLINE void gradient_block(const float* X, const float* D, int rows, const TileShape& shape, int f0, int c0,
                                 float* Gf, const float* next_X, int next_rows) {
@@ -177,8 +184,9 @@ SPMD_INLINE void gradient_block(const float* X, const float* D, int rows, const 
   for (int i = 0; i < rows; ++i) {
     const float* x = X + static_cast<std::int64_t>(i) * F + f0;
     const float* d = D + c0 * kTileRows + i;
-    if (i < next_rows)
-      _mm_prefetch(reinterpret_cast<const char*>(next_X + static_cast<std::int64_t>(i) * F + f0), _MM_HINT_T1);
+    if (i % 2 == 0 && kTileRows / 2 + i / 2 < next_rows)  // the second half of the next tile
+      _mm_prefetch(reinterpret_cast<const char*>(next_X + static_cast<std::int64_t>(kTileRows / 2 + i / 2) * F + f0),
+                   _MM_HINT_T1);
     const __m256 xl = _mm256_maskload_ps(x, valid.lo), xh = _mm256_maskload_ps(x + 8, valid.hi);
 #pragma GCC unroll 8
     for (int c = 0; c < n; ++c) {

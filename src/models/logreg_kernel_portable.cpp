@@ -11,7 +11,7 @@
 namespace spmd::models::logreg_detail {
 namespace {
 
-void logits_portable(const float* X, int rows, const TileShape& shape, const float* WT, float* Z) {
+void logits_portable(const float* X, int rows, const TileShape& shape, const float* WT, float* Z, const float*, int) {
   const int F = shape.features, Fpad = shape.padded_features;
   for (int i = 0; i < rows; ++i) {
     const float* x = X + static_cast<std::int64_t>(i) * F;

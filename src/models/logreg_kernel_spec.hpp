@@ -99,14 +99,16 @@ inline float tree16_sum(const float* v) {
 // The variants, behind one table of per-tile operations. A tile has at most kTileRows rows
 // of dense row-major X (row stride F). Z is row-major [kTileRows][Cpad]; D is class-major
 // [C][kTileRows] (d of tile row i, class c at D[c * kTileRows + i]).
-using LogitsFn = void (*)(const float* X, int rows, const TileShape& shape, const float* WT, float* Z);
+using LogitsFn = void (*)(const float* X, int rows, const TileShape& shape, const float* WT, float* Z,
+                          const float* next_X, int next_rows);
 // Softmax of each Z row into D; adds each row's loss to `loss` in row order.
 using SoftmaxFn = void (*)(const float* Z, const std::int32_t* labels, int rows, const TileShape& shape,
                            float* D, double& loss);
 // Gf[c * Fpad + f] = fma(d(i, c), X[i][f], Gf[c * Fpad + f]) for the tile's rows in order
-// (lanes f >= F hold junk and are never read). While this compute-bound loop runs, the
-// next tile's rows (next_X, next_rows; may be 0) are prefetched into L2, so that the
-// logits of the next tile, which would otherwise wait on memory, read from cache.
+// (lanes f >= F hold junk and are never read).
+// Logits and gradient both take the next tile's rows (next_X, next_rows; may be 0) and
+// prefetch them into L2 while they compute (each variant splits the work between the two
+// phases), so that the next tile reads from cache instead of waiting on memory.
 using GradientFn = void (*)(const float* X, const float* D, int rows, const TileShape& shape, float* Gf,
                             const float* next_X, int next_rows);
 

@@ -1,5 +1,6 @@
 #include "spmd/workloads/logreg_objective.hpp"
 
+#include <algorithm>
 #include <limits>
 
 #include "spmd/runtime/check.hpp"
@@ -8,11 +9,29 @@
 namespace spmd::workloads {
 
 namespace {
-std::int64_t chunk_count(std::int64_t rows) { return (rows + models::kLogregChunkRows - 1) / models::kLogregChunkRows; }
+std::int64_t chunk_count(std::int64_t rows, std::int64_t chunk_rows) { return (rows + chunk_rows - 1) / chunk_rows; }
+
+// The chunk boundary nearest to part * rows / parts (rounding half up), as a chunk index.
+std::int64_t part_boundary(std::int64_t rows, std::int64_t chunk_rows, int part, int parts) {
+  const std::int64_t chunks = chunk_count(rows, chunk_rows);
+  if (part >= parts) return chunks;
+  const __int128 numerator = static_cast<__int128>(part) * rows + static_cast<__int128>(parts) * chunk_rows / 2;
+  const auto boundary = static_cast<std::int64_t>(numerator / (static_cast<__int128>(parts) * chunk_rows));
+  return std::min(boundary, chunks);
+}
 }  // namespace
 
+sharding::RowRange balanced_chunk_range(std::int64_t rows, std::int64_t chunk_rows, int part, int parts) {
+  if (rows < 0 || chunk_rows < 1 || parts < 1 || part < 0 || part >= parts)
+    throw Error("balanced_chunk_range: needs rows >= 0, chunk_rows >= 1 and 0 <= part < parts (got rows " +
+                std::to_string(rows) + ", chunk_rows " + std::to_string(chunk_rows) + ", part " +
+                std::to_string(part) + " of " + std::to_string(parts) + ")");
+  const std::int64_t first = part_boundary(rows, chunk_rows, part, parts);
+  return {first, part_boundary(rows, chunk_rows, part + 1, parts) - first};
+}
+
 sharding::RowRange logreg_rank_rows(std::int64_t global_rows, int rank, int ranks) {
-  const auto chunks = sharding::split_for_process(chunk_count(global_rows), rank, ranks);
+  const auto chunks = balanced_chunk_range(global_rows, models::kLogregChunkRows, rank, ranks);
   const std::int64_t first = std::min(global_rows, chunks.first * models::kLogregChunkRows);
   const std::int64_t end = std::min(global_rows, chunks.end() * models::kLogregChunkRows);
   return {first, end - first};
@@ -20,12 +39,17 @@ sharding::RowRange logreg_rank_rows(std::int64_t global_rows, int rank, int rank
 
 DataParallelLogreg::DataParallelLogreg(const runtime::Context& ctx, const data::LoadedShard& shard, int classes, double l2)
     : ctx_(ctx), shard_(shard), features_(static_cast<int>(shard.sample_size)), classes_(classes), l2_(l2) {
-  global_chunks_ = chunk_count(shard.global_rows);
-  partial_size_ = models::logreg_partials_size(features_, classes_);
-  const std::int64_t my_chunks = chunk_count(shard.rows);
-  const int d = ctx.devices_per_rank();
   const std::int64_t R = models::kLogregChunkRows;
-  for (int i = 0; i < d; ++i) device_chunks_.push_back(sharding::split_for_process(my_chunks, i, d));
+  global_chunks_ = chunk_count(shard.global_rows, R);
+  if (global_chunks_ < 1) throw Error("logreg: the data has no rows (global rows = 0)");
+  partial_size_ = models::logreg_partials_size(features_, classes_);
+  first_chunk_ = shard.first_row / R;
+  if (shard.first_row % R != 0 && shard.rows > 0)
+    throw Error("logreg: rank " + std::to_string(ctx.rank()) + "'s rows start at row " +
+                std::to_string(shard.first_row) + ", not at a chunk boundary (a multiple of " + std::to_string(R) + ")");
+  const std::int64_t my_chunks = chunk_count(shard.rows, R);
+  const int d = ctx.devices_per_rank();
+  for (int i = 0; i < d; ++i) device_chunks_.push_back(balanced_chunk_range(shard.rows, R, i, d));
   devices_.resize(static_cast<size_t>(d));
   ctx.pool().run([&](int i) {
     const auto& c = device_chunks_[static_cast<size_t>(i)];
@@ -35,38 +59,64 @@ DataParallelLogreg::DataParallelLogreg(const runtime::Context& ctx, const data::
         models::make_logreg_shard(ctx.devices()[static_cast<size_t>(i)], shard.features.data() + first_row * features_,
                                   shard.labels.data() + first_row, rows, features_, classes_, R);
   });
-  all_partials_.assign(static_cast<size_t>(global_chunks_) * partial_size_, 0.0);
-  // One rank owns every chunk: its devices write straight into the gathered layout.
-  if (ctx.size() > 1) local_partials_.assign(static_cast<size_t>(my_chunks) * partial_size_, 0.0);
+  local_partials_.assign(static_cast<size_t>(my_chunks) * partial_size_, 0.0);
+  rank_tree_.emplace(global_chunks_, partial_size_);
+
+  // What every rank sends: its range's canonical tree nodes (known to all without asking).
+  std::int64_t offset = 0;
   for (int r = 0; r < ctx.size(); ++r) {
-    const auto c = sharding::split_for_process(global_chunks_, r, ctx.size());
-    const double count = static_cast<double>(c.size) * static_cast<double>(partial_size_);
-    if (count > std::numeric_limits<int>::max())
-      throw CollectiveError("logreg: rank " + std::to_string(r) + " would send " + std::to_string(count) +
-                            " partial values per evaluation, more than MPI's int count; use more ranks");
+    const auto rows = logreg_rank_rows(shard.global_rows, r, ctx.size());
+    const std::int64_t first = rows.first / R, end = first + chunk_count(rows.size, R);
+    auto nodes = models::PartialSumTree::canonical_nodes(first, end, global_chunks_);
+    const double count = static_cast<double>(nodes.size()) * static_cast<double>(partial_size_);
+    if (offset + count > std::numeric_limits<int>::max())
+      throw CollectiveError("logreg: the gathered partial sums would exceed MPI's int count (" +
+                            std::to_string(offset + count) + " values); use fewer classes or features");
     counts_.push_back(static_cast<int>(count));
-    displs_.push_back(static_cast<int>(static_cast<double>(c.first) * static_cast<double>(partial_size_)));
+    displs_.push_back(static_cast<int>(offset));
+    offset += static_cast<std::int64_t>(count);
+    rank_nodes_.push_back(std::move(nodes));
   }
-  total_.assign(partial_size_, 0.0);
+  if (ctx.size() > 1) {
+    gathered_.assign(static_cast<size_t>(offset), 0.0);
+    total_tree_.emplace(global_chunks_, partial_size_);
+  }
   W_.assign(static_cast<size_t>(features_) * static_cast<size_t>(classes_), 0.0f);
 }
 
 double DataParallelLogreg::value_and_grad(std::span<const double> x, std::span<double> grad) {
   for (size_t i = 0; i < W_.size(); ++i) W_[i] = static_cast<float>(x[i]);
-  double* local = ctx_.size() > 1 ? local_partials_.data() : all_partials_.data();
   ctx_.pool().run([&](int i) {
     const auto& c = device_chunks_[static_cast<size_t>(i)];
     if (c.size == 0) return;
-    devices_[static_cast<size_t>(i)]->chunk_partials(W_.data(), local + static_cast<size_t>(c.first) * partial_size_);
+    devices_[static_cast<size_t>(i)]->chunk_partials(W_.data(),
+                                                     local_partials_.data() + static_cast<size_t>(c.first) * partial_size_);
   });
+  models::PartialSumTree& mine = *rank_tree_;
+  mine.reset(first_chunk_);
+  const std::int64_t my_chunks = static_cast<std::int64_t>(local_partials_.size() / partial_size_);
+  for (std::int64_t k = 0; k < my_chunks; ++k) mine.push_leaf(local_partials_.data() + k * partial_size_);
+  const double* total = mine.root();
   if (ctx_.size() > 1) {
-    runtime::Watchdog::Armed armed(ctx_.watchdog(), "MPI_Allgatherv(logreg partials)");
-    SPMD_CHECK_MPI(MPI_Allgatherv(local_partials_.data(), counts_[static_cast<size_t>(ctx_.rank())], MPI_DOUBLE,
-                                  all_partials_.data(), counts_.data(), displs_.data(), MPI_DOUBLE, ctx_.comm()),
-                   "gathering the per-chunk loss and gradient partials");
+    {
+      runtime::Watchdog::Armed armed(ctx_.watchdog(), "MPI_Allgatherv(logreg partial-sum tree nodes)");
+      SPMD_CHECK_MPI(MPI_Allgatherv(mine.data(), counts_[static_cast<size_t>(ctx_.rank())], MPI_DOUBLE,
+                                    gathered_.data(), counts_.data(), displs_.data(), MPI_DOUBLE, ctx_.comm()),
+                     "gathering the loss and gradient partial sums (tree nodes) of every rank");
+    }
+    models::PartialSumTree& all = *total_tree_;
+    all.reset(0);
+    for (int r = 0; r < ctx_.size(); ++r) {
+      const double* record = gathered_.data() + displs_[static_cast<size_t>(r)];
+      for (const auto& node : rank_nodes_[static_cast<size_t>(r)]) {
+        all.push_node(node, record);
+        record += partial_size_;
+      }
+    }
+    total = all.root();
   }
-  models::logreg_sum_partials(all_partials_.data(), global_chunks_, features_, classes_, total_.data());
-  const double value = models::logreg_finalize(total_.data(), shard_.global_rows, features_, classes_, W_.data(), l2_,
+  if (total == nullptr) throw Error("logreg: internal error: the partial sums do not cover every chunk");
+  const double value = models::logreg_finalize(total, shard_.global_rows, features_, classes_, W_.data(), l2_,
                                                grad.data());
   ++evaluations_;
   return value;

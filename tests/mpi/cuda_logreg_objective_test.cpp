@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -14,6 +13,7 @@
 #include "spmd/runtime/context.hpp"
 #include "spmd/runtime/devices.hpp"
 #include "spmd/workloads/logreg_objective.hpp"
+#include "logreg_test_problem.hpp"
 
 using namespace spmd;
 
@@ -49,26 +49,9 @@ TEST(CudaLogregObjective, SameBitsAsCpuOnEveryLayout) {
   // One row; whole chunks; one more and one fewer row than whole chunks.
   for (std::int64_t N : {std::int64_t{1}, 3 * R, 3 * R + 1, 2 * R - 1}) {
     // The same global data and weights on every rank; each keeps its rows.
-    std::mt19937 rng(static_cast<std::uint32_t>(N));
-    std::uniform_real_distribution<float> pixel(0.0f, 1.0f);
-    std::uniform_int_distribution<std::int32_t> label(0, C - 1);
-    std::normal_distribution<double> weight(0.0, 0.3);
-    std::vector<float> X(static_cast<std::size_t>(N) * F);
-    std::vector<std::int32_t> y(static_cast<std::size_t>(N));
-    for (float& v : X) v = pixel(rng);
-    for (auto& v : y) v = label(rng);
-    std::vector<double> x(static_cast<std::size_t>(F) * C);
-    for (double& v : x) v = weight(rng);
-    const auto mine = workloads::logreg_rank_rows(N, rank, size);
-    data::LoadedShard shard;
-    shard.features.assign(X.begin() + mine.first * F, X.begin() + mine.end() * F);
-    shard.labels.assign(y.begin() + mine.first, y.begin() + mine.end());
-    shard.sample_shape = {F};
-    shard.sample_size = F;
-    shard.global_rows = N;
-    shard.first_row = mine.first;
-    shard.rows = mine.size;
-    shard.classes = C;
+    const auto problem = test::make_logreg_problem(N, F, C, 0.0f);
+    const auto& x = problem.x;
+    const data::LoadedShard shard = test::logreg_shard(problem, rank, size);
     for (int devices : {1, 2}) {
       const Objective cpu = evaluate(runtime::BackendChoice::Cpu, devices, shard, C, x);
       const Objective gpu = evaluate(runtime::BackendChoice::Cuda, devices, shard, C, x);

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "spmd/runtime/large_pages.hpp"
 #include "spmd/models/logreg.hpp"
 
 namespace {
@@ -126,7 +127,9 @@ int main(int argc, char** argv) {
 
   std::mt19937 rng(42);
   std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
-  std::vector<float> X(static_cast<std::size_t>(n) * F), W(static_cast<std::size_t>(F) * C);
+  // X as the workload holds a shard (huge pages where the kernel allows them).
+  spmd::runtime::LargeVector<float> X(static_cast<std::size_t>(n) * F);
+  std::vector<float> W(static_cast<std::size_t>(F) * C);
   std::vector<std::int32_t> y(static_cast<std::size_t>(n));
   for (auto& v : X) v = unit(rng);
   for (auto& v : W) v = 0.05f * unit(rng);

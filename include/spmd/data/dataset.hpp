@@ -23,6 +23,7 @@
 
 #include "spmd/data/element_type.hpp"
 #include "spmd/data/h5_handle.hpp"
+#include "spmd/runtime/large_pages.hpp"
 
 namespace spmd::runtime {
 class Context;
@@ -48,7 +49,7 @@ struct DatasetShape {
 
 // This rank's rows [first_row, first_row + rows) of the dataset.
 struct LoadedShard {
-  std::vector<float> features;          // row-major [rows, sample_size]
+  runtime::LargeVector<float> features; // row-major [rows, sample_size]; huge pages: read every step
   std::vector<std::int32_t> labels;     // [rows]; empty when loaded without labels
   std::vector<std::int64_t> sample_shape;
   std::int64_t sample_size = 0;

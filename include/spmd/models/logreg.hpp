@@ -11,10 +11,12 @@
 // Data parallelism with bitwise identical results for any number of ranks and devices:
 // the rows are cut into chunks of a fixed GLOBAL size (kLogregChunkRows, counted from
 // global row 0, the last chunk shorter). Whoever owns a chunk computes its partial sums
-// with logreg_chunk_partials; everyone adds the chunks' partials in chunk order
-// (logreg_sum_partials) and calls logreg_finalize. A chunk's partials depend only on its
-// rows, W and nothing else (not the kernel variant either: the portable, AVX2 and AVX-512
-// variants give the same bits), so the total is the same bits however chunks are spread.
+// with logreg_chunk_partials; the chunks' partials are added in the fixed binary-tree order
+// of models/partial_sum_tree.hpp (logreg_sum_partials), which lets a rank send only a few
+// tree nodes instead of every chunk; then logreg_finalize. A chunk's partials depend only
+// on its rows, W and nothing else (not the kernel variant either: the portable, AVX2 and
+// AVX-512 variants give the same bits), so the total is the same bits however chunks are
+// spread.
 //
 // Precision of one chunk's partials (the exact order is in src/models/logreg_kernel_spec.hpp,
 // which a device kernel must follow to give the same bits): logits in float32 (fma, 16
@@ -26,10 +28,10 @@
 // exact value.
 //
 // Speed: one pass over X per evaluation; rows in tiles of 32 go through logits, softmax and
-// the gradient update while in cache, and the next tile is prefetched during the
-// gradient. n = 50000, F = 784, C = 10 on one core of the development machine (AVX-512,
-// shared with other jobs): ~19 ms per evaluation, against ~14 ms to merely read X and
-// ~70 ms for OpenBLAS sgemm + softmax + sgemm (tools/bench/bench_logreg_kernel).
+// the gradient update while in cache, and the next tile is prefetched while they compute.
+// n = 50000, F = 784, C = 10 on one core of the development machine (AVX-512, X on huge
+// pages): ~14.5 ms per evaluation, against ~10-12 ms to merely read X and ~66 ms for
+// OpenBLAS sgemm + softmax + sgemm (tools/bench/bench_logreg_kernel).
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -94,8 +96,9 @@ void logreg_range_partials(const float* X, const std::int32_t* labels, std::int6
                            int classes, const float* W, std::int64_t chunk_rows, double* out,
                            LogregWorkspace& workspace);
 
-// total = partials[0] + partials[1] + ... in chunk order (total overwritten; num_chunks may
-// be 0). This order is the contract that makes sums independent of the rank count.
+// total = the sum of the num_chunks records in the fixed tree order of PartialSumTree
+// (total overwritten; all zeros when num_chunks is 0). This order is the contract that
+// makes sums independent of the rank count.
 void logreg_sum_partials(const double* partials, std::int64_t num_chunks, int features, int classes,
                          double* total);
 

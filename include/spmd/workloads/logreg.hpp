@@ -2,11 +2,13 @@
 // spmd logreg: data-parallel multiclass logistic regression with L-BFGS.
 //
 // Rows are split over ranks and devices in whole chunks of models::kLogregChunkRows global
-// rows. Each evaluation computes one partial (loss sum, gradient sum; double) per chunk on
-// the device that owns it, gathers all partials in one collective (loss and gradient packed
-// together) and adds them in chunk order. The sum therefore never depends on the number of
-// ranks or devices: the iterates are bitwise identical on every layout. The solver
-// (optim/lbfgs.hpp) knows nothing of this; it sees an objective.
+// rows, with part boundaries at the chunk boundaries nearest to even row shares. Each
+// evaluation computes one partial (loss sum, gradient sum; double) per chunk on the device
+// that owns it; a rank adds its chunks into the few nodes of a fixed binary tree over all
+// chunks (models/partial_sum_tree.hpp), gathers every rank's nodes in one collective (loss
+// and gradient packed together) and completes the tree. The sum therefore never depends on
+// the number of ranks or devices: the iterates are bitwise identical on every layout. The
+// solver (optim/lbfgs.hpp) knows nothing of this; it sees an objective.
 #include <cstdint>
 #include <functional>
 #include <string>

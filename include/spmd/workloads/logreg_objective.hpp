@@ -3,18 +3,26 @@
 // cross-entropy over ALL rows of all ranks, computed from this rank's rows.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
 #include "spmd/data/dataset.hpp"
 #include "spmd/models/device_models.hpp"
 #include "spmd/models/logreg.hpp"
+#include "spmd/models/partial_sum_tree.hpp"
 #include "spmd/runtime/context.hpp"
 #include "spmd/sharding/split.hpp"
 
 namespace spmd::workloads {
 
-// Rows of this rank: whole chunks, split over ranks with split_for_process on the chunk count.
+// Part `part` of `parts` of `rows` rows cut in chunks of chunk_rows rows (the last one
+// shorter), as a range of chunk indices: the parts' boundaries are the chunk boundaries
+// nearest to i * rows / parts, so that the parts' row counts (not their chunk counts) are
+// as even as whole chunks allow. Parts may be empty. Throws spmd::Error on bad arguments.
+sharding::RowRange balanced_chunk_range(std::int64_t rows, std::int64_t chunk_rows, int part, int parts);
+
+// Rows of this rank: whole global chunks (kLogregChunkRows), balanced_chunk_range over ranks.
 sharding::RowRange logreg_rank_rows(std::int64_t global_rows, int rank, int ranks);
 
 class DataParallelLogreg {
@@ -36,14 +44,17 @@ class DataParallelLogreg {
   int features_, classes_;
   double l2_;
   std::int64_t global_chunks_ = 0;
+  std::int64_t first_chunk_ = 0;  // this rank's first global chunk
   std::size_t partial_size_ = 0;
   std::vector<float> W_;
   std::vector<std::unique_ptr<models::LogregShard>> devices_;  // one per device: its rows, where it computes
   std::vector<sharding::RowRange> device_chunks_;    // chunk ranges (relative to the rank's first chunk)
   std::vector<double> local_partials_;               // [rank chunks][partial_size]
-  std::vector<double> all_partials_;                 // [global chunks][partial_size]
-  std::vector<int> counts_, displs_;                 // Allgatherv layout, in doubles
-  std::vector<double> total_;
+  std::optional<models::PartialSumTree> rank_tree_;  // this rank's chunks -> its canonical nodes
+  std::vector<std::vector<models::TreeNode>> rank_nodes_;  // every rank's canonical nodes
+  std::vector<int> counts_, displs_;                 // Allgatherv layout of those nodes, in doubles
+  std::vector<double> gathered_;                     // every rank's node records
+  std::optional<models::PartialSumTree> total_tree_;  // all nodes -> the root (more than one rank)
   long long evaluations_ = 0;
 };
 
