@@ -143,6 +143,13 @@ void HostArray::truncate_rows(std::int64_t rows) {
   bytes_.resize(static_cast<std::size_t>(rows) * row_bytes);  // shrinking keeps the allocation
 }
 
+void HostArray::reset_zeroed(DType dtype, Shape shape) {
+  const std::size_t bytes = static_cast<std::size_t>(element_count(shape)) * dtype_size(dtype);
+  dtype_ = dtype;
+  shape_ = std::move(shape);
+  bytes_.assign(bytes, std::byte{0});  // keeps the capacity
+}
+
 void HostArray::reshape(Shape shape) {
   if (element_count(shape) != element_count(shape_))
     throw Error("cannot reshape " + to_string(shape_) + " to " + to_string(shape) + ": element counts differ");

@@ -78,26 +78,32 @@ ConstHostView PadShardUnpad::shard(const ConstHostView& array, std::size_t slot,
 
 std::vector<HostArray> PadShardUnpad::operator()(const std::vector<Arg>& args, const NamedArgs& kwargs,
                                                  PadShardUnpadCallOptions call) {
-  // Collect the batched arguments with a label each, for the consistency check's message.
+  // Collect the batched arguments; their labels are only spelled out for an error message
+  // (this runs every step: no allocation it can avoid).
   struct Batched {
-    std::string label;
+    std::size_t position;      // for a positional argument
+    const std::string* name;   // for a keyword argument, else nullptr
     const Arg* arg;
+    std::string label() const {
+      return name ? "keyword argument '" + *name + "'" : "argument " + std::to_string(position);
+    }
   };
   std::vector<Batched> batched;
+  batched.reserve(args.size() + kwargs.size());
   for (std::size_t i = 0; i < args.size(); ++i)
-    if (!is_static_position(i)) batched.push_back({"argument " + std::to_string(i), &args[i]});
+    if (!is_static_position(i)) batched.push_back({i, nullptr, &args[i]});
   for (const auto& [name, arg] : kwargs)
-    if (!is_static_name(name)) batched.push_back({"keyword argument '" + name + "'", &arg});
+    if (!is_static_name(name)) batched.push_back({0, &name, &arg});
 
   if (batched.empty())
     throw Error("pad_shard_unpad: no batched argument (every argument is listed in static_argnums/static_argnames), "
                 "so there is no batch to pad and shard");
   for (const auto& b : batched) {
     if (!b.arg->is_array())
-      throw Error("pad_shard_unpad: " + b.label + " is an opaque " + b.arg->held_type() +
+      throw Error("pad_shard_unpad: " + b.label() + " is an opaque " + b.arg->held_type() +
                   "; list it in static_argnums/static_argnames to pass it through");
     if (b.arg->array().rank() == 0)
-      throw Error("pad_shard_unpad: " + b.label + " is a scalar; batched arguments need a leading batch dimension "
+      throw Error("pad_shard_unpad: " + b.label() + " is a scalar; batched arguments need a leading batch dimension "
                   "(list it in static_argnums/static_argnames to pass it through)");
   }
   const std::int64_t batch = batched.front().arg->array().rows();
@@ -105,7 +111,7 @@ std::vector<HostArray> PadShardUnpad::operator()(const std::vector<Arg>& args, c
                                       [&](const Batched& b) { return b.arg->array().rows() == batch; });
   if (!consistent) {
     std::string sizes;
-    for (const auto& b : batched) sizes += (sizes.empty() ? "" : ", ") + b.label + " has " + std::to_string(b.arg->array().rows());
+    for (const auto& b : batched) sizes += (sizes.empty() ? "" : ", ") + b.label() + " has " + std::to_string(b.arg->array().rows());
     throw Error("pad_shard_unpad: inconsistent batch sizes: " + sizes +
                 " rows; every argument not in static_argnums/static_argnames must have the same leading size");
   }

@@ -209,13 +209,17 @@ EvalResult run_padded(const Context& ctx, const EvalOptions& o, const models::Cl
   po.static_argnums = {0};
   po.static_return = in_step_metrics;
   std::int64_t padded_rows_seen = 0;
+  // The step's output array, handed back by the loop after each step and reused: a fresh
+  // allocation per step costs more than the padding itself on a fast model.
+  sharding::HostArray spare_output;
   auto step_fn = [&](const sharding::ShardedArgs& a) -> std::vector<sharding::HostArray> {
-    const auto ids = a.arg(1).array();
-    const auto labels = a.arg(2).array();
-    const auto mask = a.arg(3).array();
+    const auto& ids = a.arg(1).array();
+    const auto& labels = a.arg(2).array();
+    const auto& mask = a.arg(3).array();
     const std::int64_t bdev = a.device_batch();
     padded_rows_seen += static_cast<std::int64_t>(d) * bdev - a.batch();
-    sharding::HostArray out(DType::Int32, {d, bdev});
+    sharding::HostArray out = std::move(spare_output);
+    out.reset_zeroed(DType::Int32, {d, bdev});
     ctx.pool().run([&](int i) {
       auto pred = out.view().at(i).data<std::int32_t>();
       // Rows past the call's real batch are padding: shaped, masked, not computed.
@@ -258,12 +262,13 @@ EvalResult run_padded(const Context& ctx, const EvalOptions& o, const models::Cl
   Tally t;
   Metrics global;  // pad-metrics: already summed over ranks
   const Timer timer;
+  const ConstHostView all_ids = ids_view(es), all_labels = labels_view(s);
   for (std::int64_t step = 0; step < steps; ++step) {
     ctx.set_phase("eval step " + std::to_string(step));
     const std::int64_t first = std::min(s.rows, step * step_rows);
     const std::int64_t b = std::min(step_rows, s.rows - first);
-    const ConstHostView x = ids_view(es).slice_rows(first, b);
-    const ConstHostView y = labels_view(s).slice_rows(first, b);
+    const ConstHostView x = all_ids.slice_rows(first, b);
+    const ConstHostView y = all_labels.slice_rows(first, b);
     const ConstHostView m(DType::UInt8, {b}, reinterpret_cast<const std::byte*>(ones.data()));
     const std::int64_t bdev = wrapped.device_batch_for(b, min_device_batch);
     auto out = wrapped({sharding::Arg::ref(global), x, y, m}, {}, {min_device_batch});
@@ -272,6 +277,7 @@ EvalResult run_padded(const Context& ctx, const EvalOptions& o, const models::Cl
       global.count = out[0].data<std::int64_t>()[1];
     } else {
       t.correct += count_correct(out[0].data<std::int32_t>().data(), y.data<std::int32_t>().data(), b);
+      spare_output = std::move(out[0]);
     }
     t.real += b;
     t.shapes[bdev] += 1;

@@ -28,6 +28,11 @@ for np in 1 2 3 4 6; do
   done
 done
 
+# --benchmark: every strategy counts the same examples in every round, and a ratio per
+# round is reported (timings are never asserted).
+run benchmark 0 120 mpi 2 "$SPMD" eval --data "$TEST" --benchmark --repeat 3 --passes 2 --json "$WORK/bench.json"
+run benchmark_json 0 10 jq_py "$WORK/bench.json" "b=j['benchmark']; assert set(b)=={'plain-forward','pad','infinite-pad'}, b.keys(); assert all((v['correct'],v['total'])==(2000,20000) for v in b.values()), b; assert all(len(v['ratios'])==3 and v['ratio']>0 for v in b.values()); assert b['plain-forward']['ratios']==[1.0]*3"
+
 # The guide's multi-host case: 4097 examples, 8 hosts x 8 devices, B=128.
 run guide_4097 0 300 mpi 8 "$SPMD" eval --data "$DATA/rows4097.h5" --features-key X --labels-key y --classes 3 \
   --devices 8 --per-device-batch 128 --strategy infinite-pad --json "$WORK/g4097.json"

@@ -72,4 +72,23 @@ TEST(ShardingHostArray, BFloat16RoundsToNearestEven) {
   EXPECT_TRUE(std::isinf(BFloat16::from_float(std::numeric_limits<float>::infinity()).to_float()));
 }
 
+TEST(ShardingHostArray, ResetZeroedReusesTheAllocationAndZeroes) {
+  HostArray a(DType::Int32, {4, 512});
+  for (auto& v : a.data<std::int32_t>()) v = 7;
+  const std::byte* before = a.view().bytes();
+  a.truncate_rows(3);
+  a.reset_zeroed(DType::Int32, {4, 512});  // back to the full size: same buffer, all zeros
+  EXPECT_EQ(a.view().bytes(), before);
+  EXPECT_EQ(a.shape(), (Shape{4, 512}));
+  for (auto v : a.data<std::int32_t>()) ASSERT_EQ(v, 0);
+  a.reset_zeroed(DType::UInt8, {10});  // smaller, another dtype
+  EXPECT_EQ(a.view().bytes(), before);
+  EXPECT_EQ(a.dtype(), DType::UInt8);
+  EXPECT_EQ(a.size(), 10);
+  a.reset_zeroed(DType::Float32, {2, 4096});  // larger than before: grows
+  EXPECT_EQ(a.size(), 8192);
+  for (auto v : a.data<float>()) ASSERT_EQ(v, 0.0f);
+  EXPECT_THROW(a.reset_zeroed(DType::Float32, {-1, 2}), spmd::Error);
+}
+
 }  // namespace

@@ -148,6 +148,9 @@ class HostArray {
   void truncate_rows(std::int64_t rows);
   // Same bytes, another shape with the same element count.
   void reshape(Shape shape);
+  // Becomes a zero-filled array of this dtype and shape, reusing the allocation when it is
+  // large enough (a per-step output buffer recycled across steps allocates once).
+  void reset_zeroed(DType dtype, Shape shape);
 
  private:
   DType dtype_ = DType::Float32;
