@@ -1,5 +1,6 @@
 // spmd eval: padded full-dataset evaluation (see workloads/eval.hpp for the strategies).
 #include <algorithm>
+#include <chrono>
 #include <functional>
 #include <vector>
 
@@ -68,10 +69,9 @@ int cmd_eval(const Args& args) {
       "dry-run", po::bool_switch(), "read only shapes; print each rank's split, padded batch shape, steps and memory")(
       "benchmark", po::bool_switch(),
       "also time pad and infinite-pad against the plain forward over the same examples and print the ratios")(
-      "repeat", po::value<int>()->default_value(21), "--benchmark: rounds (each times every strategy once; the median ratio counts)")(
+      "repeat", po::value<int>()->default_value(21), "--benchmark: rounds (each times every strategy once; the median ratio counts; at least 5, then up to a minute)")(
       "passes", po::value<int>()->default_value(0),
-      "--benchmark: passes over the data per sample (0: enough for about 50000 examples, so that one "
-      "sample lasts long enough to time)");
+      "--benchmark: passes over the data per sample (0: enough for about 20 ms)");
   options.add(common_options());
   const auto cl = parse_validated(
       "eval", "--data FILE [options]", options, args, {"data", "weights"}, [](const po::variables_map& vm) {
@@ -143,7 +143,9 @@ int cmd_eval(const Args& args) {
       return oo;
     };
     int passes = vm["passes"].as<int>();
-    if (passes == 0) passes = static_cast<int>(std::clamp<std::int64_t>(50000 / std::max<std::int64_t>(1, result.total), 1, 1000));
+    // Samples of about 20 ms: short enough that the machine's speed rarely changes within a
+    // round, long enough to time.
+    if (passes == 0) passes = static_cast<int>(std::clamp(0.02 / std::max(1e-9, result.seconds), 1.0, 1000.0));
     // One sample = `passes` runs; its time is the sum of their evaluation loops.
     auto sample = [&](auto&& run_once) {
       workloads::EvalResult sum = run_once();
@@ -167,7 +169,12 @@ int cmd_eval(const Args& args) {
         {"pad", [&] { return workloads::run_eval(ctx, with(workloads::EvalStrategy::Pad), *model, shard); }, {}, {}, {}},
         {"infinite-pad", [&] { return workloads::run_eval(ctx, with(workloads::EvalStrategy::InfinitePad), *model, shard); },
          {}, {}, {}}};
+    // A slow model (a pass of seconds) stops after 5 rounds once a minute has gone by.
+    const auto bench_start = std::chrono::steady_clock::now();
+    int rounds = 0;
     for (int round = 0; round < repeat; ++round) {
+      if (round >= 5 && std::chrono::steady_clock::now() - bench_start > std::chrono::seconds(60)) break;
+      ++rounds;
       for (int k = 0; k < 3; ++k) {
         Series& x = series[(round + k) % 3];
         x.samples.push_back(sample(x.run));
@@ -189,7 +196,7 @@ int cmd_eval(const Args& args) {
     std::string out = workloads::format(
         "# benchmark: %d rounds (plain, pad, infinite-pad; order rotating), each sample %d pass(es) over the data;\n"
         "# ratio = median over rounds of (plain time / this time) in the same round; model %s, per-device batch %lld\n",
-        repeat, passes, model->describe().c_str(), static_cast<long long>(o.per_device_batch));
+        rounds, passes, model->describe().c_str(), static_cast<long long>(o.per_device_batch));
     out += table.header();
     nlohmann::json bj;
     for (const auto& x : series) {
