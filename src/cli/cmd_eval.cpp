@@ -69,7 +69,7 @@ int cmd_eval(const Args& args) {
       "dry-run", po::bool_switch(), "read only shapes; print each rank's split, padded batch shape, steps and memory")(
       "benchmark", po::bool_switch(),
       "also time pad and infinite-pad against the plain forward over the same examples and print the ratios")(
-      "repeat", po::value<int>()->default_value(21), "--benchmark: rounds (each times every strategy once; the median ratio counts; at least 5, then up to a minute)")(
+      "repeat", po::value<int>()->default_value(61), "--benchmark: rounds (each times every strategy once; the median ratio counts; at least 5, then up to a minute)")(
       "passes", po::value<int>()->default_value(0),
       "--benchmark: passes over the data per sample (0: enough for about 20 ms)");
   options.add(common_options());

@@ -81,7 +81,12 @@ std::int64_t BasicHostView<Byte>::rows() const {
 template <class Byte>
 std::int64_t BasicHostView<Byte>::row_elements() const {
   if (shape_.empty()) throw Error("a scalar (shape []) has no rows");
-  return element_count(Shape(shape_.begin() + 1, shape_.end()));
+  std::int64_t n = 1;
+  for (std::size_t i = 1; i < shape_.size(); ++i) {
+    if (shape_[i] < 0) throw Error("shape " + to_string(shape_) + " has a negative extent");
+    n *= shape_[i];
+  }
+  return n;
 }
 
 template <class Byte>

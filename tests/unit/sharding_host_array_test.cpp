@@ -91,4 +91,39 @@ TEST(ShardingHostArray, ResetZeroedReusesTheAllocationAndZeroes) {
   EXPECT_THROW(a.reset_zeroed(DType::Float32, {-1, 2}), spmd::Error);
 }
 
+TEST(ShardingShape, VectorLikeInlineAndBeyond) {
+  for (std::size_t dims = 0; dims <= Shape::kInline + 3; ++dims) {
+    std::vector<std::int64_t> v;
+    Shape s;
+    for (std::size_t i = 0; i < dims; ++i) {
+      v.push_back(static_cast<std::int64_t>(i + 2));
+      s.push_back(static_cast<std::int64_t>(i + 2));
+    }
+    EXPECT_EQ(s.size(), dims);
+    EXPECT_EQ(s.to_vector(), v);
+    EXPECT_EQ(Shape(v), s);
+    Shape copy = s;
+    EXPECT_EQ(copy, s);
+    Shape moved = std::move(copy);
+    EXPECT_EQ(moved, s);
+    EXPECT_TRUE(copy.empty());  // NOLINT(bugprone-use-after-move): a moved-from shape is empty
+    moved.insert(moved.begin(), 9);  // a leading device dimension, across the inline limit too
+    v.insert(v.begin(), 9);
+    EXPECT_EQ(moved.to_vector(), v);
+    moved.insert(moved.end(), 1);
+    v.push_back(1);
+    EXPECT_EQ(moved.to_vector(), v);
+    EXPECT_EQ(to_string(Shape(v.begin(), v.end())), to_string(moved));
+  }
+  EXPECT_LT((Shape{1, 2}), (Shape{1, 3}));
+  EXPECT_LT((Shape{1, 2}), (Shape{1, 2, 0}));
+  EXPECT_FALSE((Shape{2}) == (Shape{2, 1}));
+  EXPECT_EQ(to_string(Shape{}), "[]");
+  // A high-rank array works like any other.
+  HostArray a(DType::UInt8, {1, 2, 1, 2, 1, 2, 1, 2, 3});
+  EXPECT_EQ(a.size(), 48);
+  EXPECT_EQ(a.view().at(0).shape(), (Shape{2, 1, 2, 1, 2, 1, 2, 3}));
+  EXPECT_EQ(a.view().row_elements(), 48);
+}
+
 }  // namespace

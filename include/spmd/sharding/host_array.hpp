@@ -9,7 +9,9 @@
 //   row ranges, which stay contiguous in row-major order.
 //
 // The leading dimension is the batch (row) dimension everywhere in this layer.
+#include <algorithm>
 #include <cstddef>
+#include <initializer_list>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -45,7 +47,92 @@ template <> struct DTypeOf<std::int64_t> { static constexpr DType value = DType:
 template <class T>
 inline constexpr DType dtype_of = DTypeOf<std::remove_const_t<T>>::value;
 
-using Shape = std::vector<std::int64_t>;
+// The extents of an array, leading (batch) dimension first. Vector-like; up to kInline
+// dimensions live inside the object, so that the views made on every step (a slice, a
+// device's shard) allocate nothing; more dimensions go to the heap.
+class Shape {
+ public:
+  static constexpr std::size_t kInline = 6;
+  using value_type = std::int64_t;
+  using iterator = std::int64_t*;
+  using const_iterator = const std::int64_t*;
+
+  Shape() = default;
+  Shape(std::initializer_list<std::int64_t> extents) : Shape(extents.begin(), extents.end()) {}
+  Shape(const std::vector<std::int64_t>& extents)  // NOLINT(google-explicit-constructor)
+      : Shape(extents.data(), extents.data() + extents.size()) {}
+  template <class It>
+  Shape(It first, It last) {
+    for (; first != last; ++first) push_back(static_cast<std::int64_t>(*first));
+  }
+  Shape(const Shape& other) : Shape(other.begin(), other.end()) {}
+  Shape& operator=(const Shape& other) {
+    if (this != &other) {
+      clear();
+      for (auto e : other) push_back(e);
+    }
+    return *this;
+  }
+  Shape(Shape&& other) noexcept { *this = std::move(other); }
+  Shape& operator=(Shape&& other) noexcept {
+    if (this != &other) {
+      size_ = other.size_;
+      heap_ = std::move(other.heap_);
+      for (std::size_t i = 0; i < kInline; ++i) inline_[i] = other.inline_[i];
+      other.clear();
+    }
+    return *this;
+  }
+
+  std::size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  std::int64_t* data() { return size_ > kInline ? heap_.data() : inline_; }
+  const std::int64_t* data() const { return size_ > kInline ? heap_.data() : inline_; }
+  iterator begin() { return data(); }
+  iterator end() { return data() + size_; }
+  const_iterator begin() const { return data(); }
+  const_iterator end() const { return data() + size_; }
+  std::int64_t& operator[](std::size_t i) { return data()[i]; }
+  std::int64_t operator[](std::size_t i) const { return data()[i]; }
+  std::int64_t front() const { return data()[0]; }
+  std::int64_t back() const { return data()[size_ - 1]; }
+  std::vector<std::int64_t> to_vector() const { return {begin(), end()}; }
+
+  void clear() {
+    size_ = 0;
+    heap_.clear();
+  }
+  void push_back(std::int64_t extent) {
+    if (size_ < kInline) {
+      inline_[size_++] = extent;
+      return;
+    }
+    if (size_ == kInline) heap_.assign(inline_, inline_ + kInline);
+    heap_.push_back(extent);
+    ++size_;
+  }
+  // Inserts before `pos` (an iterator of this shape).
+  void insert(const_iterator pos, std::int64_t extent) {
+    const std::size_t at = static_cast<std::size_t>(pos - begin());
+    push_back(0);
+    std::int64_t* d = data();
+    for (std::size_t i = size_ - 1; i > at; --i) d[i] = d[i - 1];
+    d[at] = extent;
+  }
+
+  friend bool operator==(const Shape& a, const Shape& b) {
+    return a.size_ == b.size_ && std::equal(a.begin(), a.end(), b.begin());
+  }
+  friend bool operator<(const Shape& a, const Shape& b) {
+    return std::lexicographical_compare(a.begin(), a.end(), b.begin(), b.end());
+  }
+
+ private:
+  std::size_t size_ = 0;
+  std::int64_t inline_[kInline] = {};
+  std::vector<std::int64_t> heap_;  // all extents, when there are more than kInline
+};
+
 std::string to_string(const Shape& shape);  // "[4, 3, 28]"
 // Product of the extents (1 for a scalar shape []). Throws spmd::Error on a negative extent.
 std::int64_t element_count(const Shape& shape);
