@@ -137,24 +137,11 @@ void logits_group(const float* X, int rows, const TileShape& shape, const float*
 
 void logits_avx512(const float* X, int rows, const TileShape& shape, const float* WT, float* Z, const float* next_X,
                    int next_rows) {
-  for (int c0 = 0; c0 < shape.classes; c0 += kMaxClassGroup) {
-    const int n = shape.classes - c0 < kMaxClassGroup ? shape.classes - c0 : kMaxClassGroup;
-    const float* wt = WT + static_cast<std::int64_t>(c0) * shape.padded_features;
-    float* z = Z + c0;
-    if (c0 > 0) next_rows = 0;  // the first class group already prefetched its share
-    switch (n) {
-      case 1: logits_group<1>(X, rows, shape, wt, z, next_X, next_rows); break;
-      case 2: logits_group<2>(X, rows, shape, wt, z, next_X, next_rows); break;
-      case 3: logits_group<3>(X, rows, shape, wt, z, next_X, next_rows); break;
-      case 4: logits_group<4>(X, rows, shape, wt, z, next_X, next_rows); break;
-      case 5: logits_group<5>(X, rows, shape, wt, z, next_X, next_rows); break;
-      case 6: logits_group<6>(X, rows, shape, wt, z, next_X, next_rows); break;
-      case 7: logits_group<7>(X, rows, shape, wt, z, next_X, next_rows); break;
-      case 8: logits_group<8>(X, rows, shape, wt, z, next_X, next_rows); break;
-      case 9: logits_group<9>(X, rows, shape, wt, z, next_X, next_rows); break;
-      default: logits_group<10>(X, rows, shape, wt, z, next_X, next_rows); break;
-    }
-  }
+  for_each_class_group<kMaxClassGroup>(shape.classes, [&](int c0, auto n) {
+    // The first class group alone prefetches (the next tile's rows are the same for all).
+    logits_group<decltype(n)::value>(X, rows, shape, WT + static_cast<std::int64_t>(c0) * shape.padded_features, Z + c0,
+                                     next_X, c0 == 0 ? next_rows : 0);
+  });
 }
 
 // 16 rows per vector: lane j is row r0 + j; class columns gathered from the row-major Z.
@@ -255,24 +242,11 @@ void gradient_group(const float* X, const float* D, int rows, const TileShape& s
   if (f0 < shape.padded_features) gradient_block<n, 1, false>(X, D, rows, shape, f0, c0, Gf, next_X, next_rows);
 }
 
-void gradient_avx512(const float* X, const float* D, int rows, const TileShape& shape, float* Gf,
-                     const float* next_X, int next_rows) {
-  for (int c0 = 0; c0 < shape.classes; c0 += kMaxClassGroup) {
-    const int n = shape.classes - c0 < kMaxClassGroup ? shape.classes - c0 : kMaxClassGroup;
-    if (c0 > 0) next_rows = 0;  // the first class group already prefetched the next tile
-    switch (n) {
-      case 1: gradient_group<1>(X, D, rows, shape, c0, Gf, next_X, next_rows); break;
-      case 2: gradient_group<2>(X, D, rows, shape, c0, Gf, next_X, next_rows); break;
-      case 3: gradient_group<3>(X, D, rows, shape, c0, Gf, next_X, next_rows); break;
-      case 4: gradient_group<4>(X, D, rows, shape, c0, Gf, next_X, next_rows); break;
-      case 5: gradient_group<5>(X, D, rows, shape, c0, Gf, next_X, next_rows); break;
-      case 6: gradient_group<6>(X, D, rows, shape, c0, Gf, next_X, next_rows); break;
-      case 7: gradient_group<7>(X, D, rows, shape, c0, Gf, next_X, next_rows); break;
-      case 8: gradient_group<8>(X, D, rows, shape, c0, Gf, next_X, next_rows); break;
-      case 9: gradient_group<9>(X, D, rows, shape, c0, Gf, next_X, next_rows); break;
-      default: gradient_group<10>(X, D, rows, shape, c0, Gf, next_X, next_rows); break;
-    }
-  }
+void gradient_avx512(const float* X, const float* D, int rows, const TileShape& shape, float* Gf, const float* next_X,
+                     int next_rows) {
+  for_each_class_group<kMaxClassGroup>(shape.classes, [&](int c0, auto n) {
+    gradient_group<decltype(n)::value>(X, D, rows, shape, c0, Gf, next_X, c0 == 0 ? next_rows : 0);
+  });
 }
 
 #undef SPMD_INLINE

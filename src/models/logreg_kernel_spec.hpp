@@ -23,6 +23,8 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
+#include <utility>
 
 namespace spmd::models::logreg_detail {
 
@@ -111,6 +113,19 @@ using SoftmaxFn = void (*)(const float* Z, const std::int32_t* labels, int rows,
 // phases), so that the next tile reads from cache instead of waiting on memory.
 using GradientFn = void (*)(const float* X, const float* D, int rows, const TileShape& shape, float* Gf,
                             const float* next_X, int next_rows);
+
+// Calls body(c0, n) for each group [c0, c0 + n) of at most Group classes, with n a
+// std::integral_constant: the kernels keep a group's accumulators in registers, so they are
+// compiled for every group size and picked here.
+template <int Group, class Body>
+inline void for_each_class_group(int classes, Body&& body) {
+  for (int c0 = 0; c0 < classes; c0 += Group) {
+    const int n = classes - c0 < Group ? classes - c0 : Group;
+    [&]<int... I>(std::integer_sequence<int, I...>) {
+      (void)((n == I + 1 && (body(c0, std::integral_constant<int, I + 1>{}), true)) || ...);
+    }(std::make_integer_sequence<int, Group>{});
+  }
+}
 
 struct KernelOps {
   LogitsFn logits;

@@ -240,6 +240,7 @@ EvalResult run_padded(const Context& ctx, const EvalOptions& o, const models::Cl
       }
     });
     if (!in_step_metrics) return {std::move(out)};
+    spare_output = std::move(out);  // pad-metrics returns the counts: the predictions stay here
     runtime::PerDevice<std::int64_t> c, n;
     for (const auto& m : per_device) {
       c.push_back(m.correct);
