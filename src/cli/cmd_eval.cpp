@@ -69,9 +69,9 @@ int cmd_eval(const Args& args) {
       "dry-run", po::bool_switch(), "read only shapes; print each rank's split, padded batch shape, steps and memory")(
       "benchmark", po::bool_switch(),
       "also time pad and infinite-pad against the plain forward over the same examples and print the ratios")(
-      "repeat", po::value<int>()->default_value(61), "--benchmark: rounds (each times every strategy once; the median ratio counts; at least 5, then up to a minute)")(
+      "repeat", po::value<int>()->default_value(1001), "--benchmark: rounds (each times every strategy once; the median ratio counts; at least 5, then up to 30 s)")(
       "passes", po::value<int>()->default_value(0),
-      "--benchmark: passes over the data per sample (0: enough for about 20 ms)");
+      "--benchmark: passes over the data per sample (0: enough for about 2 ms)");
   options.add(common_options());
   const auto cl = parse_validated(
       "eval", "--data FILE [options]", options, args, {"data", "weights"}, [](const po::variables_map& vm) {
@@ -143,9 +143,11 @@ int cmd_eval(const Args& args) {
       return oo;
     };
     int passes = vm["passes"].as<int>();
-    // Samples of about 20 ms: short enough that the machine's speed rarely changes within a
-    // round, long enough to time.
-    if (passes == 0) passes = static_cast<int>(std::clamp(0.02 / std::max(1e-9, result.seconds), 1.0, 1000.0));
+    // Samples of about 2 ms, many rounds: the three samples of a round lie a few ms apart, so
+    // they see the same machine speed (on the 2-vCPU VMs it jumps by 2x within 10-20 ms, and
+    // 20 ms samples gave medians that moved by +-2% from run to run; 1000 rounds of 2 ms
+    // samples move by +-0.5%).
+    if (passes == 0) passes = static_cast<int>(std::clamp(0.002 / std::max(1e-9, result.seconds), 1.0, 1000.0));
     // One sample = `passes` runs; its time is the sum of their evaluation loops.
     auto sample = [&](auto&& run_once) {
       workloads::EvalResult sum = run_once();
@@ -169,11 +171,11 @@ int cmd_eval(const Args& args) {
         {"pad", [&] { return workloads::run_eval(ctx, with(workloads::EvalStrategy::Pad), *model, shard); }, {}, {}, {}},
         {"infinite-pad", [&] { return workloads::run_eval(ctx, with(workloads::EvalStrategy::InfinitePad), *model, shard); },
          {}, {}, {}}};
-    // A slow model (a pass of seconds) stops after 5 rounds once a minute has gone by.
+    // A slow model (a pass of seconds) stops after 5 rounds once 30 s have gone by.
     const auto bench_start = std::chrono::steady_clock::now();
     int rounds = 0;
     for (int round = 0; round < repeat; ++round) {
-      if (round >= 5 && std::chrono::steady_clock::now() - bench_start > std::chrono::seconds(60)) break;
+      if (round >= 5 && std::chrono::steady_clock::now() - bench_start > std::chrono::seconds(30)) break;
       ++rounds;
       for (int k = 0; k < 3; ++k) {
         Series& x = series[(round + k) % 3];

@@ -261,24 +261,45 @@ double logreg_value_and_grad(const float* X, const std::int32_t* labels, std::in
   return logreg_finalize(total, rows, features, classes, W, l2, grad);
 }
 
+namespace {
+
+void predict_prepared(const KernelOps& ops, const float* X, std::int64_t rows, const TileShape& s, const float* wt,
+                      Buffers& b, std::int32_t* classes_out) {
+  float* z = b.logits.reserve(static_cast<std::size_t>(kTileRows) * s.padded_classes);
+  for (std::int64_t tile = 0; tile < rows; tile += kTileRows) {
+    const int n = static_cast<int>(std::min<std::int64_t>(kTileRows, rows - tile));
+    ops.logits(X + tile * s.features, n, s, wt, z, nullptr, 0);
+    for (int i = 0; i < n; ++i) {
+      const float* row = z + static_cast<std::size_t>(i) * s.padded_classes;
+      int best = 0;
+      for (int c = 1; c < s.classes; ++c)
+        if (row[c] > row[best]) best = c;
+      classes_out[tile + i] = best;
+    }
+  }
+}
+
+}  // namespace
+
 void logreg_predict(const float* X, std::int64_t rows, int features, int classes, const float* W,
                     std::int32_t* classes_out, LogregWorkspace& workspace) {
   const TileShape s = checked_shape(rows, features, classes);
   auto& b = LogregWorkspaceAccess::buffers(workspace);
   const float* wt = prepare_weights(W, s, b);
-  const KernelOps ops = ops_for(workspace.kernel());
-  float* z = b.logits.reserve(static_cast<std::size_t>(kTileRows) * s.padded_classes);
-  for (std::int64_t tile = 0; tile < rows; tile += kTileRows) {
-    const int n = static_cast<int>(std::min<std::int64_t>(kTileRows, rows - tile));
-    ops.logits(X + tile * features, n, s, wt, z, nullptr, 0);
-    for (int i = 0; i < n; ++i) {
-      const float* row = z + static_cast<std::size_t>(i) * s.padded_classes;
-      int best = 0;
-      for (int c = 1; c < classes; ++c)
-        if (row[c] > row[best]) best = c;
-      classes_out[tile + i] = best;
-    }
-  }
+  predict_prepared(ops_for(workspace.kernel()), X, rows, s, wt, b, classes_out);
+}
+
+LogregFixedPredictor::LogregFixedPredictor(const float* W, int features, int classes, LogregKernel kernel)
+    : features_(features), classes_(classes), workspace_(kernel) {
+  prepare_weights(W, checked_shape(0, features, classes), LogregWorkspaceAccess::buffers(workspace_));
+}
+
+void LogregFixedPredictor::predict(const float* X, std::int64_t rows, std::int32_t* classes_out) {
+  const TileShape s = checked_shape(rows, features_, classes_);
+  auto& b = LogregWorkspaceAccess::buffers(workspace_);
+  // Nothing else writes the workspace's transposed weights: they are still the constructor's.
+  const float* wt = b.transposed_weights.reserve(static_cast<std::size_t>(s.classes) * s.padded_features);
+  predict_prepared(ops_for(workspace_.kernel()), X, rows, s, wt, b, classes_out);
 }
 
 }  // namespace spmd::models

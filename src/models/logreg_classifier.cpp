@@ -12,15 +12,13 @@ namespace {
 
 class LogregPredictor final : public DevicePredictor {
  public:
-  LogregPredictor(const std::vector<float>& W, int features, int classes) : W_(W), features_(features), classes_(classes) {}
+  LogregPredictor(const std::vector<float>& W, int features, int classes) : kernel_(W.data(), features, classes) {}
   void predict(const float* samples, std::int64_t rows, std::int32_t* classes_out) override {
-    logreg_predict(samples, rows, features_, classes_, W_.data(), classes_out, workspace_);
+    kernel_.predict(samples, rows, classes_out);
   }
 
  private:
-  std::vector<float> W_;  // a copy per device: each device owns its parameters
-  int features_, classes_;
-  LogregWorkspace workspace_;
+  LogregFixedPredictor kernel_;  // a copy of W per device: each device owns its parameters
 };
 
 class LogregClassifier final : public Classifier {

@@ -89,10 +89,18 @@ Context::~Context() = default;
 
 void Context::set_phase(const std::string& phase) const {
   if (watchdog_) watchdog_->set_phase(phase);
-  if (rank_ == stall_rank_ && phase == stall_phase_) {
-    if (watchdog_) watchdog_->set_phase(phase + " (simulated stall)");
-    std::this_thread::sleep_for(std::chrono::duration<double>(stall_seconds_));
-  }
+  if (rank_ == stall_rank_) stall_if_asked(phase);
+}
+
+void Context::set_step_phase(const char* name, std::int64_t step) const {
+  if (watchdog_) watchdog_->set_step_phase(name, step);
+  if (rank_ == stall_rank_) stall_if_asked(std::string(name) + " " + std::to_string(step));
+}
+
+void Context::stall_if_asked(const std::string& phase) const {
+  if (phase != stall_phase_) return;
+  if (watchdog_) watchdog_->set_phase(phase + " (simulated stall)");
+  std::this_thread::sleep_for(std::chrono::duration<double>(stall_seconds_));
 }
 
 std::vector<Context::RankRow> Context::gather_rank_table() const {

@@ -43,6 +43,13 @@ Watchdog::~Watchdog() {
 void Watchdog::set_phase(const std::string& phase) {
   std::lock_guard<std::mutex> lock(mutex_);
   phase_ = phase;
+  step_name_ = nullptr;
+}
+
+void Watchdog::set_step_phase(const char* name, std::int64_t step) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  step_name_ = name;
+  step_ = step;
 }
 
 Watchdog::Armed::Armed(Watchdog* w, const char* call) : w_(w) {
@@ -59,10 +66,14 @@ Watchdog::Armed::~Armed() {
   w_->call_ = nullptr;
 }
 
+std::string Watchdog::current_phase_locked() const {
+  return step_name_ ? std::string(step_name_) + " " + std::to_string(step_) : phase_;
+}
+
 std::string Watchdog::describe_self() {
   std::lock_guard<std::mutex> lock(mutex_);
   // "1<TAB>call<TAB>phase" while inside a collective, "0<TAB><TAB>phase" otherwise.
-  return std::string(call_ ? "1" : "0") + "\t" + (call_ ? call_ : "") + "\t" + phase_;
+  return std::string(call_ ? "1" : "0") + "\t" + (call_ ? call_ : "") + "\t" + current_phase_locked();
 }
 
 void Watchdog::answer_queries() {
@@ -98,7 +109,7 @@ void Watchdog::report_and_abort(double waited_s) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     my_call = call_ ? call_ : "?";
-    my_phase = phase_;
+    my_phase = current_phase_locked();
   }
   std::vector<std::string> state(static_cast<size_t>(size_));
   state[static_cast<size_t>(rank_)] = describe_self();

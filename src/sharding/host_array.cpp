@@ -155,6 +155,13 @@ void HostArray::reset_zeroed(DType dtype, Shape shape) {
   bytes_.assign(bytes, std::byte{0});  // keeps the capacity
 }
 
+void HostArray::reset_for_overwrite(DType dtype, Shape shape) {
+  const std::size_t bytes = static_cast<std::size_t>(element_count(shape)) * dtype_size(dtype);
+  dtype_ = dtype;
+  shape_ = std::move(shape);
+  bytes_.resize(bytes);  // keeps the capacity and, below the old size, the old bytes
+}
+
 void HostArray::reshape(Shape shape) {
   if (element_count(shape) != element_count(shape_))
     throw Error("cannot reshape " + to_string(shape_) + " to " + to_string(shape) + ": element counts differ");

@@ -37,6 +37,10 @@ PadShardUnpad::PadShardUnpad(Wrapped wrapped, PadShardUnpadOptions options)
     if (i < 0) throw Error("pad_shard_unpad: static_argnums entries must be >= 0, got " + std::to_string(i));
 }
 
+std::string PadShardUnpad::Batched::label() const {
+  return name ? "keyword argument '" + *name + "'" : "argument " + std::to_string(position);
+}
+
 bool PadShardUnpad::is_static_position(std::size_t i) const {
   return std::find(options_.static_argnums.begin(), options_.static_argnums.end(), static_cast<int>(i)) !=
          options_.static_argnums.end();
@@ -57,10 +61,12 @@ std::int64_t PadShardUnpad::device_batch_for(std::int64_t batch, std::int64_t mi
 ConstHostView PadShardUnpad::shard(const ConstHostView& array, std::size_t slot, std::int64_t device_batch) {
   const std::int64_t d = options_.devices;
   const std::int64_t padded_rows = d * device_batch;
-  Shape sharded = array.shape();
-  sharded[0] = device_batch;
-  sharded.insert(sharded.begin(), d);
-  if (array.rows() == padded_rows) return array.reshaped(std::move(sharded));
+  // [d, b_dev, trailing...], built in place (this runs for every argument of every step).
+  Shape sharded;
+  sharded.push_back(d);
+  sharded.push_back(device_batch);
+  for (std::size_t k = 1; k < array.shape().size(); ++k) sharded.push_back(array.shape()[k]);
+  if (array.rows() == padded_rows) return ConstHostView(array.dtype(), std::move(sharded), array.bytes());
 
   Shape padded_shape = array.shape();
   padded_shape[0] = padded_rows;
@@ -73,27 +79,18 @@ ConstHostView PadShardUnpad::shard(const ConstHostView& array, std::size_t slot,
   if (real_bytes > 0) std::memcpy(dst, array.bytes(), real_bytes);
   const std::size_t total_bytes = buffer.view().size_bytes();
   if (total_bytes > real_bytes) std::memset(dst + real_bytes, 0, total_bytes - real_bytes);
-  return ConstHostView(buffer.view()).reshaped(std::move(sharded));
+  return ConstHostView(buffer.dtype(), std::move(sharded), buffer.view().bytes());
 }
 
 std::vector<HostArray> PadShardUnpad::operator()(const std::vector<Arg>& args, const NamedArgs& kwargs,
                                                  PadShardUnpadCallOptions call) {
-  // Collect the batched arguments; their labels are only spelled out for an error message
-  // (this runs every step: no allocation it can avoid).
-  struct Batched {
-    std::size_t position;      // for a positional argument
-    const std::string* name;   // for a keyword argument, else nullptr
-    const Arg* arg;
-    std::string label() const {
-      return name ? "keyword argument '" + *name + "'" : "argument " + std::to_string(position);
-    }
-  };
-  std::vector<Batched> batched;
-  batched.reserve(args.size() + kwargs.size());
+  // Every list below is a member reused from call to call: this runs every step.
+  batched_.clear();
   for (std::size_t i = 0; i < args.size(); ++i)
-    if (!is_static_position(i)) batched.push_back({i, nullptr, &args[i]});
+    if (!is_static_position(i)) batched_.push_back({i, nullptr, &args[i]});
   for (const auto& [name, arg] : kwargs)
-    if (!is_static_name(name)) batched.push_back({0, &name, &arg});
+    if (!is_static_name(name)) batched_.push_back({0, &name, &arg});
+  const auto& batched = batched_;
 
   if (batched.empty())
     throw Error("pad_shard_unpad: no batched argument (every argument is listed in static_argnums/static_argnames), "
@@ -117,18 +114,16 @@ std::vector<HostArray> PadShardUnpad::operator()(const std::vector<Arg>& args, c
   }
 
   const std::int64_t device_batch = device_batch_for(batch, call.min_device_batch);
-  std::vector<Arg> sharded_args;
-  sharded_args.reserve(args.size());
+  sharded_args_.clear();
   std::size_t slot = 0;
   for (std::size_t i = 0; i < args.size(); ++i)
-    sharded_args.push_back(is_static_position(i) ? args[i] : Arg(shard(args[i].array(), slot++, device_batch)));
-  NamedArgs sharded_kwargs;
+    sharded_args_.push_back(is_static_position(i) ? args[i] : Arg(shard(args[i].array(), slot++, device_batch)));
+  sharded_kwargs_.clear();
   for (const auto& [name, arg] : kwargs)
-    sharded_kwargs.emplace(name, is_static_name(name) ? arg : Arg(shard(arg.array(), slot++, device_batch)));
+    sharded_kwargs_.emplace(name, is_static_name(name) ? arg : Arg(shard(arg.array(), slot++, device_batch)));
 
   const int d = options_.devices;
-  std::vector<HostArray> outputs =
-      wrapped_(ShardedArgs(std::move(sharded_args), std::move(sharded_kwargs), d, batch, device_batch));
+  std::vector<HostArray> outputs = wrapped_(ShardedArgs(sharded_args_, sharded_kwargs_, d, batch, device_batch));
   if (options_.static_return) return outputs;
 
   for (std::size_t k = 0; k < outputs.size(); ++k) {

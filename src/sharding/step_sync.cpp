@@ -14,10 +14,9 @@ GlobalRowCount count_real_rows(const runtime::Context& ctx, std::int64_t local_r
 }
 
 GlobalRowCount count_real_rows(const runtime::Context& ctx, const Batch& batch) {
-  runtime::PerDevice<std::int64_t> per_device;
-  per_device.reserve(batch.devices.size());
-  for (const auto& dev : batch.devices) per_device.push_back(dev.real_rows);
-  return {runtime::psum<std::int64_t>(ctx, per_device)};
+  // The rank's devices are summed here, then one integer crosses the ranks: the psum over
+  // every device, without building a per-device list on every step.
+  return count_real_rows(ctx, batch.real_rows());
 }
 
 void require_equal_step_counts(const runtime::Context& ctx, std::int64_t local_steps, const std::string& what) {

@@ -155,7 +155,7 @@ EvalResult run_batched(const Context& ctx, const EvalOptions& o, const models::C
     if (steps_to_run >= 0 && step >= steps_to_run) break;
     const sharding::Batch* b = batcher.next();
     if (!b) break;
-    ctx.set_phase("eval step " + std::to_string(step));
+    ctx.set_step_phase("eval step", step);
     if (o.strategy == EvalStrategy::InfinitePad && sharding::count_real_rows(ctx, *b).all_done()) break;
     ctx.pool().run([&](int i) {
       const auto& db = b->devices[static_cast<size_t>(i)];
@@ -219,11 +219,12 @@ EvalResult run_padded(const Context& ctx, const EvalOptions& o, const models::Cl
     const std::int64_t bdev = a.device_batch();
     padded_rows_seen += static_cast<std::int64_t>(d) * bdev - a.batch();
     sharding::HostArray out = std::move(spare_output);
-    out.reset_zeroed(DType::Int32, {d, bdev});
+    out.reset_for_overwrite(DType::Int32, {d, bdev});  // each device writes its rows below
     ctx.pool().run([&](int i) {
       auto pred = out.view().at(i).data<std::int32_t>();
       // Rows past the call's real batch are padding: shaped, masked, not computed.
       const std::int64_t real = std::clamp<std::int64_t>(a.batch() - i * bdev, 0, bdev);
+      std::fill(pred.begin() + real, pred.end(), 0);
       if (real > 0) {
         const std::int64_t first = ids.at(i).data<std::int64_t>()[0];
         dev.predictors[static_cast<size_t>(i)]->predict(s.features.data() + first * s.sample_size, real, pred.data());
@@ -264,15 +265,19 @@ EvalResult run_padded(const Context& ctx, const EvalOptions& o, const models::Cl
   Metrics global;  // pad-metrics: already summed over ranks
   const Timer timer;
   const ConstHostView all_ids = ids_view(es), all_labels = labels_view(s);
+  // (metrics, ids, labels, mask): one list, its views replaced each step (no allocation).
+  std::vector<sharding::Arg> args{sharding::Arg::ref(global), all_ids, all_labels, all_ids};
+  const sharding::NamedArgs no_kwargs;
   for (std::int64_t step = 0; step < steps; ++step) {
-    ctx.set_phase("eval step " + std::to_string(step));
+    ctx.set_step_phase("eval step", step);
     const std::int64_t first = std::min(s.rows, step * step_rows);
     const std::int64_t b = std::min(step_rows, s.rows - first);
-    const ConstHostView x = all_ids.slice_rows(first, b);
     const ConstHostView y = all_labels.slice_rows(first, b);
-    const ConstHostView m(DType::UInt8, {b}, reinterpret_cast<const std::byte*>(ones.data()));
+    args[1] = all_ids.slice_rows(first, b);
+    args[2] = y;
+    args[3] = ConstHostView(DType::UInt8, {b}, reinterpret_cast<const std::byte*>(ones.data()));
     const std::int64_t bdev = wrapped.device_batch_for(b, min_device_batch);
-    auto out = wrapped({sharding::Arg::ref(global), x, y, m}, {}, {min_device_batch});
+    auto out = wrapped(args, no_kwargs, {min_device_batch});
     if (in_step_metrics) {
       global.correct = out[0].data<std::int64_t>()[0];
       global.count = out[0].data<std::int64_t>()[1];

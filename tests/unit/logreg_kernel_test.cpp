@@ -303,6 +303,31 @@ TEST(LogregKernel, PredictIsArgmaxOfLogits) {
   for (auto v : predicted) EXPECT_EQ(v, 0);
 }
 
+TEST(LogregKernel, FixedPredictorMatchesPredictAndKeepsItsWeights) {
+  for (int c : {1, 2, 10, 17}) {
+    Problem p = make_problem(301, 33, c, 40u + c);
+    for (auto k : supported_kernels()) {
+      std::vector<std::int32_t> expected(p.rows), got(p.rows, -1);
+      LogregWorkspace ws(k);
+      logreg_predict(p.X.data(), p.rows, p.features, p.classes, p.W.data(), expected.data(), ws);
+      std::vector<float> W = p.W;
+      LogregFixedPredictor fixed(W.data(), p.features, p.classes, k);
+      EXPECT_EQ(fixed.kernel(), k);
+      std::fill(W.begin(), W.end(), 0.0f);  // the predictor owns its copy
+      // Batches of every size, cut at odd places, reuse the one prepared W.
+      for (std::int64_t first = 0, n = 1; first < p.rows; first += n, n = n * 2 + 1) {
+        const std::int64_t rows = std::min(n, p.rows - first);
+        fixed.predict(p.X.data() + first * p.features, rows, got.data() + first);
+      }
+      fixed.predict(p.X.data(), 0, got.data());  // an empty batch writes nothing
+      EXPECT_EQ(got, expected) << "classes " << c << " " << to_string(k);
+    }
+  }
+  const std::vector<float> W(6, 0.0f);
+  EXPECT_THROW(LogregFixedPredictor(W.data(), 0, 3), spmd::Error);
+  EXPECT_THROW(LogregFixedPredictor(W.data(), 3, 0), spmd::Error);
+}
+
 TEST(LogregKernel, WorkspaceRejectsUnsupportedKernelAndResolvesAutomatic) {
   LogregWorkspace ws;
   EXPECT_EQ(ws.kernel(), logreg_best_kernel());

@@ -91,6 +91,19 @@ TEST(ShardingHostArray, ResetZeroedReusesTheAllocationAndZeroes) {
   EXPECT_THROW(a.reset_zeroed(DType::Float32, {-1, 2}), spmd::Error);
 }
 
+TEST(ShardingHostArray, ResetForOverwriteReusesTheAllocation) {
+  HostArray a(DType::Int32, {4, 512});
+  const std::byte* before = a.view().bytes();
+  a.reset_for_overwrite(DType::Int64, {2, 512});  // same bytes, another dtype and shape
+  EXPECT_EQ(a.view().bytes(), before);
+  EXPECT_EQ(a.dtype(), DType::Int64);
+  EXPECT_EQ(a.shape(), (Shape{2, 512}));
+  EXPECT_EQ(a.view().size_bytes(), 8192u);
+  a.reset_for_overwrite(DType::Float32, {3, 4096});  // larger: grows
+  EXPECT_EQ(a.size(), 3 * 4096);
+  EXPECT_THROW(a.reset_for_overwrite(DType::Float32, {2, -1}), spmd::Error);
+}
+
 TEST(ShardingShape, VectorLikeInlineAndBeyond) {
   for (std::size_t dims = 0; dims <= Shape::kInline + 3; ++dims) {
     std::vector<std::int64_t> v;

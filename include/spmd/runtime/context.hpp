@@ -53,6 +53,9 @@ class Context {
 
   // Name of what the program is doing now ("eval step 12"), shown by the watchdog.
   void set_phase(const std::string& phase) const;
+  // set_phase(name + " " + step) for per-step phases, without building the string (a step
+  // can take microseconds). name must be a string literal.
+  void set_step_phase(const char* name, std::int64_t step) const;
 
   // One line per rank, gathered on rank 0 (empty elsewhere): rank, host, local rank, devices.
   struct RankRow {
@@ -64,6 +67,8 @@ class Context {
   std::vector<RankRow> gather_rank_table() const;
 
  private:
+  void stall_if_asked(const std::string& phase) const;
+
   MPI_Comm comm_;
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
   std::string host_;

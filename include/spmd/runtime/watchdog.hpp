@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -25,6 +26,10 @@ class Watchdog {
 
   double timeout_s() const { return timeout_s_; }
   void set_phase(const std::string& phase);
+  // The phase "name step" (e.g. "eval step" 12), set without building a string: this runs
+  // on every step of a loop whose steps take microseconds. name must outlive the watchdog
+  // (a string literal).
+  void set_step_phase(const char* name, std::int64_t step);
 
   // RAII: marks this rank as waiting in `call` (e.g. "MPI_Allreduce") during the current phase.
   class Armed {
@@ -43,6 +48,7 @@ class Watchdog {
   void answer_queries();
   [[noreturn]] void report_and_abort(double waited_s);
   std::string describe_self();
+  std::string current_phase_locked() const;  // the phase text; mutex_ held by the caller
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1;
@@ -50,6 +56,8 @@ class Watchdog {
   std::mutex mutex_;
   std::condition_variable cv_;
   std::string phase_ = "start-up";
+  const char* step_name_ = nullptr;  // when set, the phase is "step_name_ step_"
+  std::int64_t step_ = 0;
   const char* call_ = nullptr;
   std::uint64_t arm_count_ = 0;
   std::chrono::steady_clock::time_point armed_at_;

@@ -65,20 +65,29 @@ class Shape {
   Shape(It first, It last) {
     for (; first != last; ++first) push_back(static_cast<std::int64_t>(*first));
   }
-  Shape(const Shape& other) : Shape(other.begin(), other.end()) {}
+  // Copies and moves take the inline extents wholesale (a fixed 48-byte copy, no loop):
+  // views are copied several times per step.
+  Shape(const Shape& other) : size_(other.size_), heap_(other.size_ > kInline ? other.heap_ : std::vector<std::int64_t>{}) {
+    std::copy_n(other.inline_, kInline, inline_);
+  }
   Shape& operator=(const Shape& other) {
     if (this != &other) {
-      clear();
-      for (auto e : other) push_back(e);
+      size_ = other.size_;
+      std::copy_n(other.inline_, kInline, inline_);
+      if (other.size_ > kInline) heap_ = other.heap_;
+      else heap_.clear();
     }
     return *this;
   }
-  Shape(Shape&& other) noexcept { *this = std::move(other); }
+  Shape(Shape&& other) noexcept : size_(other.size_), heap_(std::move(other.heap_)) {
+    std::copy_n(other.inline_, kInline, inline_);
+    other.clear();
+  }
   Shape& operator=(Shape&& other) noexcept {
     if (this != &other) {
       size_ = other.size_;
+      std::copy_n(other.inline_, kInline, inline_);
       heap_ = std::move(other.heap_);
-      for (std::size_t i = 0; i < kInline; ++i) inline_[i] = other.inline_[i];
       other.clear();
     }
     return *this;
@@ -238,6 +247,9 @@ class HostArray {
   // Becomes a zero-filled array of this dtype and shape, reusing the allocation when it is
   // large enough (a per-step output buffer recycled across steps allocates once).
   void reset_zeroed(DType dtype, Shape shape);
+  // The same for a caller that writes every byte next: reuses the allocation but leaves
+  // the bytes unspecified (zeroing them first would write the buffer twice).
+  void reset_for_overwrite(DType dtype, Shape shape);
 
  private:
   DType dtype_ = DType::Float32;

@@ -41,6 +41,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <span>
 #include <string>
 #include <typeinfo>
 #include <vector>
@@ -90,11 +91,13 @@ class Arg {
 
 using NamedArgs = std::map<std::string, Arg>;
 
-// What the wrapped function receives.
+// What the wrapped function receives; it refers to the wrapper's argument lists and is valid
+// only during the call.
 class ShardedArgs {
  public:
-  ShardedArgs(std::vector<Arg> args, NamedArgs kwargs, int devices, std::int64_t batch, std::int64_t device_batch)
-      : args_(std::move(args)), kwargs_(std::move(kwargs)), devices_(devices), batch_(batch), device_batch_(device_batch) {}
+  ShardedArgs(std::span<const Arg> args, const NamedArgs& kwargs, int devices, std::int64_t batch,
+              std::int64_t device_batch)
+      : args_(args), kwargs_(kwargs), devices_(devices), batch_(batch), device_batch_(device_batch) {}
 
   // Positional argument i / keyword argument `name`: batched ones as [d, b_dev, ...] views,
   // static ones as given. Throw spmd::Error when absent.
@@ -108,8 +111,8 @@ class ShardedArgs {
   std::int64_t device_batch() const { return device_batch_; }  // b_dev: rows per device, padding included
 
  private:
-  std::vector<Arg> args_;
-  NamedArgs kwargs_;
+  std::span<const Arg> args_;
+  const NamedArgs& kwargs_;
   int devices_;
   std::int64_t batch_;
   std::int64_t device_batch_;
@@ -146,9 +149,21 @@ class PadShardUnpad {
   bool is_static_name(const std::string& name) const;
   ConstHostView shard(const ConstHostView& array, std::size_t slot, std::int64_t device_batch);
 
+  // A batched argument; its label is spelled out only for an error message.
+  struct Batched {
+    std::size_t position;     // for a positional argument
+    const std::string* name;  // for a keyword argument, else nullptr
+    const Arg* arg;
+    std::string label() const;
+  };
+
   Wrapped wrapped_;
   PadShardUnpadOptions options_;
   std::vector<HostArray> padding_buffers_;  // one per batched argument, reused across calls
+  // Per-call lists, kept so that a call allocates nothing once the first has run.
+  std::vector<Batched> batched_;
+  std::vector<Arg> sharded_args_;
+  NamedArgs sharded_kwargs_;
 };
 
 // The flax spelling: pad_shard_unpad(fn, options)(args, kwargs, {.min_device_batch = m}).
