@@ -65,6 +65,9 @@ int cmd_eval(const Args& args) {
       "keep-remainder | drop-remainder | pad | pad-metrics | infinite-pad")(
       "min-device-batch", po::value<std::int64_t>()->default_value(0),
       "pad/pad-metrics: pad every device to at least this many rows (0: the per-device batch, one shape)")(
+      "count-window", po::value<int>()->default_value(16),
+      "infinite-pad: steps whose real rows one count-barrier allreduce sums (1: a barrier on every step, as in the "
+      "guide; the stopping step is the same for every value)")(
       "drop-label", po::value<int>(), "drop the examples with this label after loading (per-rank counts become data dependent)")(
       "dry-run", po::bool_switch(), "read only shapes; print each rank's split, padded batch shape, steps and memory")(
       "benchmark", po::bool_switch(),
@@ -81,6 +84,7 @@ int cmd_eval(const Args& args) {
         require_non_negative(vm, "min-device-batch");
         require_positive(vm, "classes");
         require_positive(vm, "repeat");
+        require_positive(vm, "count-window");
         require_non_negative(vm, "passes");
         require_one_of(vm, "model", {"zero", "logreg", "cnn"});
         workloads::parse_eval_strategy(vm["strategy"].as<std::string>());
@@ -103,6 +107,7 @@ int cmd_eval(const Args& args) {
   o.strategy = workloads::parse_eval_strategy(vm["strategy"].as<std::string>());
   o.min_device_batch = vm["min-device-batch"].as<std::int64_t>();
   if (vm.count("drop-label")) o.drop_label = vm["drop-label"].as<int>();
+  o.count_window = vm["count-window"].as<int>();
   if (o.strategy == workloads::EvalStrategy::KeepRemainder && ctx.total_devices() != 1)
     throw CollectiveError("--strategy keep-remainder needs exactly one device in total (this run has " +
                           std::to_string(ctx.size()) + " rank(s) x " + std::to_string(ctx.devices_per_rank()) +

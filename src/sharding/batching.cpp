@@ -98,6 +98,14 @@ ShardBatcher::ShardBatcher(std::int64_t shard_rows, std::vector<ConstHostView> c
 
 std::optional<std::int64_t> ShardBatcher::step_count() const { return steps_; }
 
+std::int64_t ShardBatcher::real_rows_of_step(std::int64_t step) const {
+  if (step < 0) throw Error("batching: negative step " + std::to_string(step));
+  if (steps_ && step >= *steps_) return 0;
+  // plan_step's real_rows, without building the per-device layout.
+  const std::int64_t first = std::min(step * options_.geometry.step_rows(), shard_rows_);
+  return std::min(options_.geometry.step_rows(), shard_rows_ - first);
+}
+
 void ShardBatcher::fill_padded(const StepLayout& layout) {
   if (padding_.empty()) {
     padding_.reserve(shard_.size());

@@ -3,6 +3,7 @@
 #include <span>
 #include <vector>
 
+#include "spmd/runtime/check.hpp"
 #include "spmd/runtime/collectives.hpp"
 
 namespace spmd::sharding {
@@ -17,6 +18,26 @@ GlobalRowCount count_real_rows(const runtime::Context& ctx, const Batch& batch) 
   // The rank's devices are summed here, then one integer crosses the ranks: the psum over
   // every device, without building a per-device list on every step.
   return count_real_rows(ctx, batch.real_rows());
+}
+
+WindowedCountBarrier::WindowedCountBarrier(const runtime::Context& ctx, int window)
+    : ctx_(ctx), window_(window) {
+  if (window < 1) throw Error("count barrier: the window must be >= 1 step, got " + std::to_string(window));
+  counts_.resize(static_cast<std::size_t>(window));
+}
+
+void WindowedCountBarrier::sum_window(std::int64_t first_step) {
+  if (first_step != window_first_ + window_ && !(window_first_ < 0 && first_step == 0))
+    throw Error(runtime::rank_tag() + ": internal: count barrier window starts at step " + std::to_string(first_step) +
+                " after the window of step " + std::to_string(window_first_));
+  window_first_ = first_step;
+  runtime::allreduce_sum(ctx_, std::span<std::int64_t>(counts_));
+}
+
+void WindowedCountBarrier::check_order(std::int64_t step) const {
+  if (window_first_ < 0 || step < window_first_ || step >= window_first_ + window_)
+    throw Error(runtime::rank_tag() + ": internal: count barrier asked for step " + std::to_string(step) +
+                " outside its current window (first step " + std::to_string(window_first_) + ")");
 }
 
 void require_equal_step_counts(const runtime::Context& ctx, std::int64_t local_steps, const std::string& what) {

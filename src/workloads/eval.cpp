@@ -151,12 +151,15 @@ EvalResult run_batched(const Context& ctx, const EvalOptions& o, const models::C
   std::vector<std::int64_t> correct(static_cast<size_t>(d));
   Tally t;
   const Timer timer;
+  std::optional<sharding::WindowedCountBarrier> barrier;  // infinite-pad's count barrier
+  if (o.strategy == EvalStrategy::InfinitePad) barrier.emplace(ctx, o.count_window);
+  const auto real_rows_of_step = [&](std::int64_t step) { return batcher.real_rows_of_step(step); };
   for (std::int64_t step = 0;; ++step) {
     if (steps_to_run >= 0 && step >= steps_to_run) break;
     const sharding::Batch* b = batcher.next();
     if (!b) break;
     ctx.set_step_phase("eval step", step);
-    if (o.strategy == EvalStrategy::InfinitePad && sharding::count_real_rows(ctx, *b).all_done()) break;
+    if (barrier && barrier->count(step, real_rows_of_step).all_done()) break;
     ctx.pool().run([&](int i) {
       const auto& db = b->devices[static_cast<size_t>(i)];
       auto& pred = dev.predictions[static_cast<size_t>(i)];
@@ -439,6 +442,7 @@ nlohmann::json to_json(const EvalResult& r, const EvalOptions& o, const Context&
   j["dataset_rows"] = r.dataset_rows;
   j["strategy"] = to_string(o.strategy);
   j["per_device_batch"] = o.per_device_batch;
+  if (o.strategy == EvalStrategy::InfinitePad) j["count_window"] = o.count_window;
   j["ranks"] = ctx.size();
   j["devices_per_rank"] = ctx.devices_per_rank();
   j["seconds"] = r.seconds;

@@ -139,6 +139,20 @@ TEST(EvalLayouts, EveryExampleCountedOnceForEveryLayout) {
             EXPECT_EQ(r.batch_shapes.begin()->first, B);
           }
           if (s == EvalStrategy::KeepRemainder) EXPECT_LE(r.batch_shapes.size(), 2u);
+          if (s == EvalStrategy::InfinitePad) {
+            // The count barrier's window changes how often ranks synchronise, never where
+            // they stop: the same steps and counts for a barrier on every step and across
+            // window boundaries.
+            for (const int w : {1, 3}) {
+              auto ow = o;
+              ow.count_window = w;
+              const auto rw = workloads::run_eval(ctx, ow, model, shard);
+              EXPECT_EQ(rw.steps, r.steps) << "window " << w;
+              EXPECT_EQ(rw.total, r.total) << "window " << w;
+              EXPECT_EQ(rw.correct, r.correct) << "window " << w;
+              EXPECT_EQ(rw.padded_rows, r.padded_rows) << "window " << w;
+            }
+          }
         }
       }
     }
@@ -192,10 +206,16 @@ TEST(EvalLayouts, DropLabelNeedsInfinitePadWhenStepCountsDiffer) {
     expected_correct_kept += (i % 10) == y;
   }
   o.strategy = EvalStrategy::InfinitePad;
-  const auto r = workloads::run_eval(ctx, o, model, shard);
-  EXPECT_EQ(r.total, kept);
-  EXPECT_EQ(r.correct, expected_correct_kept);
-  EXPECT_EQ(r.filtered_rows, per);
+  for (const int w : {1, 2, 16}) {
+    o.count_window = w;
+    const auto r = workloads::run_eval(ctx, o, model, shard);
+    EXPECT_EQ(r.total, kept) << "window " << w;
+    EXPECT_EQ(r.correct, expected_correct_kept) << "window " << w;
+    EXPECT_EQ(r.filtered_rows, per) << "window " << w;
+    // Every step of the longest kept shard runs, and not one more: with one rank nothing is
+    // kept (0 steps); otherwise ranks 1.. keep their `per` rows, ceil(per / B) steps.
+    EXPECT_EQ(r.steps, P == 1 ? 0 : (per + 1) / 2) << "window " << w;
+  }
   for (auto s : {EvalStrategy::Pad, EvalStrategy::PadMetrics}) {
     o.strategy = s;
     if (P == 1) {

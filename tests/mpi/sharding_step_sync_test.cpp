@@ -91,6 +91,48 @@ TEST(ShardingStepSync, InfinitePaddingCountsEveryRowOnceAndAllRanksStopTogether)
   }
 }
 
+TEST(ShardingStepSync, WindowedBarrierStopsAtTheSameStepAsThePerStepOne) {
+  for (const int d : {1, 2}) {
+    const spmd::runtime::Context ctx(MPI_COMM_WORLD, cpu_devices(d));
+    for (const std::int64_t B : {1, 3}) {
+      for (const int window : {1, 2, 3, 5, 64}) {
+        for (const Case& c : cases()) {
+          SCOPED_TRACE(c.name + " d=" + std::to_string(d) + " B=" + std::to_string(B) + " window=" + std::to_string(window));
+          const BatchGeometry g{d, B};
+          const std::int64_t n = c.rows(ctx.rank());
+          HostArray ids(DType::Int64, {n});
+          ShardBatcher batcher(n, {ids}, {.mode = BatchMode::InfinitePad, .geometry = g});
+          WindowedCountBarrier barrier(ctx, window);
+          EXPECT_EQ(barrier.window(), window);
+          std::int64_t step = 0;
+          for (;; ++step) {
+            const Batch& batch = *batcher.next();
+            EXPECT_EQ(batcher.real_rows_of_step(step), batch.real_rows());
+            const GlobalRowCount windowed =
+                barrier.count(step, [&](std::int64_t s) { return batcher.real_rows_of_step(s); });
+            // The per-step barrier on the same step, in between: both count the same.
+            EXPECT_EQ(windowed.real_rows, count_real_rows(ctx, batch).real_rows) << "step " << step;
+            if (windowed.all_done()) break;
+            ASSERT_LE(step, 1000) << "the loop does not terminate";
+          }
+          std::int64_t longest = 0;
+          for (int r = 0; r < ctx.size(); ++r) longest = std::max(longest, ceil_div(c.rows(r), g.step_rows()));
+          EXPECT_EQ(step, longest);
+        }
+      }
+    }
+  }
+  const spmd::runtime::Context ctx(MPI_COMM_WORLD, cpu_devices(1));
+  EXPECT_THROW(WindowedCountBarrier(ctx, 0), spmd::Error);
+  // Steps out of order are a programming error, refused locally (no collective runs).
+  WindowedCountBarrier barrier(ctx, 4);
+  const auto none = [](std::int64_t) { return std::int64_t{1}; };
+  EXPECT_THROW(barrier.count(1, none), spmd::Error);
+  EXPECT_EQ(barrier.count(0, none).real_rows, ctx.size());
+  EXPECT_EQ(barrier.count(3, none).real_rows, ctx.size());
+  EXPECT_THROW(barrier.count(5, none), spmd::Error);
+}
+
 // 1 if fn threw a CollectiveError mentioning --strategy infinite-pad, 0 if it returned.
 int throws_pointing_to_infinite_pad(const std::function<void()>& fn) {
   try {

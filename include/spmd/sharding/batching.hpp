@@ -110,6 +110,10 @@ class ShardBatcher {
   // views stay valid until the next call of next() or the end of the batcher.
   const Batch* next();
 
+  // Real rows of step `step` (0-based), from sizes alone; 0 past the last step. What a count
+  // barrier sums ahead of the steps.
+  std::int64_t real_rows_of_step(std::int64_t step) const;
+
   // Steps next() yields in total; nullopt for InfinitePad.
   std::optional<std::int64_t> step_count() const;
   std::int64_t shard_rows() const { return shard_rows_; }

@@ -17,6 +17,7 @@
 //   }
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "spmd/runtime/context.hpp"
 #include "spmd/sharding/batching.hpp"
@@ -33,6 +34,48 @@ GlobalRowCount count_real_rows(const runtime::Context& ctx, std::int64_t local_r
 // Collective: psum of the batch's per-device real rows over devices and ranks.
 // batch.devices must have ctx.devices_per_rank() entries.
 GlobalRowCount count_real_rows(const runtime::Context& ctx, const Batch& batch);
+
+// The count barrier summed for a window of steps at once. At the first step of each window
+// every rank contributes its real rows of each of the window's steps (known from sizes, as
+// ShardBatcher::real_rows_of_step gives them), and one allreduce of `window` integers gives
+// the global count of each. The loop stops at the first step whose global count is 0: the
+// same step as with count_real_rows on every step (window = 1), with 1/window of the
+// collectives, and ranks synchronise once per window instead of once per step (on a fast
+// model every synchronisation makes each rank wait for the slowest one's jitter).
+//   WindowedCountBarrier barrier(ctx, 16);
+//   for (std::int64_t step = 0;; ++step) {
+//     const Batch& batch = *batcher.next();
+//     if (barrier.count(step, [&](std::int64_t s) { return batcher.real_rows_of_step(s); }).all_done()) break;
+//     ... step on batch ...
+//   }
+class WindowedCountBarrier {
+ public:
+  // window >= 1 (throws spmd::Error otherwise).
+  WindowedCountBarrier(const runtime::Context& ctx, int window);
+  // The global count of `step`. Steps must come in order from 0, one call each; collective
+  // at the first step of each window (step % window == 0), local otherwise.
+  template <class RealRowsOfStep>
+  GlobalRowCount count(std::int64_t step, RealRowsOfStep&& local_real_rows) {
+    const std::int64_t offset = step % window_;
+    if (offset == 0) {
+      for (std::int64_t i = 0; i < window_; ++i) counts_[static_cast<std::size_t>(i)] = local_real_rows(step + i);
+      sum_window(step);
+    } else {
+      check_order(step);
+    }
+    return {counts_[static_cast<std::size_t>(offset)]};
+  }
+  int window() const { return static_cast<int>(window_); }
+
+ private:
+  void sum_window(std::int64_t first_step);
+  void check_order(std::int64_t step) const;
+
+  const runtime::Context& ctx_;
+  std::int64_t window_;
+  std::vector<std::int64_t> counts_;  // global counts of the current window's steps
+  std::int64_t window_first_ = -1;    // first step of the current window
+};
 
 // Collective: min and max of local_steps over ranks. When they differ, every rank throws the
 // same spmd::CollectiveError, naming `what` (e.g. "eval with --strategy pad"), each rank's

@@ -11,7 +11,8 @@
 //  infinite-pad    endless masked padding and a count barrier (psum of real rows each
 //                  step, all stop at 0): correct even when per-rank counts are unknown in
 //                  advance (--drop-label). pad and pad-metrics detect that case and stop
-//                  with an error that points here.
+//                  with an error that points here. The barrier counts --count-window steps
+//                  per allreduce (same stopping step, fewer synchronisations).
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -38,6 +39,7 @@ struct EvalOptions {
   EvalStrategy strategy = EvalStrategy::Pad;
   std::int64_t min_device_batch = 0;  // pad/pad-metrics: 0 means per_device_batch (one shape)
   std::optional<int> drop_label;      // filter this label after loading
+  int count_window = 16;              // infinite-pad: steps whose real rows one allreduce counts (1: every step)
 };
 
 struct EvalResult {
