@@ -25,9 +25,6 @@ std::string describe_keys(const DatasetKeys& keys) {
 
 std::string rank_prefix(const runtime::Context& ctx) { return "rank " + std::to_string(ctx.rank()) + ": "; }
 
-bool supported_feature_type(ElementType t) {
-  return t == ElementType::UInt8 || t == ElementType::Int32 || t == ElementType::Float32 || t == ElementType::Float64;
-}
 
 ElementType dataset_element_type(hid_t dataset, const std::string& path, const std::string& role,
                                  const std::string& name, const std::string& allowed) {
@@ -46,10 +43,8 @@ DatasetShape inspect(hid_t file, const std::string& path, const DatasetKeys& key
   if (keys.features.empty()) throw Error("'" + path + "': no features dataset name given");
   DatasetShape shape;
   H5Dataset features = open_dataset(file, path, keys.features, "features");
-  shape.features_type = dataset_element_type(features.get(), path, "features", keys.features, "uint8, int32, float32, float64");
-  if (!supported_feature_type(shape.features_type))
-    throw Error("'" + path + "': features dataset '" + keys.features + "' has dtype " + to_string(shape.features_type) +
-                "; supported: uint8, int32, float32, float64");
+  shape.features_type =
+      dataset_element_type(features.get(), path, "features", keys.features, "integers of 8-64 bits, float32, float64");
   const auto fdims = dataset_dims(features.get());
   if (fdims.size() < 2)
     throw Error("'" + path + "': features dataset '" + keys.features + "' has shape " + format_shape(fdims) + " (rank " +
@@ -217,7 +212,7 @@ void ShardReader::read_features(std::int64_t first_row, std::int64_t count, std:
   };
 
   std::vector<std::uint8_t> bytes;
-  std::vector<std::int32_t> ints;
+  std::vector<std::byte> staging;  // integers other than uint8, before conversion
   std::vector<double> doubles;
   auto into_out = [&](std::int64_t local_row) { return out.data() + local_row * elems; };
   const hid_t ds = features_.get(), xfer = collective_xfer_.get();
@@ -248,18 +243,13 @@ void ShardReader::read_features(std::int64_t first_row, std::int64_t count, std:
             }
           });
       break;
-    case ElementType::Int32:
-      read_in_pieces<std::int32_t>(
-          ctx_, ds, xfer, elems, first_row, count, piece_rows,
-          [&](std::int64_t, std::int64_t rows) {
-            ints.resize(static_cast<std::size_t>(rows * elems));
-            return ints.data();
-          },
-          [&](const std::int32_t* data, std::int64_t row0, std::int64_t rows) {
-            float* dst = into_out(row0 - first_row);
-            for (std::int64_t i = 0; i < rows * elems; ++i) dst[i] = static_cast<float>(data[i]);
-          });
-      break;
+    case ElementType::Int8: read_integers_as_float<std::int8_t>(first_row, count, piece_rows, staging, out); break;
+    case ElementType::Int16: read_integers_as_float<std::int16_t>(first_row, count, piece_rows, staging, out); break;
+    case ElementType::UInt16: read_integers_as_float<std::uint16_t>(first_row, count, piece_rows, staging, out); break;
+    case ElementType::Int32: read_integers_as_float<std::int32_t>(first_row, count, piece_rows, staging, out); break;
+    case ElementType::UInt32: read_integers_as_float<std::uint32_t>(first_row, count, piece_rows, staging, out); break;
+    case ElementType::Int64: read_integers_as_float<std::int64_t>(first_row, count, piece_rows, staging, out); break;
+    case ElementType::UInt64: read_integers_as_float<std::uint64_t>(first_row, count, piece_rows, staging, out); break;
     case ElementType::UInt8: {
       const auto& scale = uint8_scale_table();
       read_in_pieces<std::uint8_t>(
@@ -274,9 +264,24 @@ void ShardReader::read_features(std::int64_t first_row, std::int64_t count, std:
           });
       break;
     }
-    default:
-      throw Error(where + ": unsupported dtype " + to_string(shape_.features_type));  // rejected by inspect()
   }
+}
+
+template <class Disk>
+void ShardReader::read_integers_as_float(std::int64_t first_row, std::int64_t count, std::int64_t piece_rows,
+                                         std::vector<std::byte>& staging, std::span<float> out) {
+  // Integer features other than uint8 images keep their values (exact below 2^24).
+  const std::int64_t elems = shape_.sample_size;
+  read_in_pieces<Disk>(
+      ctx_, features_.get(), collective_xfer_.get(), elems, first_row, count, piece_rows,
+      [&](std::int64_t, std::int64_t rows) {
+        staging.resize(static_cast<std::size_t>(rows * elems) * sizeof(Disk));
+        return reinterpret_cast<Disk*>(staging.data());
+      },
+      [&](const Disk* data, std::int64_t row0, std::int64_t rows) {
+        float* dst = out.data() + (row0 - first_row) * elems;
+        for (std::int64_t i = 0; i < rows * elems; ++i) dst[i] = static_cast<float>(data[i]);
+      });
 }
 
 namespace {

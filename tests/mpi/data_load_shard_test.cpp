@@ -83,9 +83,17 @@ Range growing(std::int64_t n, int rank, int size) {
 template <class T>
 T feature_value(std::int64_t row, std::int64_t e) {
   if constexpr (std::is_same_v<T, std::uint8_t>) return static_cast<T>((row * 31 + e * 7) % 256);
-  if constexpr (std::is_same_v<T, std::int32_t>) return static_cast<T>((row * 1000 + e) * (row % 2 ? -1 : 1));
-  if constexpr (std::is_same_v<T, float>) return static_cast<float>(row) + static_cast<float>(e) / 64.0f;
-  if constexpr (std::is_same_v<T, double>) return static_cast<double>(row) * 0.5 + static_cast<double>(e) * 1e-3;
+  else if constexpr (std::is_same_v<T, std::int32_t>) return static_cast<T>((row * 1000 + e) * (row % 2 ? -1 : 1));
+  else if constexpr (std::is_integral_v<T>) {
+    // Near the top of the type's range (and below 0 for signed types), where the
+    // conversion to float32 rounds: it must round as static_cast<float> does.
+    const T small = static_cast<T>((row * 13 + e) % 100);
+    const T top = static_cast<T>(std::numeric_limits<T>::max() - 100);
+    if constexpr (std::is_signed_v<T>) return static_cast<T>(row % 2 ? -top + small : top - small);
+    else return static_cast<T>(top + small);
+  }
+  else if constexpr (std::is_same_v<T, float>) return static_cast<float>(row) + static_cast<float>(e) / 64.0f;
+  else if constexpr (std::is_same_v<T, double>) return static_cast<double>(row) * 0.5 + static_cast<double>(e) * 1e-3;
 }
 template <class T>
 float expected_float(std::int64_t row, std::int64_t e) {
@@ -177,6 +185,13 @@ void check_all_splits(const char* dtype) {
 
 TEST(DataLoadShard, Uint8FeaturesScaledByOver255) { check_all_splits<std::uint8_t>("uint8"); }
 TEST(DataLoadShard, Int32Features) { check_all_splits<std::int32_t>("int32"); }
+// Every other integer type is read as its value (no scaling: only uint8 images are scaled).
+TEST(DataLoadShard, Int8Features) { check_all_splits<std::int8_t>("int8"); }
+TEST(DataLoadShard, Int16Features) { check_all_splits<std::int16_t>("int16"); }
+TEST(DataLoadShard, Uint16Features) { check_all_splits<std::uint16_t>("uint16"); }
+TEST(DataLoadShard, Uint32Features) { check_all_splits<std::uint32_t>("uint32"); }
+TEST(DataLoadShard, Int64Features) { check_all_splits<std::int64_t>("int64"); }
+TEST(DataLoadShard, Uint64Features) { check_all_splits<std::uint64_t>("uint64"); }
 TEST(DataLoadShard, Float32Features) { check_all_splits<float>("float32"); }
 TEST(DataLoadShard, Float64Features) { check_all_splits<double>("float64"); }
 
@@ -359,7 +374,6 @@ TEST_F(DataLoadShardErrors, WrongRanksDtypesCountsAndEmpty) {
   const std::string path = write("shapes.h5", [](AtomicH5Writer& w) {
     w.write<float>("images", features_of<float>(12, 2), {12, 2});
     w.write<float>("flat", features_of<float>(12, 1), {12});
-    w.write<std::int16_t>("short_images", std::vector<std::int16_t>(24, 1), {12, 2});
     w.write<std::int32_t>("labels", labels_of<std::int32_t>(12, 5), {12});
     w.write<std::int32_t>("column_labels", labels_of<std::int32_t>(12, 5), {12, 1});
     w.write<float>("float_labels", std::vector<float>(12, 1.0f), {12});
@@ -369,7 +383,6 @@ TEST_F(DataLoadShardErrors, WrongRanksDtypesCountsAndEmpty) {
   });
   expect_mentions(load_error(path, {"images", "column_labels"}), {"shapes.h5", "column_labels", "[12, 1]", "1-D"});
   expect_mentions(load_error(path, {"flat", "labels"}), {"shapes.h5", "flat", "[12]", "at least 2-D"});
-  expect_mentions(load_error(path, {"short_images", "labels"}), {"shapes.h5", "short_images", "int16", "supported"});
   expect_mentions(load_error(path, {"images", "float_labels"}), {"shapes.h5", "float_labels", "float32", "integer"});
   expect_mentions(load_error(path, {"images", "short_labels"}), {"shapes.h5", "images", "short_labels", "12 rows", "11"});
   expect_mentions(load_error(path, {"no_images", "no_labels"}), {"shapes.h5", "no_images", "empty"});

@@ -70,6 +70,9 @@ def image_family(out):
         "img_label_big": {"images": x, "labels": with_label(y, IMG_CLASSES)},
         "img_32x32": {"images": images(ROWS, side=(32, 32, 1)), "labels": y},
         "img_28x28x3": {"images": images(ROWS, side=(28, 28, 3)), "labels": y},
+        # Not numbers: fixed-length strings where features / labels should be.
+        "img_string_features": {"images": np.full((ROWS, 28, 28, 1), b"x", dtype="S1"), "labels": y},
+        "img_string_labels": {"images": x, "labels": np.full(ROWS, b"cat", dtype="S3")},
     }
     for dtype, tag in ((np.float32, "f32"), (np.float64, "f64")):
         xf = images(ROWS, dtype)
@@ -100,6 +103,9 @@ def tabular_family(out):
         "tab_empty": {"X": x[:0], "y": y[:0]},
         "tab_label_neg": {"X": x, "y": with_label(y, -1)},
         "tab_label_big": {"X": x, "y": with_label(y, TAB_CLASSES)},
+        "tab_string_features": {"X": np.full(x.shape, b"x", dtype="S1"), "y": y},
+        "tab_string_labels": {"X": x, "y": np.full(ROWS, b"cat", dtype="S3")},
+        "tab_float_labels": {"X": x, "y": y.astype(np.float32)},
     }
     for dtype, tag in ((np.float32, "f32"), (np.float64, "f64")):
         xf = tabular(ROWS, dtype)

@@ -2,9 +2,9 @@
 // Loading a labelled dataset from HDF5, each rank reading only its own rows.
 //
 // A dataset is two HDF5 datasets in one file:
-//   features [N, d1, d2, ...]  uint8, int32, float32 or float64 on disk; float32 in memory.
-//                              uint8 (images) are scaled to [0, 1] by /255; the others are
-//                              converted as they are.
+//   features [N, d1, d2, ...]  any integer type (8-64 bits), float32 or float64 on disk;
+//                              float32 in memory. uint8 (images) are scaled to [0, 1] by
+//                              /255; the others are converted as they are.
 //   labels   [N]               any integer type on disk; int32 in memory, in [0, classes).
 // The caller names both datasets (DatasetKeys) and picks this rank's contiguous row range
 // (the sharding layer's split_for_process); ranges may be empty.
@@ -15,6 +15,7 @@
 // or dtype, N mismatch, N == 0, a bad range, a non-finite feature, a label out of range) is
 // agreed over the ranks: all of them throw the same spmd::CollectiveError, whose message
 // names the file, the dataset, the rank (for per-rank data) and what is wrong.
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -110,6 +111,9 @@ class ShardReader {
  private:
   void check_range(std::int64_t first_row, std::int64_t count, std::size_t out_size, std::int64_t per_row,
                    const std::string& dataset) const;
+  template <class Disk>
+  void read_integers_as_float(std::int64_t first_row, std::int64_t count, std::int64_t piece_rows,
+                              std::vector<std::byte>& staging, std::span<float> out);
 
   const runtime::Context& ctx_;
   std::string path_;
