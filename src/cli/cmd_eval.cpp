@@ -9,6 +9,7 @@
 #include "model_loading.hpp"
 #include "spmd/runtime/collectives.hpp"
 #include "spmd/runtime/error.hpp"
+#include "spmd/sharding/step_sync.hpp"
 #include "spmd/workloads/eval.hpp"
 #include "spmd/workloads/report.hpp"
 
@@ -84,7 +85,9 @@ int cmd_eval(const Args& args) {
         require_non_negative(vm, "min-device-batch");
         require_positive(vm, "classes");
         require_positive(vm, "repeat");
-        require_positive(vm, "count-window");
+        if (const int w = vm["count-window"].as<int>(); w < 1 || w > sharding::WindowedCountBarrier::kMaxWindow)
+          throw Error("--count-window must be between 1 and " + std::to_string(sharding::WindowedCountBarrier::kMaxWindow) +
+                      " steps (got " + std::to_string(w) + ")");
         require_non_negative(vm, "passes");
         require_one_of(vm, "model", {"zero", "logreg", "cnn"});
         workloads::parse_eval_strategy(vm["strategy"].as<std::string>());

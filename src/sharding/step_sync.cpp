@@ -22,7 +22,8 @@ GlobalRowCount count_real_rows(const runtime::Context& ctx, const Batch& batch) 
 
 WindowedCountBarrier::WindowedCountBarrier(const runtime::Context& ctx, int window)
     : ctx_(ctx), window_(window) {
-  if (window < 1) throw Error("count barrier: the window must be >= 1 step, got " + std::to_string(window));
+  if (window < 1 || window > kMaxWindow)
+    throw Error("count barrier: the window must be 1 to " + std::to_string(kMaxWindow) + " steps, got " + std::to_string(window));
   counts_.resize(static_cast<std::size_t>(window));
 }
 

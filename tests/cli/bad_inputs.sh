@@ -175,6 +175,9 @@ for d in 0 -2; do
   refuse "logreg[--devices $d]" 3 "devices must be between 1" "${L[@]}" --devices $d
   refuse "ensemble[--devices $d]" 2 "devices must be between 1" "${N[@]}" --devices $d
 done
+for w in 0 4097; do
+  refuse "eval[--count-window $w]" 2 "count-window must be between 1 and 4096" "${E[@]}" --strategy infinite-pad --count-window $w
+done
 refuse "eval[--strategy pad-everything]" 3 "strategy must be one of.*pad-everything" "${E[@]}" --strategy pad-everything
 refuse "logreg[--linesearch armijo]" 2 "linesearch.*armijo" "${L[@]}" --linesearch armijo
 for cmd in E L N; do

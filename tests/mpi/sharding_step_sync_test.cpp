@@ -124,6 +124,7 @@ TEST(ShardingStepSync, WindowedBarrierStopsAtTheSameStepAsThePerStepOne) {
   }
   const spmd::runtime::Context ctx(MPI_COMM_WORLD, cpu_devices(1));
   EXPECT_THROW(WindowedCountBarrier(ctx, 0), spmd::Error);
+  EXPECT_THROW(WindowedCountBarrier(ctx, WindowedCountBarrier::kMaxWindow + 1), spmd::Error);
   // Steps out of order are a programming error, refused locally (no collective runs).
   WindowedCountBarrier barrier(ctx, 4);
   const auto none = [](std::int64_t) { return std::int64_t{1}; };

@@ -50,7 +50,9 @@ GlobalRowCount count_real_rows(const runtime::Context& ctx, const Batch& batch);
 //   }
 class WindowedCountBarrier {
  public:
-  // window >= 1 (throws spmd::Error otherwise).
+  // Beyond this the window's counts (8 bytes a step) outweigh the synchronisation saved.
+  static constexpr int kMaxWindow = 4096;
+  // 1 <= window <= kMaxWindow (throws spmd::Error otherwise).
   WindowedCountBarrier(const runtime::Context& ctx, int window);
   // The global count of `step`. Steps must come in order from 0, one call each; collective
   // at the first step of each window (step % window == 0), local otherwise.
