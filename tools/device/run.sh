@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # There: on the lent GPU machine, through the device tool, after tools/device/pack.sh here:
-#   run(command="bash tools/device/run.sh [all|tests|sanitize|workloads]", carry=["device-rt"])
+#   run(command="bash tools/device/run.sh [all|tests|sanitize|workloads|bench]", carry=["device-rt"])
 # Unpacks device-rt/debs into a private prefix (never into /: it would overwrite the
 # machine's own libraries), points the loader and Open MPI at it, and runs:
 #   tests      the unit tests (the CUDA ones run on the GPU) and the MPI tests on 1 and 2 ranks;
 #   sanitize   compute-sanitizer memcheck and racecheck over the CUDA unit tests;
 #   workloads  eval (every strategy) and logreg on --backend cpu and cuda over the same
-#              generated data: eval counts must be equal, the logreg objective within 1e-5.
+#              generated data: eval counts must be equal, the logreg objective within 1e-5;
+#   bench      bench_gpu_logreg: the objective's time per evaluation against one read of X
+#              at the measured device bandwidth.
 # Everything goes to $OUT/device.log (what the device tool brings back); the steps' tails
 # are printed. Exit status: the number of failed steps. Locally (no GPU) it runs too, as a
 # check of the prefix: the CUDA tests then skip.
@@ -97,6 +99,9 @@ a, b = (json.load(open('$WORK/ev_${s}_%s.json' % k)) for k in ('cpu', 'cuda'))
 print('cpu', a['correct'], a['total'], 'cuda', b['correct'], b['total'])
 sys.exit((a['correct'], a['total']) != (b['correct'], b['total']))"
   done
+fi
+if [ "$WHAT" = all ] || [ "$WHAT" = bench ]; then
+  [ $gpu = 1 ] && step bench_gpu_logreg "$BIN/bench_gpu_logreg"
 fi
 rm -rf "$WORK"
 echo "run.sh: $failed step(s) failed; full log: $LOG"

@@ -1,0 +1,137 @@
+// The logreg objective on one GPU against the card's memory floor (issue 8), in one run:
+//
+//   bench_gpu_logreg [rows=50000] [features=784] [classes=10] [repeats=21]
+//
+// Measures the device-to-device copy bandwidth (cudaMemcpy of 1 GiB, read + write counted),
+// then, for `rows` and 10 x `rows` random rows, the CUDA shard's evaluation as the logreg
+// workload runs it (upload W, kernels, every chunk's partials back to the host, the losses
+// added there): median milliseconds per evaluation, the time to read X once at the measured
+// bandwidth, and their ratio (the issue's target: <= 2). The breakdown line gives the bytes
+// that cross PCIe per evaluation (chunk partials and per-row statistics), which bound the
+// present design from below whatever the kernels do.
+// Prints a SKIP line and exits 0 in a build without CUDA or on a machine without a GPU.
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <vector>
+
+#ifdef SPMD_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+#include "spmd/models/device_models.hpp"
+#include "spmd/models/logreg.hpp"
+#include "spmd/runtime/cuda_check.hpp"
+#include "spmd/runtime/devices.hpp"
+#include "spmd/tensor/device_buffer.hpp"
+#endif
+
+namespace {
+
+#ifdef SPMD_HAVE_CUDA
+using Clock = std::chrono::steady_clock;
+
+double median(std::vector<double> v) {
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
+
+// Bytes per second that one device-to-device cudaMemcpy moves, counting the read and the write.
+double copy_bandwidth(std::size_t bytes, int repeats) {
+  spmd::tensor::DeviceBuffer<std::byte> a(bytes, "bandwidth source"), b(bytes, "bandwidth destination");
+  SPMD_CHECK_CUDA(cudaMemset(a.data(), 1, bytes), "filling the bandwidth source");
+  SPMD_CHECK_CUDA(cudaMemcpy(b.data(), a.data(), bytes, cudaMemcpyDeviceToDevice), "warming up the copy");
+  SPMD_CHECK_CUDA(cudaDeviceSynchronize(), "warming up the copy");
+  std::vector<double> seconds;
+  for (int r = 0; r < repeats; ++r) {
+    const auto t0 = Clock::now();
+    SPMD_CHECK_CUDA(cudaMemcpy(b.data(), a.data(), bytes, cudaMemcpyDeviceToDevice), "timing the copy");
+    SPMD_CHECK_CUDA(cudaDeviceSynchronize(), "timing the copy");
+    seconds.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  return 2.0 * static_cast<double>(bytes) / median(seconds);
+}
+
+struct Result {
+  double ms_per_eval, floor_ms, pcie_mb;
+};
+
+Result time_objective(const spmd::runtime::DeviceInfo& gpu, std::int64_t rows, int features, int classes, int repeats,
+                      double bandwidth) {
+  std::mt19937_64 rng(42);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> X(static_cast<std::size_t>(rows) * features);
+  for (auto& x : X) x = normal(rng);
+  std::vector<std::int32_t> labels(static_cast<std::size_t>(rows));
+  for (auto& y : labels) y = static_cast<std::int32_t>(rng() % static_cast<std::uint64_t>(classes));
+  std::vector<float> W(static_cast<std::size_t>(features) * classes);
+  for (auto& w : W) w = 0.01f * normal(rng);
+  const std::int64_t chunk = spmd::models::kLogregChunkRows;
+  auto shard = spmd::models::make_logreg_shard_cuda(gpu, X.data(), labels.data(), rows, features, classes, chunk);
+  const std::int64_t chunks = (rows + chunk - 1) / chunk;
+  const std::size_t record = spmd::models::logreg_partials_size(features, classes);
+  std::vector<double> out(static_cast<std::size_t>(chunks) * record);
+  shard->chunk_partials(W.data(), out.data());  // warm-up
+  std::vector<double> ms;
+  for (int r = 0; r < repeats; ++r) {
+    W[static_cast<std::size_t>(r) % W.size()] += 1e-3f;  // a new W each time, as in L-BFGS
+    const auto t0 = Clock::now();
+    shard->chunk_partials(W.data(), out.data());
+    ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+  }
+  const double x_bytes = static_cast<double>(rows) * features * sizeof(float);
+  const double pcie = static_cast<double>(out.size()) * sizeof(double) + static_cast<double>(rows) * 3 * sizeof(float);
+  return {median(ms), 1e3 * x_bytes / bandwidth, pcie / 1e6};
+}
+#endif
+
+}  // namespace
+
+int main(int argc, char** argv) {
+#ifndef SPMD_HAVE_CUDA
+  (void)argc;
+  (void)argv;
+  std::printf("SKIP bench_gpu_logreg: this build has no CUDA backend (configure with nvcc present)\n");
+  return 0;
+#else
+  const std::int64_t rows = argc > 1 ? std::atoll(argv[1]) : 50000;
+  const int features = argc > 2 ? std::atoi(argv[2]) : 784;
+  const int classes = argc > 3 ? std::atoi(argv[3]) : 10;
+  const int repeats = argc > 4 ? std::atoi(argv[4]) : 21;
+  if (rows < 1 || features < 1 || classes < 2 || repeats < 1) {
+    std::fprintf(stderr, "bench_gpu_logreg: rows >= 1, features >= 1, classes >= 2, repeats >= 1\n");
+    return 2;
+  }
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    std::printf("SKIP bench_gpu_logreg: no GPU visible\n");
+    return 0;
+  }
+  try {
+    cudaDeviceProp prop{};
+    SPMD_CHECK_CUDA(cudaGetDeviceProperties(&prop, 0), "reading the GPU's properties");
+    spmd::runtime::DeviceInfo gpu;
+    gpu.backend = spmd::runtime::Backend::Cuda;
+    gpu.cuda_ordinal = 0;
+    gpu.name = prop.name;
+    SPMD_CHECK_CUDA(cudaSetDevice(0), "selecting GPU 0");
+    const double bandwidth = copy_bandwidth(std::size_t{1} << 30, 10);
+    std::printf("# %s: device-to-device copy %.0f GB/s (read + write, 1 GiB, median of 10)\n", prop.name, bandwidth / 1e9);
+    std::printf("# logreg objective (CUDA shard, chunks of %lld rows, partials to the host), %d features, %d classes, "
+                "median of %d\n",
+                static_cast<long long>(spmd::models::kLogregChunkRows), features, classes, repeats);
+    std::printf("%10s %14s %14s %10s %16s\n", "rows", "ms/eval", "floor ms", "ratio", "PCIe MB/eval");
+    for (const std::int64_t n : {rows, 10 * rows}) {
+      const Result r = time_objective(gpu, n, features, classes, repeats, bandwidth);
+      std::printf("%10lld %14.3f %14.3f %10.2f %16.2f\n", static_cast<long long>(n), r.ms_per_eval, r.floor_ms,
+                  r.ms_per_eval / r.floor_ms, r.pcie_mb);
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_gpu_logreg: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+#endif
+}
