@@ -4,6 +4,9 @@
 //  - count_real_rows is the infinite-padding barrier: every rank calls it at the start of
 //    every step with its count of real rows; the global sum (exact int64) is the same on
 //    every rank, and when it is 0 all ranks leave the loop together;
+//  - WindowedCountBarrier is the same barrier with one allreduce per window of steps (what
+//    the eval workload uses: on a fast model a synchronisation per step costs more than the
+//    padding);
 //  - require_equal_step_counts checks, before a fixed-length loop, that every rank would run
 //    the same number of steps, and otherwise throws on every rank (no rank is left waiting).
 //
