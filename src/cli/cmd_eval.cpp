@@ -32,7 +32,7 @@ std::string result_block(const workloads::EvalResult& r, const workloads::EvalOp
   std::string out = table.header();
   out += table.row({workloads::to_string(o.strategy), std::to_string(r.correct), std::to_string(r.total),
                     format("%.6f", r.accuracy()), std::to_string(r.steps), shapes_text(r.batch_shapes),
-                    std::to_string(r.padded_rows), format("%.4f", r.seconds), format("%.0f", r.examples_per_second())});
+                    std::to_string(r.padded_rows), format("%.4g", r.seconds), format("%.0f", r.examples_per_second())});
   std::string per_rank;
   for (auto n : r.examples_per_rank) per_rank += (per_rank.empty() ? "" : ", ") + std::to_string(n);
   out += "# examples per rank: [" + per_rank + "]\n";
