@@ -211,9 +211,8 @@ void ShardReader::read_features(std::int64_t first_row, std::int64_t count, std:
       if (!std::isfinite(data[i])) throw non_finite(row0 + i / elems, i % elems, data[i]);
   };
 
-  std::vector<std::uint8_t> bytes;
-  std::vector<std::byte> staging;  // integers other than uint8, before conversion
   std::vector<double> doubles;
+  const auto to_float = [](auto v) { return static_cast<float>(v); };
   auto into_out = [&](std::int64_t local_row) { return out.data() + local_row * elems; };
   const hid_t ds = features_.get(), xfer = collective_xfer_.get();
   switch (shape_.features_type) {
@@ -243,44 +242,36 @@ void ShardReader::read_features(std::int64_t first_row, std::int64_t count, std:
             }
           });
       break;
-    case ElementType::Int8: read_integers_as_float<std::int8_t>(first_row, count, piece_rows, staging, out); break;
-    case ElementType::Int16: read_integers_as_float<std::int16_t>(first_row, count, piece_rows, staging, out); break;
-    case ElementType::UInt16: read_integers_as_float<std::uint16_t>(first_row, count, piece_rows, staging, out); break;
-    case ElementType::Int32: read_integers_as_float<std::int32_t>(first_row, count, piece_rows, staging, out); break;
-    case ElementType::UInt32: read_integers_as_float<std::uint32_t>(first_row, count, piece_rows, staging, out); break;
-    case ElementType::Int64: read_integers_as_float<std::int64_t>(first_row, count, piece_rows, staging, out); break;
-    case ElementType::UInt64: read_integers_as_float<std::uint64_t>(first_row, count, piece_rows, staging, out); break;
     case ElementType::UInt8: {
-      const auto& scale = uint8_scale_table();
-      read_in_pieces<std::uint8_t>(
-          ctx_, ds, xfer, elems, first_row, count, piece_rows,
-          [&](std::int64_t, std::int64_t rows) {
-            bytes.resize(static_cast<std::size_t>(rows * elems));
-            return bytes.data();
-          },
-          [&](const std::uint8_t* data, std::int64_t row0, std::int64_t rows) {
-            float* dst = into_out(row0 - first_row);
-            for (std::int64_t i = 0; i < rows * elems; ++i) dst[i] = scale[data[i]];
-          });
+      const auto& scale = uint8_scale_table();  // images: [0, 255] -> [0, 1]
+      read_converted<std::uint8_t>(first_row, count, piece_rows, out, [&](std::uint8_t v) { return scale[v]; });
       break;
     }
+    // Other integers keep their values (exact below 2^24).
+    case ElementType::Int8: read_converted<std::int8_t>(first_row, count, piece_rows, out, to_float); break;
+    case ElementType::Int16: read_converted<std::int16_t>(first_row, count, piece_rows, out, to_float); break;
+    case ElementType::UInt16: read_converted<std::uint16_t>(first_row, count, piece_rows, out, to_float); break;
+    case ElementType::Int32: read_converted<std::int32_t>(first_row, count, piece_rows, out, to_float); break;
+    case ElementType::UInt32: read_converted<std::uint32_t>(first_row, count, piece_rows, out, to_float); break;
+    case ElementType::Int64: read_converted<std::int64_t>(first_row, count, piece_rows, out, to_float); break;
+    case ElementType::UInt64: read_converted<std::uint64_t>(first_row, count, piece_rows, out, to_float); break;
   }
 }
 
-template <class Disk>
-void ShardReader::read_integers_as_float(std::int64_t first_row, std::int64_t count, std::int64_t piece_rows,
-                                         std::vector<std::byte>& staging, std::span<float> out) {
-  // Integer features other than uint8 images keep their values (exact below 2^24).
+template <class Disk, class Convert>
+void ShardReader::read_converted(std::int64_t first_row, std::int64_t count, std::int64_t piece_rows,
+                                 std::span<float> out, Convert convert) {
   const std::int64_t elems = shape_.sample_size;
+  std::vector<Disk> staging;
   read_in_pieces<Disk>(
       ctx_, features_.get(), collective_xfer_.get(), elems, first_row, count, piece_rows,
       [&](std::int64_t, std::int64_t rows) {
-        staging.resize(static_cast<std::size_t>(rows * elems) * sizeof(Disk));
-        return reinterpret_cast<Disk*>(staging.data());
+        staging.resize(static_cast<std::size_t>(rows * elems));
+        return staging.data();
       },
       [&](const Disk* data, std::int64_t row0, std::int64_t rows) {
         float* dst = out.data() + (row0 - first_row) * elems;
-        for (std::int64_t i = 0; i < rows * elems; ++i) dst[i] = static_cast<float>(data[i]);
+        for (std::int64_t i = 0; i < rows * elems; ++i) dst[i] = convert(data[i]);
       });
 }
 

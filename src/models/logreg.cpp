@@ -290,16 +290,15 @@ void logreg_predict(const float* X, std::int64_t rows, int features, int classes
 }
 
 LogregFixedPredictor::LogregFixedPredictor(const float* W, int features, int classes, LogregKernel kernel)
-    : features_(features), classes_(classes), workspace_(kernel) {
-  prepare_weights(W, checked_shape(0, features, classes), LogregWorkspaceAccess::buffers(workspace_));
-}
+    : features_(features),
+      classes_(classes),
+      workspace_(kernel),
+      transposed_weights_(prepare_weights(W, checked_shape(0, features, classes), LogregWorkspaceAccess::buffers(workspace_))) {}
 
 void LogregFixedPredictor::predict(const float* X, std::int64_t rows, std::int32_t* classes_out) {
   const TileShape s = checked_shape(rows, features_, classes_);
-  auto& b = LogregWorkspaceAccess::buffers(workspace_);
-  // Nothing else writes the workspace's transposed weights: they are still the constructor's.
-  const float* wt = b.transposed_weights.reserve(static_cast<std::size_t>(s.classes) * s.padded_features);
-  predict_prepared(ops_for(workspace_.kernel()), X, rows, s, wt, b, classes_out);
+  predict_prepared(ops_for(workspace_.kernel()), X, rows, s, transposed_weights_, LogregWorkspaceAccess::buffers(workspace_),
+                   classes_out);
 }
 
 }  // namespace spmd::models

@@ -1,5 +1,6 @@
 #include "spmd/sharding/host_array.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -149,10 +150,8 @@ void HostArray::truncate_rows(std::int64_t rows) {
 }
 
 void HostArray::reset_zeroed(DType dtype, Shape shape) {
-  const std::size_t bytes = static_cast<std::size_t>(element_count(shape)) * dtype_size(dtype);
-  dtype_ = dtype;
-  shape_ = std::move(shape);
-  bytes_.assign(bytes, std::byte{0});  // keeps the capacity
+  reset_for_overwrite(dtype, std::move(shape));
+  std::fill(bytes_.begin(), bytes_.end(), std::byte{0});
 }
 
 void HostArray::reset_for_overwrite(DType dtype, Shape shape) {

@@ -28,7 +28,8 @@ WindowedCountBarrier::WindowedCountBarrier(const runtime::Context& ctx, int wind
 }
 
 void WindowedCountBarrier::sum_window(std::int64_t first_step) {
-  if (first_step != window_first_ + window_ && !(window_first_ < 0 && first_step == 0))
+  const std::int64_t expected = window_first_ < 0 ? 0 : window_first_ + window_;
+  if (first_step != expected)
     throw Error(runtime::rank_tag() + ": internal: count barrier window starts at step " + std::to_string(first_step) +
                 " after the window of step " + std::to_string(window_first_));
   window_first_ = first_step;

@@ -15,7 +15,6 @@
 // or dtype, N mismatch, N == 0, a bad range, a non-finite feature, a label out of range) is
 // agreed over the ranks: all of them throw the same spmd::CollectiveError, whose message
 // names the file, the dataset, the rank (for per-rank data) and what is wrong.
-#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -111,9 +110,10 @@ class ShardReader {
  private:
   void check_range(std::int64_t first_row, std::int64_t count, std::size_t out_size, std::int64_t per_row,
                    const std::string& dataset) const;
-  template <class Disk>
-  void read_integers_as_float(std::int64_t first_row, std::int64_t count, std::int64_t piece_rows,
-                              std::vector<std::byte>& staging, std::span<float> out);
+  // Reads Disk values piece by piece and writes convert(value) into out.
+  template <class Disk, class Convert>
+  void read_converted(std::int64_t first_row, std::int64_t count, std::int64_t piece_rows, std::span<float> out,
+                      Convert convert);
 
   const runtime::Context& ctx_;
   std::string path_;

@@ -132,7 +132,8 @@ class LogregFixedPredictor {
 
  private:
   int features_, classes_;
-  LogregWorkspace workspace_;  // holds the transposed W
+  LogregWorkspace workspace_;        // holds the transposed W
+  const float* transposed_weights_;  // in workspace_ (heap-held: stays put when moved)
 };
 
 // Plain double-precision reference for tests: the same partials as logreg_chunk_partials,
