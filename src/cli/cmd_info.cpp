@@ -7,6 +7,7 @@
 
 #include "command.hpp"
 #include "commands.hpp"
+#include "spmd/backends/backend.hpp"
 #include "spmd/runtime/collectives.hpp"
 #include "spmd/runtime/versions.hpp"
 #include "spmd/workloads/report.hpp"
@@ -23,6 +24,7 @@ int cmd_info(const Args& args) {
   runtime::Context ctx(MPI_COMM_WORLD, context_options(cl.vm));
   const std::string table = workloads::startup_table(ctx, "info");
   auto versions = runtime::library_versions();
+  for (auto& line : backends::backend_library_versions()) versions.push_back(std::move(line));
   versions.emplace_back("boost", std::to_string(BOOST_VERSION / 100000) + "." + std::to_string(BOOST_VERSION / 100 % 1000));
   std::string text = table + "# libraries\n";
   for (const auto& [name, version] : versions) text += workloads::format("#   %-6s %s\n", name.c_str(), version.c_str());

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "spmd/backends/backend.hpp"
 #include "spmd/runtime/error.hpp"
 
 namespace spmd::cli {
@@ -31,7 +32,9 @@ po::options_description common_options(bool with_devices) {
     d.add_options()("devices", po::value<int>()->default_value(1),
                     "devices per rank: CPU worker threads, or GPUs with --backend cuda")(
         "backend", po::value<std::string>()->default_value("cpu"),
-        "cpu, cuda, or auto (CUDA when a GPU is visible, else CPU; the choice is printed)");
+        "cpu, cuda, or auto (CUDA when a GPU is visible and the CUDA module loads, else CPU; the "
+        "choice and the reason are printed). The CUDA backend is a module (libspmd_cuda.so next to "
+        "libspmd.so, or in $SPMD_MODULE_DIR) loaded only for cuda or auto on a machine with a GPU");
   return d;
 }
 
@@ -127,7 +130,11 @@ CommandLine parse_command(const std::string& command, const std::string& usage, 
 
 runtime::ContextOptions context_options(const po::variables_map& vm) {
   runtime::ContextOptions o;
-  if (vm.count("backend")) o.backend = runtime::parse_backend_choice(vm["backend"].as<std::string>());
+  if (vm.count("backend")) {
+    o.backend = vm["backend"].as<std::string>();
+    backends::check_backend_name(o.backend);
+  }
+  o.select = &backends::select_platform;
   if (vm.count("devices")) {
     o.devices_per_rank = vm["devices"].as<int>();
     if (o.devices_per_rank < 1 || o.devices_per_rank > 1024)

@@ -1,25 +1,11 @@
 #include "spmd/models/logreg_classifier.hpp"
 
-#include "spmd/models/logreg.hpp"
-#ifdef SPMD_HAVE_CUDA
-#include "spmd/models/logreg_cuda.hpp"
-#endif
+#include "spmd/models/device_models.hpp"
 #include "spmd/runtime/error.hpp"
 
 namespace spmd::models {
 
 namespace {
-
-class LogregPredictor final : public DevicePredictor {
- public:
-  LogregPredictor(const std::vector<float>& W, int features, int classes) : kernel_(W.data(), features, classes) {}
-  void predict(const float* samples, std::int64_t rows, std::int32_t* classes_out) override {
-    kernel_.predict(samples, rows, classes_out);
-  }
-
- private:
-  LogregFixedPredictor kernel_;  // a copy of W per device: each device owns its parameters
-};
 
 class LogregClassifier final : public Classifier {
  public:
@@ -38,13 +24,7 @@ class LogregClassifier final : public Classifier {
                             " (weights trained on other data?)");
   }
   std::unique_ptr<DevicePredictor> make_predictor(const runtime::DeviceInfo& device, std::int64_t max_rows) const override {
-#ifdef SPMD_HAVE_CUDA
-    if (device.backend == runtime::Backend::Cuda)
-      return make_logreg_predictor_cuda(device, W_, features_, classes_, max_rows);
-#endif
-    (void)device;
-    (void)max_rows;
-    return std::make_unique<LogregPredictor>(W_, features_, classes_);
+    return make_logreg_predictor(device, W_, features_, classes_, max_rows);
   }
   std::int64_t parameter_bytes() const override { return static_cast<std::int64_t>(W_.size()) * 4; }
   std::int64_t workspace_bytes(std::int64_t rows) const override { return rows * 16 * 4; }

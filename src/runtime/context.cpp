@@ -36,37 +36,39 @@ Context::Context(MPI_Comm comm, const ContextOptions& options)
   std::string error;
   std::vector<DeviceInfo> devices;
   if (options.devices_per_rank < 1) error = "--devices must be >= 1 (got " + std::to_string(options.devices_per_rank) + ")";
-  std::string why_none;
-  const int visible = error.empty() && options.backend != BackendChoice::Cpu ? visible_gpu_count(&why_none) : 0;
   if (error.empty()) {
-    if (options.backend == BackendChoice::Cuda && visible == 0) {
-      error = rank_tag() + " on " + host_ + ": --backend cuda but no GPU is usable here (" + why_none +
-              "). Use --backend cpu or auto, or run on a GPU node (Slurm: --gpus-per-task).";
-    } else if (options.backend == BackendChoice::Cuda || (options.backend == BackendChoice::Auto && visible > 0)) {
-      backend_ = Backend::Cuda;
-      backend_note_ = options.backend == BackendChoice::Auto ? "--backend auto: " + std::to_string(visible) +
-                                                                   " GPU(s) visible, using CUDA"
-                                                             : "CUDA";
-      const auto ordinals = assign_gpus(local_rank_, options.devices_per_rank, visible);
-      for (int k = 0; k < options.devices_per_rank; ++k) {
-        DeviceInfo d;
-        d.local_index = k;
-        d.global_index = rank_ * options.devices_per_rank + k;
-        d.backend = Backend::Cuda;
-        d.cuda_ordinal = ordinals[static_cast<size_t>(k)];
-        d.name = "cuda:" + std::to_string(d.cuda_ordinal) + " " + gpu_name(d.cuda_ordinal);
-        devices.push_back(d);
-      }
+    PlatformChoice choice;
+    if (options.select != nullptr)
+      choice = options.select(options.backend);
+    else if (options.backend == "cpu")
+      choice = {&host_platform(), "CPU", ""};
+    else
+      choice.error = "--backend " + options.backend + ": this program knows no backend but cpu";
+    if (!choice.error.empty()) {
+      error = rank_tag() + " on " + host_ + ": " + choice.error;
     } else {
-      backend_ = Backend::Cpu;
-      backend_note_ = options.backend == BackendChoice::Auto ? "--backend auto: no GPU (" + why_none + "), using CPU"
-                                                             : "CPU";
-      for (int k = 0; k < options.devices_per_rank; ++k) {
+      platform_ = choice.platform;
+      backend_note_ = choice.note;
+      std::vector<int> ordinals;
+      if (platform_->name() != "cpu") {
+        std::string why_none;
+        const int visible = platform_->device_count(&why_none);
+        if (visible <= 0)
+          error = rank_tag() + " on " + host_ + ": --backend " + std::string(platform_->name()) +
+                  " but no " + std::string(platform_->device_kind()) +
+                  " is usable here (" + why_none + "). Use --backend cpu or auto, or run on a GPU node (Slurm: --gpus-per-task).";
+        else
+          ordinals = assign_gpus(local_rank_, options.devices_per_rank, visible);
+      } else {
+        for (int k = 0; k < options.devices_per_rank; ++k) ordinals.push_back(k);
+      }
+      for (int k = 0; error.empty() && k < options.devices_per_rank; ++k) {
         DeviceInfo d;
         d.local_index = k;
         d.global_index = rank_ * options.devices_per_rank + k;
-        d.backend = Backend::Cpu;
-        d.name = "cpu:" + std::to_string(k);
+        d.platform = platform_;
+        d.ordinal = ordinals[static_cast<size_t>(k)];
+        d.name = platform_->device_name(d.ordinal);
         devices.push_back(d);
       }
     }
@@ -74,7 +76,8 @@ Context::Context(MPI_Comm comm, const ContextOptions& options)
   agree_or_throw(comm, error);
   // Every rank must hold the same number of devices and the same backend, or global device
   // indices and step counts would disagree.
-  const long long mine[2] = {static_cast<long long>(devices.size()), static_cast<long long>(backend_)};
+  const long long mine[2] = {static_cast<long long>(devices.size()),
+                             static_cast<long long>(stable_hash(std::string(platform_->name())) >> 2)};
   long long lo[2], hi[2];
   SPMD_CHECK_MPI(MPI_Allreduce(mine, lo, 2, MPI_LONG_LONG, MPI_MIN, comm), "comparing device counts");
   SPMD_CHECK_MPI(MPI_Allreduce(mine, hi, 2, MPI_LONG_LONG, MPI_MAX, comm), "comparing device counts");
@@ -115,7 +118,7 @@ std::vector<Context::RankRow> Context::gather_rank_table() const {
   std::snprintf(w.host, sizeof w.host, "%s", host_.c_str());
   std::string devs;
   for (const auto& d : devices()) devs += (devs.empty() ? "" : ", ") + d.name;
-  if (backend_ == Backend::Cpu) devs = std::to_string(devices().size()) + " x cpu (" + cpu_model_name() + ")";
+  if (platform_->name() == "cpu") devs = std::to_string(devices().size()) + " x cpu (" + cpu_model_name() + ")";
   std::snprintf(w.devices, sizeof w.devices, "%s", devs.c_str());
   std::vector<Wire> all(rank_ == 0 ? static_cast<size_t>(size_) : 0);
   SPMD_CHECK_MPI(MPI_Gather(&w, sizeof w, MPI_BYTE, all.data(), sizeof w, MPI_BYTE, 0, comm_), "gathering the rank table");

@@ -1,56 +1,30 @@
 #include "spmd/runtime/devices.hpp"
 
+#include <algorithm>
 #include <fstream>
 
 #include "spmd/runtime/error.hpp"
 
-#ifdef SPMD_HAVE_CUDA
-#include <cuda_runtime_api.h>
-#endif
-
 namespace spmd::runtime {
 
-const char* to_string(Backend b) { return b == Backend::Cuda ? "cuda" : "cpu"; }
-const char* to_string(BackendChoice b) {
-  switch (b) {
-    case BackendChoice::Auto: return "auto";
-    case BackendChoice::Cpu: return "cpu";
-    case BackendChoice::Cuda: return "cuda";
-  }
-  return "?";
-}
+DevicePlatform::~DevicePlatform() = default;
 
-BackendChoice parse_backend_choice(const std::string& text) {
-  if (text == "auto") return BackendChoice::Auto;
-  if (text == "cpu") return BackendChoice::Cpu;
-  if (text == "cuda") return BackendChoice::Cuda;
-  throw Error("--backend must be one of auto, cpu, cuda (got '" + text + "')");
-}
+namespace {
 
-int visible_gpu_count(std::string* why_none) {
-#ifdef SPMD_HAVE_CUDA
-  int n = 0;  // cudaGetDeviceCount leaves it untouched on failure
-  const cudaError_t rc = cudaGetDeviceCount(&n);
-  if (rc != cudaSuccess) {
-    if (why_none) *why_none = std::string("cudaGetDeviceCount: ") + cudaGetErrorString(rc);
-    cudaGetLastError();
-    return 0;
-  }
-  if (n == 0 && why_none) *why_none = "no CUDA device visible (CUDA_VISIBLE_DEVICES?)";
-  return n;
-#else
-  if (why_none) *why_none = "this build has no CUDA backend (configured with SPMD_CUDA=OFF or without nvcc)";
-  return 0;
-#endif
-}
+class HostPlatform final : public DevicePlatform {
+ public:
+  std::string_view name() const override { return "cpu"; }
+  // Informational: a CPU device is a worker thread, and a rank may run more of them than cores.
+  int device_count(std::string*) const override { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+  std::string device_name(int ordinal) const override { return "cpu:" + std::to_string(ordinal); }
+  void bind_thread(int) const override {}
+};
 
-std::string gpu_name(int ordinal) {
-#ifdef SPMD_HAVE_CUDA
-  cudaDeviceProp prop{};
-  if (cudaGetDeviceProperties(&prop, ordinal) == cudaSuccess) return prop.name;
-  cudaGetLastError();
-#endif
-  return "gpu " + std::to_string(ordinal);
+}  // namespace
+
+const DevicePlatform& host_platform() {
+  static const HostPlatform platform;
+  return platform;
 }
 
 std::string cpu_model_name() {
@@ -88,7 +62,7 @@ DevicePool::~DevicePool() {
 void DevicePool::run(const std::function<void(int)>& fn) {
   // One CPU device: run on the caller's thread. Nothing is gained by a hand-off, and the
   // results stay in this core's cache for the caller (the eval step reads them next).
-  if (devices_.size() == 1 && devices_[0].backend == Backend::Cpu) {
+  if (devices_.size() == 1 && devices_[0].is_host()) {
     fn(0);
     return;
   }
@@ -108,9 +82,11 @@ void DevicePool::run(const std::function<void(int)>& fn) {
 }
 
 void DevicePool::worker(int index) {
-#ifdef SPMD_HAVE_CUDA
-  if (devices_[index].backend == Backend::Cuda) cudaSetDevice(devices_[index].cuda_ordinal);
-#endif
+  // A failure here surfaces at the device's first call (which checks its device again).
+  try {
+    devices_[index].platform->bind_thread(devices_[index].ordinal);
+  } catch (...) {
+  }
   std::uint64_t seen = 0;
   for (;;) {
     const std::function<void(int)>* job = nullptr;

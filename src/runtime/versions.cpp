@@ -5,10 +5,6 @@
 
 #include <nlohmann/json.hpp>
 
-#ifdef SPMD_HAVE_CUDA
-#include <cublas_api.h>
-#include <cuda_runtime_api.h>
-#endif
 
 extern "C" char* openblas_get_config(void);
 
@@ -29,21 +25,6 @@ std::vector<std::pair<std::string, std::string>> library_versions() {
   v.emplace_back("blas", openblas_get_config());
   v.emplace_back("json", std::to_string(NLOHMANN_JSON_VERSION_MAJOR) + "." + std::to_string(NLOHMANN_JSON_VERSION_MINOR) +
                              "." + std::to_string(NLOHMANN_JSON_VERSION_PATCH));
-#ifdef SPMD_HAVE_CUDA
-  int rt = 0;
-  cudaRuntimeGetVersion(&rt);
-  int cb_major = 0, cb_minor = 0;
-  cublasGetProperty(MAJOR_VERSION, &cb_major);
-  cublasGetProperty(MINOR_VERSION, &cb_minor);
-  int drv = 0;
-  const bool has_driver = cudaDriverGetVersion(&drv) == cudaSuccess && drv > 0;
-  cudaGetLastError();
-  v.emplace_back("cuda", "runtime " + std::to_string(rt / 1000) + "." + std::to_string((rt % 1000) / 10) + ", cuBLAS " +
-                             std::to_string(cb_major) + "." + std::to_string(cb_minor) + ", driver " +
-                             (has_driver ? std::to_string(drv / 1000) + "." + std::to_string((drv % 1000) / 10) : "none"));
-#else
-  v.emplace_back("cuda", "not compiled in");
-#endif
   return v;
 }
 

@@ -32,7 +32,7 @@ std::string startup_table(const runtime::Context& ctx, const std::string& comman
   if (!ctx.is_root()) return {};
   std::string out = format("# spmd %s  version %s\n# ranks %d  devices/rank %d  total devices %d  backend %s (%s)\n",
                            command.c_str(), SPMD_VERSION, ctx.size(), ctx.devices_per_rank(), ctx.total_devices(),
-                           runtime::to_string(ctx.backend()), ctx.backend_note().c_str());
+                           std::string(ctx.backend()).c_str(), ctx.backend_note().c_str());
   out += format("# %5s  %-20s  %5s  %s\n", "rank", "host", "local", "devices");
   for (const auto& r : rows)
     out += format("# %5d  %-20s  %5d  %s\n", r.rank, r.host.c_str(), r.local_rank, r.devices.c_str());
@@ -45,7 +45,7 @@ nlohmann::json startup_json(const runtime::Context& ctx) {
   j["ranks"] = ctx.size();
   j["devices_per_rank"] = ctx.devices_per_rank();
   j["total_devices"] = ctx.total_devices();
-  j["backend"] = runtime::to_string(ctx.backend());
+  j["backend"] = std::string(ctx.backend());
   j["backend_note"] = ctx.backend_note();
   nlohmann::json table = nlohmann::json::array();
   for (const auto& r : rows)

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "spmd/backends/backend.hpp"
 #include "spmd/data/dataset.hpp"
 #include "spmd/models/logreg.hpp"
 #include "spmd/runtime/context.hpp"
@@ -24,10 +25,11 @@ struct Objective {
   std::vector<double> grad;
 };
 
-Objective evaluate(runtime::BackendChoice backend, int devices_per_rank, const data::LoadedShard& shard, int classes,
+Objective evaluate(const std::string& backend, int devices_per_rank, const data::LoadedShard& shard, int classes,
                    const std::vector<double>& x) {
   runtime::ContextOptions options;
   options.backend = backend;
+  options.select = &backends::select_platform;
   options.devices_per_rank = devices_per_rank;
   options.hang_timeout_s = 120.0;
   runtime::Context ctx(MPI_COMM_WORLD, options);
@@ -39,8 +41,8 @@ Objective evaluate(runtime::BackendChoice backend, int devices_per_rank, const d
 }
 
 TEST(CudaLogregObjective, SameBitsAsCpuOnEveryLayout) {
-  std::string why;
-  if (runtime::visible_gpu_count(&why) == 0) GTEST_SKIP() << "no GPU: " << why;
+  // Probes the driver, then loads the CUDA module: what `spmd --backend cuda` does.
+  if (const auto cuda = backends::select_platform("cuda"); !cuda.error.empty()) GTEST_SKIP() << "no GPU: " << cuda.error;
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -53,8 +55,8 @@ TEST(CudaLogregObjective, SameBitsAsCpuOnEveryLayout) {
     const auto& x = problem.x;
     const data::LoadedShard shard = test::logreg_shard(problem, rank, size);
     for (int devices : {1, 2}) {
-      const Objective cpu = evaluate(runtime::BackendChoice::Cpu, devices, shard, C, x);
-      const Objective gpu = evaluate(runtime::BackendChoice::Cuda, devices, shard, C, x);
+      const Objective cpu = evaluate("cpu", devices, shard, C, x);
+      const Objective gpu = evaluate("cuda", devices, shard, C, x);
       const std::string layout = "N " + std::to_string(N) + ", " + std::to_string(size) + " rank(s) x " +
                                  std::to_string(devices) + " device(s)";
       EXPECT_EQ(std::memcmp(&gpu.value, &cpu.value, sizeof(double)), 0)

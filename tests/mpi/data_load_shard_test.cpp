@@ -23,10 +23,9 @@ using spmd::data::AtomicH5Writer;
 using spmd::data::DatasetKeys;
 using spmd::data::ElementType;
 using spmd::data::LoadedShard;
-using spmd::runtime::BackendChoice;
 using spmd::runtime::Context;
 
-Context make_context() { return Context(MPI_COMM_WORLD, {BackendChoice::Cpu, 1, 120.0}); }
+Context make_context() { return Context(MPI_COMM_WORLD, {"cpu", 1, 120.0}); }
 
 // A folder every rank sees: rank 0 creates it and broadcasts its name; removed at the end.
 class SharedDir {

@@ -96,7 +96,7 @@ TEST(EvalLayouts, EveryExampleCountedOnceForEveryLayout) {
   MPI_Comm_size(MPI_COMM_WORLD, &P);
   Fixture fx;
   for (int d : {1, 2, 3}) {
-    runtime::Context ctx(MPI_COMM_WORLD, {runtime::BackendChoice::Cpu, d, 120.0});
+    runtime::Context ctx(MPI_COMM_WORLD, {"cpu", d, 120.0});
     if (fx.dir.empty()) fx.dir = shared_tmpdir(ctx);
     for (std::int64_t B : {1, 2, 5, 64}) {
       const std::int64_t step = static_cast<std::int64_t>(P) * d * B;
@@ -163,7 +163,7 @@ TEST(EvalLayouts, PerDeviceBatchLargerThanEveryShard) {
   int P = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &P);
   Fixture fx;
-  runtime::Context ctx(MPI_COMM_WORLD, {runtime::BackendChoice::Cpu, 2, 120.0});
+  runtime::Context ctx(MPI_COMM_WORLD, {"cpu", 2, 120.0});
   fx.dir = shared_tmpdir(ctx);
   const std::int64_t n = 7 * P + 3;
   const std::string path = make_file(ctx, fx.dir, n);
@@ -185,7 +185,7 @@ TEST(EvalLayouts, DropLabelNeedsInfinitePadWhenStepCountsDiffer) {
   int P = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &P);
   Fixture fx;
-  runtime::Context ctx(MPI_COMM_WORLD, {runtime::BackendChoice::Cpu, 1, 120.0});
+  runtime::Context ctx(MPI_COMM_WORLD, {"cpu", 1, 120.0});
   fx.dir = shared_tmpdir(ctx);
   // Rank 0's rows (the first ceil(N/P)) all carry label 5: dropping 5 leaves rank 0 with
   // nothing while the others keep theirs, so their step counts differ.
@@ -232,7 +232,7 @@ TEST(EvalLayouts, DropLabelNeedsInfinitePadWhenStepCountsDiffer) {
 }
 
 TEST(EvalLayouts, KeepRemainderRefusesSeveralDevices) {
-  runtime::Context ctx(MPI_COMM_WORLD, {runtime::BackendChoice::Cpu, 2, 120.0});
+  runtime::Context ctx(MPI_COMM_WORLD, {"cpu", 2, 120.0});
   RowClassifier model;
   workloads::EvalOptions o;
   o.strategy = EvalStrategy::KeepRemainder;

@@ -36,7 +36,7 @@ TEST(LogregObjective, SameBitsAsSerialOnEveryLayout) {
     const data::LoadedShard shard = test::logreg_shard(problem, rank, size);
     for (int devices : {1, 2, 3}) {
       runtime::ContextOptions options;
-      options.backend = runtime::BackendChoice::Cpu;
+      options.backend = "cpu";
       options.devices_per_rank = devices;
       options.hang_timeout_s = 120.0;
       runtime::Context ctx(MPI_COMM_WORLD, options);

@@ -8,13 +8,14 @@
 #include <thread>
 
 #include "spmd/runtime/agree.hpp"
+#include "spmd/backends/backend.hpp"
 #include "spmd/runtime/collectives.hpp"
 #include "spmd/runtime/error.hpp"
 
 using namespace spmd::runtime;
 
 namespace {
-ContextOptions cpu(int devices) { return ContextOptions{BackendChoice::Cpu, devices, 60.0}; }
+ContextOptions cpu(int devices) { return ContextOptions{"cpu", devices, 60.0}; }
 }  // namespace
 
 class Collectives : public ::testing::TestWithParam<int> {};
@@ -164,14 +165,18 @@ TEST(Context, GlobalDeviceIndexIsRankMajor) {
 }
 
 TEST(Context, CudaBackendWithoutGpuFailsOnEveryRank) {
-  if (visible_gpu_count() > 0) GTEST_SKIP() << "a GPU is present";
+  if (spmd::backends::select_platform("cuda").error.empty()) GTEST_SKIP() << "a GPU is present";
+  ContextOptions cuda{"cuda", 1, 60.0};
+  cuda.select = &spmd::backends::select_platform;
   try {
-    Context ctx(MPI_COMM_WORLD, ContextOptions{BackendChoice::Cuda, 1, 60.0});
+    Context ctx(MPI_COMM_WORLD, cuda);
     FAIL() << "expected a CollectiveError";
   } catch (const spmd::CollectiveError& e) {
     EXPECT_NE(std::string(e.what()).find("--backend cuda"), std::string::npos) << e.what();
   }
-  Context autoctx(MPI_COMM_WORLD, ContextOptions{BackendChoice::Auto, 1, 60.0});
-  EXPECT_EQ(autoctx.backend(), Backend::Cpu);
+  ContextOptions automatic{"auto", 1, 60.0};
+  automatic.select = &spmd::backends::select_platform;
+  Context autoctx(MPI_COMM_WORLD, automatic);
+  EXPECT_EQ(autoctx.backend(), "cpu");
   EXPECT_NE(autoctx.backend_note().find("auto"), std::string::npos);
 }

@@ -19,7 +19,7 @@ namespace {
 using namespace spmd::sharding;
 
 spmd::runtime::ContextOptions cpu_devices(int devices) {
-  return {spmd::runtime::BackendChoice::Cpu, devices, 30.0};
+  return {"cpu", devices, 30.0};
 }
 
 // Same on every rank, so that no rank needs the others' data to know its expectations.

@@ -128,7 +128,7 @@ TEST_F(DataFashionMnistDebian, SizesShapesAndBalancedClasses) {
 }
 
 TEST_F(DataFashionMnistDebian, LoaderScalesPixelsToUnitRange) {
-  spmd::runtime::Context ctx(MPI_COMM_SELF, {spmd::runtime::BackendChoice::Cpu, 1, 60.0});
+  spmd::runtime::Context ctx(MPI_COMM_SELF, {"cpu", 1, 60.0});
   const auto shard = spmd::data::load_shard(ctx, summary_->test_path, {"images", "labels"}, 9990, 10, 0);
   EXPECT_EQ(shard.classes, 10);
   EXPECT_EQ(shard.sample_shape, (std::vector<std::int64_t>{28, 28, 1}));

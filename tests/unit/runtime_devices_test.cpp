@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include "spmd/backends/backend.hpp"
 #include "spmd/runtime/agree.hpp"
 #include "spmd/runtime/devices.hpp"
 #include "spmd/runtime/error.hpp"
@@ -22,15 +23,16 @@ TEST(AssignGpus, KPerRankByLocalRankModuloVisible) {
         }
 }
 
-TEST(BackendChoice, ParsesAndRejects) {
-  EXPECT_EQ(parse_backend_choice("auto"), BackendChoice::Auto);
-  EXPECT_EQ(parse_backend_choice("cpu"), BackendChoice::Cpu);
-  EXPECT_EQ(parse_backend_choice("cuda"), BackendChoice::Cuda);
+TEST(BackendNames, AcceptsRegisteredAndRejectsOthers) {
+  EXPECT_NO_THROW(spmd::backends::check_backend_name("auto"));
+  EXPECT_NO_THROW(spmd::backends::check_backend_name("cpu"));
+  EXPECT_NO_THROW(spmd::backends::check_backend_name("cuda"));
   try {
-    parse_backend_choice("gpu");
+    spmd::backends::check_backend_name("gpu");
     FAIL();
   } catch (const spmd::Error& e) {
     EXPECT_NE(std::string(e.what()).find("--backend"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("auto, cpu, cuda"), std::string::npos) << e.what();
   }
 }
 

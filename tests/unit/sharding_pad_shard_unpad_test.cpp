@@ -84,7 +84,7 @@ std::vector<HostArray> unwrapped(ConstHostView x) {
 
 std::unique_ptr<spmd::runtime::DevicePool> cpu_pool(int devices) {
   std::vector<spmd::runtime::DeviceInfo> infos(static_cast<std::size_t>(devices));
-  for (int i = 0; i < devices; ++i) infos[static_cast<std::size_t>(i)] = {i, i, spmd::runtime::Backend::Cpu, -1, "cpu:" + std::to_string(i)};
+  for (int i = 0; i < devices; ++i) infos[static_cast<std::size_t>(i)] = {i, i, &spmd::runtime::host_platform(), i, "cpu:" + std::to_string(i)};
   return std::make_unique<spmd::runtime::DevicePool>(std::move(infos));
 }
 

@@ -2,7 +2,8 @@
 # Here (the Debian 12 build machine): prepares device-rt/ for the lent GPU machine, which
 # has CUDA 13 but no apt, no network, and maybe no Open MPI, HDF5, Boost or OpenBLAS.
 #   1. builds the CUDA binaries for sm_90 (H100/H200) in $BUILD (default build-gpu);
-#   2. copies spmd, the test binaries and the benchmarks into device-rt/bin;
+#   2. copies spmd, libspmd.so, the CUDA module, the test binaries and the benchmarks into
+#      device-rt/bin;
 #   3. downloads (apt-get download) the Debian packages of every shared library those
 #      binaries and Open MPI's launcher, daemon and plugins load, into device-rt/debs,
 #      leaving out the C library, libgcc and libstdc++ (the GPU machine's are newer, and
@@ -22,7 +23,9 @@ grep -q '^CMAKE_CUDA_COMPILER:[A-Z]*=.*nvcc' "$BUILD/CMakeCache.txt" ||
 
 rm -rf "$RT/bin"
 mkdir -p "$RT/bin" "$RT/debs"
-bins=("$BUILD/spmd" "$BUILD/tests/spmd_unit_tests" "$BUILD/tests/spmd_mpi_tests")
+# libspmd.so and the CUDA module sit beside the binaries; run.sh puts bin/ on the library path.
+bins=("$BUILD/spmd" "$BUILD/libspmd.so" "$BUILD/libspmd_cuda.so" "$BUILD/tests/spmd_unit_tests"
+      "$BUILD/tests/spmd_mpi_tests" "$BUILD/tests/spmd_cuda_tests")
 for b in "$BUILD"/bench_*; do [ -x "$b" ] && bins+=("$b"); done
 cp "${bins[@]}" "$RT/bin/"
 cp -r tests/support "$RT/" 2>/dev/null || true

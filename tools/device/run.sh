@@ -41,7 +41,8 @@ export OPAL_PREFIX=$PREFIX/usr PATH=$PREFIX/usr/bin:$PATH
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 # No InfiniBand or other fabric here: shared memory and TCP only, without the probing noise.
 export OMPI_MCA_btl=self,vader,tcp OMPI_MCA_pml=ob1 OMPI_MCA_mtl=^ofi,psm,psm2
-BIN=$RT/bin
+BIN=$(cd "$RT/bin" && pwd)
+export LD_LIBRARY_PATH=$BIN:$LD_LIBRARY_PATH  # libspmd.so; spmd finds libspmd_cuda.so beside it
 WORK=$(mktemp -d)
 failed=0
 
@@ -60,17 +61,18 @@ nvidia-smi -L >/dev/null 2>&1 && gpu=1
 [ $gpu = 1 ] || echo "NOTE no GPU visible: the CUDA steps are skipped (a check of the prefix only)"
 step environment bash -c 'nvidia-smi -L; nvcc --version | tail -1; ! ldd '"$BIN"'/spmd | grep "not found"; command -v mpirun; mpirun --version | head -1'
 step info mpirun -np 1 "$BIN/spmd" info --backend auto
+step no_cuda_in_cpu_run bash -c '! LD_DEBUG=files "'"$BIN"'/spmd" info --backend cpu 2>&1 | grep -E "libcudart|libcublas|libspmd_cuda"' 
 
 if [ "$WHAT" = all ] || [ "$WHAT" = tests ]; then
   step unit_tests "$BIN/spmd_unit_tests" --gtest_brief=1
+  step cuda_tests "$BIN/spmd_cuda_tests" --gtest_brief=1
   step mpi_tests_np1 mpirun -np 1 "$BIN/spmd_mpi_tests" --gtest_brief=1
   step mpi_tests_np2 mpirun -np 2 "$BIN/spmd_mpi_tests" --gtest_brief=1
 fi
 if [ "$WHAT" = all ] || [ "$WHAT" = sanitize ]; then
   if [ $gpu = 1 ] && command -v compute-sanitizer >/dev/null; then
-    cuda_tests='Cuda*:*Cuda*:DeviceBuffer*:RowMajorGemm*'
-    step memcheck compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/spmd_unit_tests" --gtest_brief=1 --gtest_filter="$cuda_tests"
-    step racecheck compute-sanitizer --tool racecheck --error-exitcode 9 "$BIN/spmd_unit_tests" --gtest_brief=1 --gtest_filter="$cuda_tests"
+    step memcheck compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/spmd_cuda_tests" --gtest_brief=1
+    step racecheck compute-sanitizer --tool racecheck --error-exitcode 9 "$BIN/spmd_cuda_tests" --gtest_brief=1
   else
     echo "SKIP sanitize: no GPU or no compute-sanitizer on PATH"
   fi

@@ -34,7 +34,13 @@ mpi_libs=$(mpicxx -showme:link)
 hdf5_dir=/usr/lib/x86_64-linux-gnu/hdf5/openmpi
 cflags=(-std=c++20 -O1 -g -fno-omit-frame-pointer -fsanitize=address,fuzzer-no-link -DSPMD_VERSION=\"fuzz\"
         -I"$root/include" -I/usr/include/hdf5/openmpi $mpi_cflags)
-libs=($mpi_libs -L"$hdf5_dir/lib" -Wl,-rpath,"$hdf5_dir/lib" -lhdf5 -lz -lboost_program_options -lopenblas -lpthread)
+# What the targets do not exercise (the backend registry and the models behind it) comes
+# uninstrumented from the main build's libspmd.so; the instrumented objects above take
+# precedence for the symbols they define.
+spmd_build=${SPMD_BUILD_DIR:-$root/build}
+[ -f "$spmd_build/libspmd.so" ] || { echo "no $spmd_build/libspmd.so: run tools/setup.sh first" >&2; exit 2; }
+libs=($mpi_libs -L"$hdf5_dir/lib" -Wl,-rpath,"$hdf5_dir/lib" -L"$spmd_build" -Wl,-rpath,"$spmd_build" -lspmd
+      -lhdf5 -lz -lboost_program_options -lopenblas -lpthread -ldl)
 
 objects=()
 for src in "${support_sources[@]}"; do

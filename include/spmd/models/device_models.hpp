@@ -1,12 +1,15 @@
 #pragma once
 // The models as the workloads drive them on one device, whatever the backend. Each object
 // lives on (and is only used from) its device's worker thread; it owns that device's
-// parameters and buffers, allocated once. CPU implementations wrap the host kernels;
-// CUDA implementations (src/models/*_cuda.cu) keep everything on the GPU and move only
-// batches and results. make_* pick by device.backend.
+// parameters and buffers, allocated once. Every backend (src/backends/<name>/) fills one
+// table of factories, DeviceModels: the CPU backend wraps the host kernels, the CUDA
+// backend (a module loaded at run time) keeps everything on the GPU and moves only batches
+// and results. make_* below ask the device's own backend.
 #include <cstdint>
 #include <memory>
+#include <vector>
 
+#include "spmd/models/classifier.hpp"
 #include "spmd/models/cnn_params.hpp"
 #include "spmd/optim/sgd.hpp"
 #include "spmd/runtime/devices.hpp"
@@ -30,8 +33,6 @@ class CnnMember {
   virtual void forward(const float* images, int batch, float* probs_out) = 0;
 };
 
-std::unique_ptr<CnnMember> make_cnn_member(const runtime::DeviceInfo& device, int max_batch, int max_train_batch);
-
 // This device's rows of the logistic-regression data, resident where the device computes.
 class LogregShard {
  public:
@@ -41,17 +42,39 @@ class LogregShard {
   virtual void chunk_partials(const float* W, double* out) = 0;
 };
 
-// X [rows, features], labels [rows] on the host; a CPU shard views them (they must
-// outlive it), a CUDA shard copies them to its GPU once.
-std::unique_ptr<LogregShard> make_logreg_shard(const runtime::DeviceInfo& device, const float* X, const std::int32_t* labels,
-                                               std::int64_t rows, int features, int classes, std::int64_t chunk_rows);
+// The table of factories one backend fills. X [rows, features], labels [rows] on the host:
+// a CPU shard views them (they must outlive it), a GPU shard copies them to its device once.
+// W [features, classes] row-major: each predictor keeps its own copy.
+class DeviceModels {
+ public:
+  virtual ~DeviceModels();
+  virtual std::unique_ptr<CnnMember> make_cnn_member(const runtime::DeviceInfo& device, int max_batch,
+                                                     int max_train_batch) const = 0;
+  virtual std::unique_ptr<LogregShard> make_logreg_shard(const runtime::DeviceInfo& device, const float* X,
+                                                         const std::int32_t* labels, std::int64_t rows, int features,
+                                                         int classes, std::int64_t chunk_rows) const = 0;
+  virtual std::unique_ptr<DevicePredictor> make_logreg_predictor(const runtime::DeviceInfo& device,
+                                                                 const std::vector<float>& W, int features,
+                                                                 int classes, std::int64_t max_rows) const = 0;
+};
 
-#ifdef SPMD_HAVE_CUDA
-// CUDA implementations (defined in src/models/*_cuda.cu).
-std::unique_ptr<CnnMember> make_cnn_member_cuda(const runtime::DeviceInfo& device, int max_batch, int max_train_batch);
-std::unique_ptr<LogregShard> make_logreg_shard_cuda(const runtime::DeviceInfo& device, const float* X,
-                                                    const std::int32_t* labels, std::int64_t rows, int features,
-                                                    int classes, std::int64_t chunk_rows);
-#endif
+// The factories of the device's backend. Defined by the backend registry
+// (src/backends/registry.cpp), which sits above this layer: models name no backend.
+const DeviceModels& device_models(const runtime::DeviceInfo& device);
+
+inline std::unique_ptr<CnnMember> make_cnn_member(const runtime::DeviceInfo& device, int max_batch,
+                                                  int max_train_batch) {
+  return device_models(device).make_cnn_member(device, max_batch, max_train_batch);
+}
+inline std::unique_ptr<LogregShard> make_logreg_shard(const runtime::DeviceInfo& device, const float* X,
+                                                      const std::int32_t* labels, std::int64_t rows, int features,
+                                                      int classes, std::int64_t chunk_rows) {
+  return device_models(device).make_logreg_shard(device, X, labels, rows, features, classes, chunk_rows);
+}
+inline std::unique_ptr<DevicePredictor> make_logreg_predictor(const runtime::DeviceInfo& device,
+                                                              const std::vector<float>& W, int features, int classes,
+                                                              std::int64_t max_rows) {
+  return device_models(device).make_logreg_predictor(device, W, features, classes, max_rows);
+}
 
 }  // namespace spmd::models

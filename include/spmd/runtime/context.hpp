@@ -14,7 +14,8 @@ namespace spmd::runtime {
 class Watchdog;
 
 struct ContextOptions {
-  BackendChoice backend = BackendChoice::Cpu;
+  // "cpu", "auto" or a backend's name (--backend). Anything but "cpu" needs `select`.
+  std::string backend = "cpu";
   int devices_per_rank = 1;       // CPU worker threads or GPUs per rank, >= 1
   double hang_timeout_s = 300.0;  // <= 0 disables the watchdog
   // Testing aid for the fault tests: rank stall_rank sleeps stall_seconds when it enters
@@ -22,12 +23,15 @@ struct ContextOptions {
   int stall_rank = -1;
   std::string stall_phase;
   double stall_seconds = 3600.0;
+  // Resolves `backend` to a platform, loading its module if need be: the backends layer's
+  // backends::select_platform (the runtime knows no backend but the host's CPU threads).
+  PlatformSelector select = nullptr;
 };
 
 class Context {
  public:
   // Collective. Throws spmd::CollectiveError on every rank if any rank cannot get its
-  // devices (e.g. --backend cuda without a GPU).
+  // devices (e.g. --backend cuda without a GPU, or its module missing).
   Context(MPI_Comm comm, const ContextOptions& options);
   ~Context();
   Context(const Context&) = delete;
@@ -41,7 +45,8 @@ class Context {
   const std::string& host() const { return host_; }
   bool is_root() const { return rank_ == 0; }
 
-  Backend backend() const { return backend_; }
+  const DevicePlatform& platform() const { return *platform_; }
+  std::string_view backend() const { return platform_->name(); }
   // Why this backend was picked ("--backend auto: no GPU visible (...); using CPU").
   const std::string& backend_note() const { return backend_note_; }
   int devices_per_rank() const { return pool_->size(); }
@@ -72,7 +77,7 @@ class Context {
   MPI_Comm comm_;
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
   std::string host_;
-  Backend backend_ = Backend::Cpu;
+  const DevicePlatform* platform_ = &host_platform();
   std::string backend_note_;
   std::unique_ptr<DevicePool> pool_;
   std::unique_ptr<Watchdog> watchdog_;

@@ -1,41 +1,62 @@
 #pragma once
 // This rank's devices. A CPU device is a worker thread with its own buffers (like
-// chex.set_n_cpu_devices); a CUDA device is a GPU chosen by node-local rank. Each device has
-// one persistent worker thread, so per-device work runs concurrently and thread-local state
-// (cudaSetDevice, BLAS threading) is set once.
+// chex.set_n_cpu_devices); a GPU device is chosen by node-local rank. Each device has one
+// persistent worker thread, so per-device work runs concurrently and thread-local state
+// (the current GPU, BLAS threading) is set once, by the device's platform.
 #include <condition_variable>
 #include <exception>
 #include <functional>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
 namespace spmd::runtime {
 
-enum class Backend { Cpu, Cuda };
-enum class BackendChoice { Auto, Cpu, Cuda };
+// What the runtime needs of a backend: its devices. The backends (src/backends/) implement
+// it together with their model factories; the runtime only names, counts and binds devices,
+// so it never loads a backend's libraries itself.
+class DevicePlatform {
+ public:
+  virtual ~DevicePlatform();
+  virtual std::string_view name() const = 0;  // "cpu", "cuda": what --backend says
+  virtual std::string_view device_kind() const { return "device"; }  // "GPU", for messages
+  // Devices this process can use; 0 with the reason in why_none when there are none.
+  virtual int device_count(std::string* why_none) const = 0;
+  // For the start-up table: "cpu:0", "cuda:1 NVIDIA H100 80GB HBM3".
+  virtual std::string device_name(int ordinal) const = 0;
+  // Runs once on a device's worker thread before any work (CUDA: makes the GPU current).
+  virtual void bind_thread(int ordinal) const = 0;
+};
 
-const char* to_string(Backend b);
-const char* to_string(BackendChoice b);
-BackendChoice parse_backend_choice(const std::string& text);  // throws spmd::Error
+// CPU worker threads: always available, built into the runtime so that it works alone.
+const DevicePlatform& host_platform();
 
 struct DeviceInfo {
   int local_index = 0;   // 0 .. devices_per_rank-1
   int global_index = 0;  // rank * devices_per_rank + local_index
-  Backend backend = Backend::Cpu;
-  int cuda_ordinal = -1;  // index among the visible GPUs (CUDA_VISIBLE_DEVICES respected)
+  const DevicePlatform* platform = &host_platform();
+  int ordinal = 0;        // the platform's device index (a CUDA ordinal; CUDA_VISIBLE_DEVICES respected)
   std::string name;       // "cpu:0" or the GPU model
+  std::string_view backend() const { return platform->name(); }
+  bool is_host() const { return backend() == "cpu"; }
 };
 
-// Visible GPUs, 0 when the CUDA backend is not compiled in or no driver/GPU is present.
-// why_none receives the reason when the count is 0 (e.g. "CUDA driver not found").
-int visible_gpu_count(std::string* why_none = nullptr);
-std::string gpu_name(int ordinal);
+// The backend a run asked for (--backend): resolved to a platform by a selector, which the
+// backends layer provides (backends::select_platform); `note` says why this one ("--backend
+// auto: no CUDA driver (...), using CPU"), `error` why the request cannot be met.
+struct PlatformChoice {
+  const DevicePlatform* platform = nullptr;
+  std::string note;
+  std::string error;
+};
+using PlatformSelector = PlatformChoice (*)(const std::string& requested);
+
 // "AMD EPYC ..." from /proc/cpuinfo, for the start-up table.
 std::string cpu_model_name();
 
-// k GPUs per rank: local_rank*k .. +k-1, modulo the visible count.
+// k devices per rank: local_rank*k .. +k-1, modulo the visible count (GPUs on a node).
 std::vector<int> assign_gpus(int local_rank, int gpus_per_rank, int visible);
 
 class DevicePool {

@@ -1,5 +1,6 @@
 #pragma once
-// Versions of the libraries this binary runs with, for `spmd info` and --json.
+// Versions of the libraries this binary always runs with, for `spmd info` and --json (a
+// module backend's own libraries: backends::backend_library_versions).
 #include <string>
 #include <utility>
 #include <vector>

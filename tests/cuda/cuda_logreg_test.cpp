@@ -4,6 +4,8 @@
 // GPU gets. GPU tests skip visibly where no GPU is visible.
 #include <gtest/gtest.h>
 
+#include "gpu_test_support.hpp"
+
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -12,32 +14,17 @@
 #include <string>
 #include <vector>
 
-#include "spmd/models/device_models.hpp"
+#include "spmd/backends/cuda/cuda_device.hpp"
+#include "spmd//models/device_models.hpp"
 #include "spmd/models/logreg.hpp"
 #include "spmd/runtime/devices.hpp"
 #include "spmd/runtime/error.hpp"
 
-#ifdef SPMD_HAVE_CUDA
-#include "spmd/models/logreg_cuda.hpp"
-#endif
+#include "spmd/backends/cuda/models.hpp"
 
 namespace {
 
 using spmd::models::logreg_partials_size;
-
-#define SKIP_WITHOUT_GPU()                                                                              \
-  do {                                                                                                  \
-    std::string why_no_gpu;                                                                             \
-    if (spmd::runtime::visible_gpu_count(&why_no_gpu) == 0) GTEST_SKIP() << "no GPU: " << why_no_gpu;   \
-  } while (0)
-
-spmd::runtime::DeviceInfo cuda_device(int ordinal) {
-  spmd::runtime::DeviceInfo d;
-  d.backend = spmd::runtime::Backend::Cuda;
-  d.cuda_ordinal = ordinal;
-  d.name = "gpu " + std::to_string(ordinal);
-  return d;
-}
 
 struct Problem {
   std::int64_t rows;
@@ -116,7 +103,7 @@ TEST(CudaLogregShard, PartialsMatchCpuBitwiseOnManyShapes) {
   std::uint32_t seed = 1;
   for (const Shape& s : shapes) {
     const Problem p = make_problem(s.rows, s.features, s.classes, seed++);
-    auto shard = spmd::models::make_logreg_shard(cuda_device(0), p.X.data(), p.y.data(), p.rows, p.features,
+    auto shard = spmd::models::make_logreg_shard(spmd::test::cuda_device(0), p.X.data(), p.y.data(), p.rows, p.features,
                                                  p.classes, s.chunk_rows);
     const std::size_t record = logreg_partials_size(p.features, p.classes);
     const std::int64_t chunks = (p.rows + s.chunk_rows - 1) / s.chunk_rows;
@@ -141,7 +128,7 @@ TEST(CudaLogregShard, PartialsMatchCpuBitwiseOnManyShapes) {
 TEST(CudaLogregShard, NoRowsLeavesOutputUntouched) {
   SKIP_WITHOUT_GPU();
   const std::vector<float> W(6, 1.0f);
-  auto shard = spmd::models::make_logreg_shard(cuda_device(0), nullptr, nullptr, 0, 3, 2, 2048);
+  auto shard = spmd::models::make_logreg_shard(spmd::test::cuda_device(0), nullptr, nullptr, 0, 3, 2, 2048);
   std::vector<double> out(4, -1.0);
   shard->chunk_partials(W.data(), out.data());
   EXPECT_EQ(out, std::vector<double>(4, -1.0));
@@ -154,7 +141,7 @@ TEST(CudaLogregShard, SameBitsEveryRunOnAnyLayoutAndFast) {
   const std::int64_t R = spmd::models::kLogregChunkRows;
   const std::int64_t chunks = (p.rows + R - 1) / R;
   const std::size_t record = logreg_partials_size(784, 10), size = static_cast<std::size_t>(chunks) * record;
-  auto whole = spmd::models::make_logreg_shard(cuda_device(0), p.X.data(), p.y.data(), p.rows, 784, 10, R);
+  auto whole = spmd::models::make_logreg_shard(spmd::test::cuda_device(0), p.X.data(), p.y.data(), p.rows, 784, 10, R);
   std::vector<double> first(size), again(size), split(size);
   whole->chunk_partials(p.W.data(), first.data());  // also the warm-up
   constexpr int kRepeats = 10;
@@ -164,8 +151,8 @@ TEST(CudaLogregShard, SameBitsEveryRunOnAnyLayoutAndFast) {
   EXPECT_EQ(std::memcmp(first.data(), again.data(), size * sizeof(double)), 0) << "a shard changed its bits";
   // The same rows as two devices would hold them (cut at a chunk boundary): same chunks.
   const std::int64_t cut_chunks = 7, cut = cut_chunks * R;
-  auto head = spmd::models::make_logreg_shard(cuda_device(0), p.X.data(), p.y.data(), cut, 784, 10, R);
-  auto tail = spmd::models::make_logreg_shard(cuda_device(0), p.X.data() + cut * 784, p.y.data() + cut, p.rows - cut,
+  auto head = spmd::models::make_logreg_shard(spmd::test::cuda_device(0), p.X.data(), p.y.data(), cut, 784, 10, R);
+  auto tail = spmd::models::make_logreg_shard(spmd::test::cuda_device(0), p.X.data() + cut * 784, p.y.data() + cut, p.rows - cut,
                                               784, 10, R);
   head->chunk_partials(p.W.data(), split.data());
   tail->chunk_partials(p.W.data(), split.data() + cut_chunks * record);
@@ -180,14 +167,13 @@ TEST(CudaLogregShard, BadLabelIsAnErrorNamingTheRow) {
   Problem p = make_problem(100, 4, 3, 5);
   p.y[57] = 3;
   try {
-    spmd::models::make_logreg_shard(cuda_device(0), p.X.data(), p.y.data(), p.rows, 4, 3, 32);
+    spmd::models::make_logreg_shard(spmd::test::cuda_device(0), p.X.data(), p.y.data(), p.rows, 4, 3, 32);
     FAIL() << "label 3 of 3 classes accepted";
   } catch (const spmd::Error& e) {
     EXPECT_NE(std::string(e.what()).find("row 57"), std::string::npos) << e.what();
   }
 }
 
-#ifdef SPMD_HAVE_CUDA
 TEST(CudaLogregPredictor, SameClassesAsCpuOverSeveralTiles) {
   SKIP_WITHOUT_GPU();
   // More rows than one predictor tile (16384); the first rows are zeros (padding): every
@@ -198,7 +184,7 @@ TEST(CudaLogregPredictor, SameClassesAsCpuOverSeveralTiles) {
   std::vector<std::int32_t> cpu(static_cast<std::size_t>(rows)), gpu(static_cast<std::size_t>(rows), -1);
   spmd::models::LogregWorkspace ws;
   spmd::models::logreg_predict(p.X.data(), rows, 20, 7, p.W.data(), cpu.data(), ws);
-  auto predictor = spmd::models::make_logreg_predictor_cuda(cuda_device(0), p.W, 20, 7, rows);
+  auto predictor = spmd::models::make_logreg_predictor_cuda(spmd::test::cuda_device(0), p.W, 20, 7, rows);
   predictor->predict(p.X.data(), rows, gpu.data());
   for (int r = 0; r < 5; ++r) EXPECT_EQ(gpu[static_cast<std::size_t>(r)], 0) << "zero row " << r;
   // The same logits bit for bit (logreg_kernel_spec.hpp), so the same classes, ties too.
@@ -211,20 +197,15 @@ TEST(CudaLogregPredictor, SameClassesAsCpuOverSeveralTiles) {
   predictor->predict(p.X.data(), 0, part.data());
   EXPECT_THROW(predictor->predict(p.X.data(), rows + 1, part.data()), spmd::Error);
 }
-#endif
 
 // Without a GPU (this machine, CI), asking for a CUDA device is a clear spmd::Error
 // (what failed and what to do), never a crash.
 TEST(CudaDeviceModels, NoGpuIsAClearError) {
   std::string why;
-  if (spmd::runtime::visible_gpu_count(&why) > 0) GTEST_SKIP() << "a GPU is visible; this test is for machines without one";
+  if (spmd::tensor::visible_gpu_count(&why) > 0) GTEST_SKIP() << "a GPU is visible; this test is for machines without one";
   const std::vector<float> X(8, 0.5f), W(4, 0.0f);
   const std::vector<std::int32_t> y(4, 1);
-#ifdef SPMD_HAVE_CUDA
   const std::string expected = "--backend cpu";
-#else
-  const std::string expected = "no CUDA backend";
-#endif
   const auto expect_clear = [&](const auto& make, const char* what) {
     try {
       make();
@@ -233,23 +214,21 @@ TEST(CudaDeviceModels, NoGpuIsAClearError) {
       EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << what << ": " << e.what();
     }
   };
-  expect_clear([&] { spmd::models::make_logreg_shard(cuda_device(0), X.data(), y.data(), 4, 2, 2, 2048); },
+  expect_clear([&] { spmd::models::make_logreg_shard(spmd::test::cuda_device(0), X.data(), y.data(), 4, 2, 2, 2048); },
                "make_logreg_shard");
-  expect_clear([&] { spmd::models::make_cnn_member(cuda_device(0), 8, 4); }, "make_cnn_member");
-#ifdef SPMD_HAVE_CUDA
-  expect_clear([&] { spmd::models::make_logreg_predictor_cuda(cuda_device(0), W, 2, 2, 16); },
+  expect_clear([&] { spmd::models::make_cnn_member(spmd::test::cuda_device(0), 8, 4); }, "make_cnn_member");
+  expect_clear([&] { spmd::models::make_logreg_predictor_cuda(spmd::test::cuda_device(0), W, 2, 2, 16); },
                "make_logreg_predictor_cuda");
-#endif
 }
 
 // With or without a GPU: an ordinal past the visible GPUs is refused up front.
 TEST(CudaDeviceModels, OrdinalPastTheVisibleGpusIsAnError) {
-  const int visible = spmd::runtime::visible_gpu_count();
+  const int visible = spmd::tensor::visible_gpu_count();
   const std::vector<float> X(8, 0.5f);
   const std::vector<std::int32_t> y(4, 1);
-  EXPECT_THROW(spmd::models::make_logreg_shard(cuda_device(visible + 2), X.data(), y.data(), 4, 2, 2, 2048),
+  EXPECT_THROW(spmd::models::make_logreg_shard(spmd::test::cuda_device(visible + 2), X.data(), y.data(), 4, 2, 2, 2048),
                spmd::Error);
-  EXPECT_THROW(spmd::models::make_cnn_member(cuda_device(visible + 2), 8, 4), spmd::Error);
+  EXPECT_THROW(spmd::models::make_cnn_member(spmd::test::cuda_device(visible + 2), 8, 4), spmd::Error);
 }
 
 }  // namespace

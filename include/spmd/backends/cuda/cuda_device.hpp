@@ -1,17 +1,21 @@
 #pragma once
-// The GPU a device-side object lives on. Only with the CUDA backend.
-#ifndef SPMD_HAVE_CUDA
-#error "spmd/tensor/cuda_device.hpp needs the CUDA backend (SPMD_HAVE_CUDA is not defined in this build)"
-#endif
+// The CUDA backend's devices, and the GPU a device-side object lives on.
+#include <string>
 
 #include "spmd/runtime/devices.hpp"
 
 namespace spmd::tensor {
 
+// The CUDA backend's devices: the GPUs the runtime sees (CUDA_VISIBLE_DEVICES respected).
+const runtime::DevicePlatform& cuda_platform();
+// Visible GPUs; 0 with the runtime's reason in why_none when there is no driver or device.
+int visible_gpu_count(std::string* why_none = nullptr);
+std::string gpu_name(int ordinal);
+
 // For the constructor of a GPU object: checks that `device` is a usable GPU and makes it the
 // calling thread's current one (cudaSetDevice). what names the object in messages ("CUDA
-// CNN member"). Throws spmd::Error, before any other CUDA call, when device.backend is not
-// Cuda, when no GPU is usable (no driver, no device, CUDA_VISIBLE_DEVICES empty: the message
+// CNN member"). Throws spmd::Error, before any other CUDA call, when the device is not
+// a CUDA one, when no GPU is usable (no driver, no device, CUDA_VISIBLE_DEVICES empty: the message
 // gives the driver's reason and suggests --backend cpu) or when the ordinal is not one of
 // the visible GPUs.
 void use_cuda_device(const runtime::DeviceInfo& device, const char* what);

@@ -1,12 +1,9 @@
-// Compiled in every build (the library globs *.cpp); empty without the CUDA backend.
-#ifdef SPMD_HAVE_CUDA
-
-#include "spmd/tensor/device_buffer.hpp"
+#include "spmd/backends/cuda/device_buffer.hpp"
 
 #include <cstdio>
 #include <string>
 
-#include "spmd/runtime/cuda_check.hpp"
+#include "spmd/backends/cuda/check.hpp"
 
 namespace spmd::tensor::detail {
 
@@ -68,4 +65,3 @@ void check_count(std::size_t count, std::size_t capacity, const char* what) {
 
 }  // namespace spmd::tensor::detail
 
-#endif  // SPMD_HAVE_CUDA

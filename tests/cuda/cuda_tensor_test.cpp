@@ -2,6 +2,8 @@
 // row-major GEMM wrappers (on a GPU; skipped visibly without one).
 #include <gtest/gtest.h>
 
+#include "gpu_test_support.hpp"
+
 #include <array>
 #include <cstdint>
 #include <random>
@@ -11,19 +13,13 @@
 #include "spmd/runtime/devices.hpp"
 #include "spmd/runtime/error.hpp"
 
-#ifdef SPMD_HAVE_CUDA
-#include "spmd/runtime/cuda_check.hpp"
-#include "spmd/tensor/device_buffer.hpp"
-#include "spmd/tensor/gemm.hpp"
-#include "spmd/tensor/stream.hpp"
+#include "spmd/backends/cuda/check.hpp"
+#include "spmd/backends/cuda/cuda_device.hpp"
+#include "spmd/backends/cuda/device_buffer.hpp"
+#include "spmd/backends/cuda/gemm.hpp"
+#include "spmd/backends/cuda/stream.hpp"
 
 namespace {
-
-#define SKIP_WITHOUT_GPU()                                                             \
-  do {                                                                                 \
-    std::string why_no_gpu;                                                            \
-    if (spmd::runtime::visible_gpu_count(&why_no_gpu) == 0) GTEST_SKIP() << "no GPU: " << why_no_gpu; \
-  } while (0)
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
@@ -36,13 +32,13 @@ TEST(CudaCheck, CudaErrorNamesRankCallFileLineErrorAndHint) {
     const std::string m = e.what();
     EXPECT_TRUE(contains(m, "rank ")) << m;
     EXPECT_TRUE(contains(m, "CUDA call failed: cudaSetDevice(-1)")) << m;
-    EXPECT_TRUE(contains(m, "tests/unit/cuda_tensor_test.cpp:")) << m;
+    EXPECT_TRUE(contains(m, "tests/cuda/cuda_tensor_test.cpp:")) << m;
     EXPECT_TRUE(contains(m, ": cudaError")) << m;  // the error's name, then its description
     EXPECT_TRUE(contains(m, "hint: choosing a GPU")) << m;
   }
   // An invalid device is not a sticky error: it was cleared and does not leak into the
   // next check. (Without a driver every call keeps failing, so only with a GPU.)
-  if (spmd::runtime::visible_gpu_count() > 0) EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  if (spmd::tensor::visible_gpu_count() > 0) EXPECT_EQ(cudaGetLastError(), cudaSuccess);
 }
 
 TEST(CudaCheck, CublasErrorNamesStatus) {
@@ -193,12 +189,3 @@ TEST(RowMajorGemm, RejectsDimensionsCublasCannotTake) {
 
 }  // namespace
 
-#else  // !SPMD_HAVE_CUDA
-
-TEST(CudaCheck, BuildWithoutCudaReportsWhy) {
-  std::string why;
-  EXPECT_EQ(spmd::runtime::visible_gpu_count(&why), 0);
-  EXPECT_NE(why.find("no CUDA backend"), std::string::npos) << why;
-}
-
-#endif

@@ -5,6 +5,8 @@
 // usable GPU, and the option checks, run everywhere.
 #include <gtest/gtest.h>
 
+#include "gpu_test_support.hpp"
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -18,32 +20,25 @@
 #include <thread>
 #include <vector>
 
-#include "spmd/runtime/devices.hpp"
+#include "spmd/backends/cuda/cuda_device.hpp"
+#include "spmd//runtime/devices.hpp"
 #include "spmd/runtime/error.hpp"
 
-#ifdef SPMD_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
-#include "spmd/runtime/cuda_check.hpp"
-#include "spmd/sharding/prefetch_cuda.hpp"
-#include "spmd/tensor/device_buffer.hpp"
-#include "spmd/tensor/stream.hpp"
+#include "spmd/backends/cuda/check.hpp"
+#include "spmd/backends/cuda/prefetch.hpp"
+#include "spmd/backends/cuda/device_buffer.hpp"
+#include "spmd/backends/cuda/stream.hpp"
 
 namespace {
 
-using spmd::runtime::Backend;
 using spmd::runtime::DeviceInfo;
-using spmd::sharding::DeviceBatch;
+using spmd::sharding::GpuBatch;
 using spmd::sharding::DevicePrefetcher;
 using spmd::sharding::HostBatch;
 using spmd::sharding::HostBytes;
 using namespace std::chrono_literals;
-
-#define SKIP_WITHOUT_GPU()                                                                             \
-  do {                                                                                                 \
-    std::string why_no_gpu;                                                                            \
-    if (spmd::runtime::visible_gpu_count(&why_no_gpu) == 0) GTEST_SKIP() << "no GPU: " << why_no_gpu; \
-  } while (0)
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
@@ -55,14 +50,6 @@ bool eventually(Pred pred) {
     std::this_thread::sleep_for(1ms);
   }
   return true;
-}
-
-DeviceInfo gpu_device(int ordinal) {
-  DeviceInfo device;
-  device.backend = Backend::Cuda;
-  device.cuda_ordinal = ordinal;
-  device.name = "test gpu " + std::to_string(ordinal);
-  return device;
 }
 
 int current_gpu() {
@@ -165,14 +152,14 @@ void expect_round_trip(std::size_t depth, const std::vector<Sizes>& script, bool
   spmd::tensor::Stream reader;  // before the prefetcher: it must outlive the last release
   spmd::tensor::PinnedBuffer<std::uint8_t> out(out_bytes, "test: read-back");
   DevicePrefetcher p = spmd::sharding::prefetch_to_device(
-      gpu_device(0), scripted_producer([&](std::int64_t k) { return script[static_cast<std::size_t>(k)]; }, count,
+      spmd::test::cuda_device(0), scripted_producer([&](std::int64_t k) { return script[static_cast<std::size_t>(k)]; }, count,
                                        via_owner, log),
       depth, capacities);
   EXPECT_EQ(p.depth(), depth);
   EXPECT_EQ(p.array_capacities(), capacities);
 
   for (std::int64_t k = 0; k < count; ++k) {
-    const std::optional<DeviceBatch> batch = p.next();
+    const std::optional<GpuBatch> batch = p.next();
     ASSERT_TRUE(batch.has_value()) << "batch " << k;
     EXPECT_EQ(batch->index(), k);
     EXPECT_EQ(batch->tag(), tag_of(k)) << "batches out of order";
@@ -241,7 +228,7 @@ TEST(CudaPrefetch, ProducerRunsExactlyDepthAhead) {
   SKIP_WITHOUT_GPU();
   for (const std::size_t depth : {1, 2, 3}) {
     auto log = std::make_shared<ProducerLog>();
-    DevicePrefetcher p(gpu_device(0),
+    DevicePrefetcher p(spmd::test::cuda_device(0),
                        scripted_producer([](std::int64_t k) { return Sizes{static_cast<std::size_t>(k % 5) * 10}; },
                                          std::numeric_limits<std::int64_t>::max(), false, log),
                        depth, {40});
@@ -269,7 +256,7 @@ TEST(CudaPrefetch, NeverMoreThanDepthAheadUnderRacing) {
     int k = 0;
     std::vector<std::uint8_t> bytes(64, 1);
     DevicePrefetcher p(
-        gpu_device(0),
+        spmd::test::cuda_device(0),
         [&]() -> std::optional<HostBatch> {
           if (k == 400) return std::nullopt;
           const int ahead = k - taken.load();
@@ -298,7 +285,7 @@ TEST(CudaPrefetch, ProducerExceptionReachesTheConsumerAfterEarlierBatches) {
   auto good = scripted_producer([](std::int64_t k) { return Sizes{static_cast<std::size_t>(100 + k)}; }, 100, false, log);
   int calls = 0;
   DevicePrefetcher p(
-      gpu_device(0),
+      spmd::test::cuda_device(0),
       [&]() -> std::optional<HostBatch> {
         if (calls++ == 5) throw std::runtime_error("reading batch 5 failed");
         return good();
@@ -328,7 +315,7 @@ std::string error_for_bad_batch(std::int64_t bad, HostBatch bad_batch, std::vect
   std::vector<std::uint8_t> bytes(capacities[0], 3);
   std::int64_t k = 0;
   DevicePrefetcher p(
-      gpu_device(0),
+      spmd::test::cuda_device(0),
       [&]() -> std::optional<HostBatch> {
         if (k++ == bad) return bad_batch;
         HostBatch batch{{}, k - 1, nullptr};
@@ -369,7 +356,7 @@ TEST(CudaPrefetch, DestructionWaitsForReadersAndStopsTheProducer) {
   std::atomic<bool> reader_done{false};
   auto log = std::make_shared<ProducerLog>();
   {
-    DevicePrefetcher p(gpu_device(0),
+    DevicePrefetcher p(spmd::test::cuda_device(0),
                        scripted_producer([&](std::int64_t) { return Sizes{bytes}; },
                                          std::numeric_limits<std::int64_t>::max(), false, log),
                        2, {bytes});
@@ -394,7 +381,7 @@ TEST(CudaPrefetch, DestructionWaitsForReadersAndStopsTheProducer) {
   {
     std::vector<std::uint8_t> one(1, 9);
     DevicePrefetcher slow(
-        gpu_device(0),
+        spmd::test::cuda_device(0),
         [&]() -> std::optional<HostBatch> {
           std::this_thread::sleep_for(30ms);
           call_finished = true;
@@ -407,13 +394,13 @@ TEST(CudaPrefetch, DestructionWaitsForReadersAndStopsTheProducer) {
   // Destroyed right after construction, nothing taken.
   {
     const auto empty_batches = [] { return std::optional<HostBatch>(HostBatch{{HostBytes{}}, 0, nullptr}); };
-    DevicePrefetcher idle(gpu_device(0), empty_batches, 3, {0});
+    DevicePrefetcher idle(spmd::test::cuda_device(0), empty_batches, 3, {0});
   }
 }
 
 TEST(CudaPrefetch, LivesOnItsGpuAndMakesItCurrent) {
   SKIP_WITHOUT_GPU();
-  const int visible = spmd::runtime::visible_gpu_count();
+  const int visible = spmd::tensor::visible_gpu_count();
   std::vector<int> ordinals{0};
   if (visible > 1) ordinals.push_back(visible - 1);
   for (const int ordinal : ordinals) {
@@ -427,7 +414,7 @@ TEST(CudaPrefetch, LivesOnItsGpuAndMakesItCurrent) {
     for (std::size_t j = 0; j < bytes.size(); ++j) bytes[j] = pattern(0, 0, j);
     int k = 0;
     DevicePrefetcher p(
-        gpu_device(ordinal),
+        spmd::test::cuda_device(ordinal),
         [&]() -> std::optional<HostBatch> {
           int d = -1;
           if (cudaGetDevice(&d) == cudaSuccess) producer_gpu = d;
@@ -436,7 +423,7 @@ TEST(CudaPrefetch, LivesOnItsGpuAndMakesItCurrent) {
         },
         2, {bytes.size()});
     EXPECT_EQ(current_gpu(), ordinal) << "the constructor did not make the prefetcher's GPU current";
-    EXPECT_EQ(p.device().cuda_ordinal, ordinal);
+    EXPECT_EQ(p.device().ordinal, ordinal);
     SPMD_CHECK_CUDA(cudaSetDevice(other), "test GPU");
     const auto first = p.next();
     ASSERT_TRUE(first.has_value());
@@ -488,16 +475,16 @@ TEST(CudaPrefetch, RefusesADeviceThatIsNotAUsableGpuWithAClearError) {
     return std::nullopt;
   };
   std::string why_none;
-  const int visible = spmd::runtime::visible_gpu_count(&why_none);
+  const int visible = spmd::tensor::visible_gpu_count(&why_none);
   // No GPU at all, or an ordinal one past the last visible GPU.
-  DeviceInfo device = gpu_device(visible);
+  DeviceInfo device = spmd::test::cuda_device(visible);
   device.global_index = 5;
   try {
     DevicePrefetcher p(device, producer, 2, {1024, 16});
     FAIL() << "a prefetcher was made for CUDA ordinal " << visible << " with " << visible << " GPU(s) visible";
   } catch (const spmd::Error& e) {
     const std::string m = e.what();
-    EXPECT_TRUE(contains(m, "CUDA prefetcher on device 5 ('test gpu " + std::to_string(visible) + "')")) << m;
+    EXPECT_TRUE(contains(m, "CUDA prefetcher on device 5 ('gpu " + std::to_string(visible) + "')")) << m;
     if (visible == 0) {
       EXPECT_TRUE(contains(m, "needs a GPU, but none is usable: " + why_none)) << m;
       EXPECT_TRUE(contains(m, "--backend cpu")) << m;
@@ -540,4 +527,3 @@ TEST(CudaPrefetch, RejectsBadOptionsBeforeTouchingTheDevice) {
 
 }  // namespace
 
-#endif  // SPMD_HAVE_CUDA: without the backend there is no DevicePrefetcher to test

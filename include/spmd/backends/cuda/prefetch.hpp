@@ -25,7 +25,7 @@
 //    again, so the spans must stay valid until the producer's next call (or the end). A
 //    producer that allocates per batch can park the allocation in HostBatch::owner, which is
 //    released as soon as the bytes are staged.
-//  - DeviceBatch is a view of memory the prefetcher owns. It stays valid until the
+//  - GpuBatch is a view of memory the prefetcher owns. It stays valid until the
 //    following next() call or the prefetcher's destruction, whichever comes first.
 //  - The copy is asynchronous: before using the arrays, call batch.wait_on(stream) for
 //    every stream that will read them (the stream waits on the GPU; the host does not
@@ -43,9 +43,6 @@
 // GPU). The producer runs on the prefetch thread with the prefetcher's GPU current; it
 // must not call MPI (collectives stay on the main thread, in the same order on every rank).
 //
-// Only with the CUDA backend (SPMD_HAVE_CUDA); without it this header declares nothing.
-#ifdef SPMD_HAVE_CUDA
-
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
@@ -94,7 +91,7 @@ class DevicePrefetcherState;
 
 // A batch on the GPU, as returned by DevicePrefetcher::next(). A view: see the header
 // comment for how long it stays valid and which streams may read it.
-class DeviceBatch {
+class GpuBatch {
  public:
   std::size_t size() const { return arrays_.size(); }  // number of arrays
   const DeviceBytes& operator[](std::size_t i) const { return arrays_.at(i); }
@@ -119,7 +116,7 @@ class DeviceBatch {
 
  private:
   friend class detail::DevicePrefetcherState;
-  DeviceBatch() = default;  // made by the prefetcher only
+  GpuBatch() = default;  // made by the prefetcher only
   detail::DevicePrefetcherState* state_ = nullptr;
   std::size_t slot_ = 0;
   std::int64_t index_ = 0;
@@ -152,7 +149,7 @@ class DevicePrefetcher {
   // batch in producer order, or nullopt once the producer said so. Blocks while no batch is
   // ready and the producer is still running. Rethrows the producer's exception, a slot
   // overflow or a CUDA error after the batches made before it.
-  std::optional<DeviceBatch> next();
+  std::optional<GpuBatch> next();
 
   std::size_t depth() const;
   const runtime::DeviceInfo& device() const;
@@ -170,4 +167,3 @@ inline DevicePrefetcher prefetch_to_device(const runtime::DeviceInfo& device, De
 
 }  // namespace spmd::sharding
 
-#endif  // SPMD_HAVE_CUDA

@@ -18,19 +18,17 @@
 #include <random>
 #include <vector>
 
-#ifdef SPMD_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
-#include "spmd/models/device_models.hpp"
+#include "spmd/backends/cuda/check.hpp"
+#include "spmd/backends/cuda/cuda_device.hpp"
+#include "spmd/backends/cuda/device_buffer.hpp"
+#include "spmd/backends/cuda/models.hpp"
 #include "spmd/models/logreg.hpp"
-#include "spmd/runtime/cuda_check.hpp"
 #include "spmd/runtime/devices.hpp"
-#include "spmd/tensor/device_buffer.hpp"
-#endif
 
 namespace {
 
-#ifdef SPMD_HAVE_CUDA
 using Clock = std::chrono::steady_clock;
 
 double median(std::vector<double> v) {
@@ -85,17 +83,10 @@ Result time_objective(const spmd::runtime::DeviceInfo& gpu, std::int64_t rows, i
   const double pcie = static_cast<double>(out.size()) * sizeof(double) + static_cast<double>(rows) * 3 * sizeof(float);
   return {median(ms), 1e3 * x_bytes / bandwidth, pcie / 1e6};
 }
-#endif
 
 }  // namespace
 
 int main(int argc, char** argv) {
-#ifndef SPMD_HAVE_CUDA
-  (void)argc;
-  (void)argv;
-  std::printf("SKIP bench_gpu_logreg: this build has no CUDA backend (configure with nvcc present)\n");
-  return 0;
-#else
   const std::int64_t rows = argc > 1 ? std::atoll(argv[1]) : 50000;
   const int features = argc > 2 ? std::atoi(argv[2]) : 784;
   const int classes = argc > 3 ? std::atoi(argv[3]) : 10;
@@ -113,8 +104,8 @@ int main(int argc, char** argv) {
     cudaDeviceProp prop{};
     SPMD_CHECK_CUDA(cudaGetDeviceProperties(&prop, 0), "reading the GPU's properties");
     spmd::runtime::DeviceInfo gpu;
-    gpu.backend = spmd::runtime::Backend::Cuda;
-    gpu.cuda_ordinal = 0;
+    gpu.platform = &spmd::tensor::cuda_platform();
+    gpu.ordinal = 0;
     gpu.name = prop.name;
     SPMD_CHECK_CUDA(cudaSetDevice(0), "selecting GPU 0");
     const double bandwidth = copy_bandwidth(std::size_t{1} << 30, 10);
@@ -133,5 +124,4 @@ int main(int argc, char** argv) {
     return 1;
   }
   return 0;
-#endif
 }

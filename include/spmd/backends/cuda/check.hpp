@@ -6,11 +6,6 @@
 //   my_kernel<<<grid, block, 0, stream>>>(...);
 //   SPMD_CHECK_CUDA_LAUNCH("softmax kernel");   // launch errors (bad configuration, ...)
 //   SPMD_CHECK_CUBLAS(cublasSgemm(...), "dense layer forward");
-// Only with the CUDA backend (SPMD_HAVE_CUDA); usable from .cpp and .cu files alike.
-#ifndef SPMD_HAVE_CUDA
-#error "spmd/runtime/cuda_check.hpp needs the CUDA backend (SPMD_HAVE_CUDA is not defined in this build)"
-#endif
-
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 

@@ -26,13 +26,13 @@
 #include "logreg_kernel_spec.hpp"
 #include "spmd/models/device_models.hpp"
 #include "spmd/models/logreg.hpp"
-#include "spmd/models/logreg_cuda.hpp"
-#include "spmd/runtime/cuda_check.hpp"
+#include "spmd/backends/cuda/models.hpp"
+#include "spmd/backends/cuda/check.hpp"
 #include "spmd/runtime/error.hpp"
-#include "spmd/tensor/cuda_device.hpp"
-#include "spmd/tensor/device_buffer.hpp"
-#include "spmd/tensor/launch.hpp"
-#include "spmd/tensor/stream.hpp"
+#include "spmd/backends/cuda/cuda_device.hpp"
+#include "spmd/backends/cuda/device_buffer.hpp"
+#include "spmd/backends/cuda/launch.hpp"
+#include "spmd/backends/cuda/stream.hpp"
 
 namespace spmd::models {
 
@@ -238,7 +238,7 @@ class CudaLogregShard final : public LogregShard {
  public:
   CudaLogregShard(const runtime::DeviceInfo& device, const float* X, const std::int32_t* labels, std::int64_t rows,
                   int features, int classes, std::int64_t chunk_rows)
-      : ordinal_((tensor::use_cuda_device(device, "CUDA logreg shard"), device.cuda_ordinal)),
+      : ordinal_((tensor::use_cuda_device(device, "CUDA logreg shard"), device.ordinal)),
         features_(features),
         classes_(classes),
         record_(static_cast<std::int64_t>(logreg_partials_size(features, classes))),
@@ -326,7 +326,7 @@ class CudaLogregPredictor final : public DevicePredictor {
  public:
   CudaLogregPredictor(const runtime::DeviceInfo& device, const std::vector<float>& W, int features, int classes,
                       std::int64_t max_rows)
-      : ordinal_((tensor::use_cuda_device(device, "CUDA logreg predictor"), device.cuda_ordinal)),
+      : ordinal_((tensor::use_cuda_device(device, "CUDA logreg predictor"), device.ordinal)),
         features_(features),
         classes_(classes),
         max_rows_(max_rows),

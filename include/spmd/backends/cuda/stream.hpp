@@ -2,11 +2,6 @@
 // A CUDA stream and a cuBLAS handle bound to it (RAII, move-only): each GPU object owns one
 // pair, so its copies, kernels and GEMMs run in order and objects on one GPU do not
 // serialise each other. Create them with the object's GPU current (tensor::use_cuda_device).
-// Only with the CUDA backend.
-#ifndef SPMD_HAVE_CUDA
-#error "spmd/tensor/stream.hpp needs the CUDA backend (SPMD_HAVE_CUDA is not defined in this build)"
-#endif
-
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 

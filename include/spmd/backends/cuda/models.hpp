@@ -1,17 +1,26 @@
 #pragma once
-// Logistic regression on a GPU: the eval predictor (class = argmax of x.W). The training
-// side, make_logreg_shard_cuda, is declared with the other device models in
-// models/device_models.hpp. Both are defined in src/models/logreg_cuda.cu.
+// The CUDA backend's device models: what its factory table (cuda_backend.cpp) hands out.
+// Each object keeps its parameters and buffers on one GPU and moves only batches and
+// results; semantics are those of the interfaces in models/device_models.hpp and
+// models/classifier.hpp. Declared here for the backend's own table and the CUDA tests.
 #include <cstdint>
 #include <memory>
 #include <vector>
 
 #include "spmd/models/classifier.hpp"
+#include "spmd/models/device_models.hpp"
 #include "spmd/runtime/devices.hpp"
 
 namespace spmd::models {
 
-#ifdef SPMD_HAVE_CUDA
+// Defined in cnn_member.cu.
+std::unique_ptr<CnnMember> make_cnn_member_cuda(const runtime::DeviceInfo& device, int max_batch, int max_train_batch);
+
+// Defined in logreg.cu. X and labels are copied to the GPU once.
+std::unique_ptr<LogregShard> make_logreg_shard_cuda(const runtime::DeviceInfo& device, const float* X,
+                                                    const std::int32_t* labels, std::int64_t rows, int features,
+                                                    int classes, std::int64_t chunk_rows);
+
 // W [features, classes] row-major float32, copied to the device's GPU once. predict() takes
 // up to max_rows host rows per call and works through them in tiles, so GPU memory stays
 // bounded whatever max_rows is. The logits are logreg_predict's bit for bit (the
@@ -22,6 +31,5 @@ namespace spmd::models {
 std::unique_ptr<DevicePredictor> make_logreg_predictor_cuda(const runtime::DeviceInfo& device,
                                                             const std::vector<float>& W, int features, int classes,
                                                             std::int64_t max_rows);
-#endif
 
 }  // namespace spmd::models

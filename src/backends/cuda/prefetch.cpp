@@ -1,8 +1,5 @@
-// Compiled in every build (the library globs *.cpp); empty without the CUDA backend.
 // No kernels here, so plain C++ against the CUDA runtime API (g++ warns more than nvcc).
-#ifdef SPMD_HAVE_CUDA
-
-#include "spmd/sharding/prefetch_cuda.hpp"
+#include "spmd/backends/cuda/prefetch.hpp"
 
 #include <algorithm>
 #include <condition_variable>
@@ -15,11 +12,11 @@
 #include <thread>
 
 #include "spmd/runtime/check.hpp"
-#include "spmd/runtime/cuda_check.hpp"
+#include "spmd/backends/cuda/check.hpp"
 #include "spmd/runtime/error.hpp"
-#include "spmd/tensor/cuda_device.hpp"
-#include "spmd/tensor/device_buffer.hpp"
-#include "spmd/tensor/stream.hpp"
+#include "spmd/backends/cuda/cuda_device.hpp"
+#include "spmd/backends/cuda/device_buffer.hpp"
+#include "spmd/backends/cuda/stream.hpp"
 
 namespace spmd::sharding {
 
@@ -99,7 +96,7 @@ class DevicePrefetcherState {
     room_.notify_all();
     if (thread_.joinable()) thread_.join();
 
-    tensor::set_current_gpu_noexcept(device_.cuda_ordinal);
+    tensor::set_current_gpu_noexcept(device_.ordinal);
     // Readers of the held batch may still be running: mark them like next() would, so that
     // the copy stream waits for them too; then one synchronisation covers the copies in
     // flight and every reader of every slot, and the memory can go.
@@ -119,8 +116,8 @@ class DevicePrefetcherState {
   DevicePrefetcherState(const DevicePrefetcherState&) = delete;
   DevicePrefetcherState& operator=(const DevicePrefetcherState&) = delete;
 
-  std::optional<DeviceBatch> next() {
-    tensor::set_current_gpu(device_.cuda_ordinal);
+  std::optional<GpuBatch> next() {
+    tensor::set_current_gpu(device_.ordinal);
     // Release before taking: the producer refills this slot only once the queue has room,
     // which the pop below gives, so the marks are on the copy stream before its refill.
     if (held_slot_) {
@@ -130,7 +127,7 @@ class DevicePrefetcherState {
     std::unique_lock<std::mutex> lock(mutex_);
     ready_.wait(lock, [&] { return !queue_.empty() || finished_; });
     if (!queue_.empty()) {
-      DeviceBatch batch = std::move(queue_.front());
+      GpuBatch batch = std::move(queue_.front());
       queue_.pop_front();
       lock.unlock();
       room_.notify_one();
@@ -147,15 +144,15 @@ class DevicePrefetcherState {
     return std::nullopt;
   }
 
-  void wait_on(const DeviceBatch& batch, cudaStream_t stream) {
+  void wait_on(const GpuBatch& batch, cudaStream_t stream) {
     check_held(batch, "wait_on");
-    tensor::set_current_gpu(device_.cuda_ordinal);
+    tensor::set_current_gpu(device_.ordinal);
     // Caught here rather than as a failed record at the release, far from the cause.
     int stream_gpu = -1;
     SPMD_CHECK_CUDA(cudaStreamGetDevice(stream, &stream_gpu), "asking which GPU a consumer stream belongs to");
-    if (stream_gpu != device_.cuda_ordinal)
+    if (stream_gpu != device_.ordinal)
       throw Error(where(device_) + ": wait_on with a stream of GPU " + std::to_string(stream_gpu) +
-                  ", but the batch is on GPU " + std::to_string(device_.cuda_ordinal) +
+                  ", but the batch is on GPU " + std::to_string(device_.ordinal) +
                   "; read a batch from a stream of the prefetcher's GPU");
     SPMD_CHECK_CUDA(cudaStreamWaitEvent(stream, batch.copied_, 0),
                     "making a consumer stream wait for a prefetched batch");
@@ -163,7 +160,7 @@ class DevicePrefetcherState {
     if (std::find(readers.begin(), readers.end(), stream) == readers.end()) readers.push_back(stream);
   }
 
-  void synchronize(const DeviceBatch& batch) const {
+  void synchronize(const GpuBatch& batch) const {
     check_held(batch, "synchronize");
     SPMD_CHECK_CUDA(cudaEventSynchronize(batch.copied_), "waiting for a prefetched batch's copy to the GPU");
   }
@@ -213,16 +210,16 @@ class DevicePrefetcherState {
     slot.readers.clear();
   }
 
-  void check_held(const DeviceBatch& batch, const char* call) const {
+  void check_held(const GpuBatch& batch, const char* call) const {
     if (!held_slot_ || held_index_ != batch.index_)
       throw Error(where(device_) + ": " + call + " on batch " + std::to_string(batch.index_) +
-                  ", which a later next() call (or the end of the stream) already released; a DeviceBatch is valid "
+                  ", which a later next() call (or the end of the stream) already released; a GpuBatch is valid "
                   "only until the following next()");
   }
 
   void produce_loop() {
     try {
-      tensor::set_current_gpu(device_.cuda_ordinal);
+      tensor::set_current_gpu(device_.ordinal);
       for (;;) {
         {
           std::unique_lock<std::mutex> lock(mutex_);
@@ -242,7 +239,7 @@ class DevicePrefetcherState {
           std::lock_guard<std::mutex> lock(mutex_);
           if (stop_) return;  // the destructor is waiting: no point copying
         }
-        DeviceBatch batch = stage(std::move(*host));
+        GpuBatch batch = stage(std::move(*host));
         {
           std::lock_guard<std::mutex> lock(mutex_);
           queue_.push_back(std::move(batch));
@@ -279,7 +276,7 @@ class DevicePrefetcherState {
 
   // Producer thread: host arrays -> the slot's pinned staging -> its device memory, on the
   // copy stream. The slot is free: see the ring argument at mutex_.
-  DeviceBatch stage(HostBatch host) {
+  GpuBatch stage(HostBatch host) {
     const std::int64_t index = produced_;
     check_fits(host, index);
     const std::size_t slot_index = static_cast<std::size_t>(index) % slots_.size();
@@ -291,7 +288,7 @@ class DevicePrefetcherState {
       if (host.arrays[i].bytes > 0) std::memcpy(slot.staging.data() + offsets_[i], host.arrays[i].data, host.arrays[i].bytes);
     host.owner.reset();  // staged: the producer's memory is no longer needed
 
-    DeviceBatch batch;
+    GpuBatch batch;
     batch.state_ = this;
     batch.slot_ = slot_index;
     batch.index_ = index;
@@ -327,7 +324,7 @@ class DevicePrefetcherState {
   std::mutex mutex_;
   std::condition_variable room_;   // the queue has room, or stop_
   std::condition_variable ready_;  // a batch is queued, or finished_
-  std::deque<DeviceBatch> queue_;
+  std::deque<GpuBatch> queue_;
   bool finished_ = false;  // the producer returned nullopt, or production failed
   bool stop_ = false;      // the destructor wants the thread to end
   std::exception_ptr error_;
@@ -344,9 +341,9 @@ class DevicePrefetcherState {
 
 }  // namespace detail
 
-void DeviceBatch::wait_on(cudaStream_t stream) const { state_->wait_on(*this, stream); }
+void GpuBatch::wait_on(cudaStream_t stream) const { state_->wait_on(*this, stream); }
 
-void DeviceBatch::synchronize() const { state_->synchronize(*this); }
+void GpuBatch::synchronize() const { state_->synchronize(*this); }
 
 DevicePrefetcher::DevicePrefetcher(const runtime::DeviceInfo& device, Producer producer, std::size_t depth,
                                    std::vector<std::size_t> array_capacities)
@@ -363,7 +360,7 @@ namespace {
 }
 }  // namespace
 
-std::optional<DeviceBatch> DevicePrefetcher::next() {
+std::optional<GpuBatch> DevicePrefetcher::next() {
   if (!state_) throw_moved_from("next()");
   return state_->next();
 }
@@ -385,4 +382,3 @@ const std::vector<std::size_t>& DevicePrefetcher::array_capacities() const {
 
 }  // namespace spmd::sharding
 
-#endif  // SPMD_HAVE_CUDA

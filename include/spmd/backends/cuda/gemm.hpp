@@ -9,10 +9,6 @@
 // Dimensions are int64 for the callers' convenience; each must fit cuBLAS's int (spmd::Error
 // otherwise). M, N, K >= 1. what names the operation in error messages. Only with the CUDA
 // backend.
-#ifndef SPMD_HAVE_CUDA
-#error "spmd/tensor/gemm.hpp needs the CUDA backend (SPMD_HAVE_CUDA is not defined in this build)"
-#endif
-
 #include <cublas_v2.h>
 
 #include <cstdint>

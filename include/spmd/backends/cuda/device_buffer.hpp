@@ -4,10 +4,6 @@
 // buffer of 0 elements owns nothing and makes no CUDA call. Copies are asynchronous on the
 // given stream and ordered with the kernels on it; the caller synchronises the stream before
 // reading a host destination or reusing a pinned source. Only with the CUDA backend.
-#ifndef SPMD_HAVE_CUDA
-#error "spmd/tensor/device_buffer.hpp needs the CUDA backend (SPMD_HAVE_CUDA is not defined in this build)"
-#endif
-
 #include <cuda_runtime_api.h>
 
 #include <cstddef>

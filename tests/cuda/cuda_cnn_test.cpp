@@ -3,6 +3,8 @@
 // Skipped visibly where no GPU is visible (the no-GPU error is in cuda_logreg_test.cpp).
 #include <gtest/gtest.h>
 
+#include "gpu_test_support.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -12,7 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "spmd/models/cnn_init.hpp"
+#include "spmd/backends/cuda/cuda_device.hpp"
+#include "spmd//models/cnn_init.hpp"
 #include "spmd/models/cnn_params.hpp"
 #include "spmd/models/device_models.hpp"
 #include "spmd/runtime/devices.hpp"
@@ -23,20 +26,6 @@ namespace {
 using spmd::models::CnnParams;
 using spmd::models::CnnTensor;
 using spmd::models::kCnnParamCount;
-
-#define SKIP_WITHOUT_GPU()                                                                              \
-  do {                                                                                                  \
-    std::string why_no_gpu;                                                                             \
-    if (spmd::runtime::visible_gpu_count(&why_no_gpu) == 0) GTEST_SKIP() << "no GPU: " << why_no_gpu;   \
-  } while (0)
-
-spmd::runtime::DeviceInfo cuda_device() {
-  spmd::runtime::DeviceInfo d;
-  d.backend = spmd::runtime::Backend::Cuda;
-  d.cuda_ordinal = 0;
-  d.name = "gpu 0";
-  return d;
-}
 
 spmd::runtime::DeviceInfo cpu_device() {
   spmd::runtime::DeviceInfo d;
@@ -104,7 +93,7 @@ TEST(CudaCnnMember, ForwardMatchesCpuIncludingTiledBatches) {
   auto cpu = spmd::models::make_cnn_member(cpu_device(), max_batch, 0);
   cpu->set_state(params, zero);
   for (int max_train : {0, 32}) {
-    auto gpu = spmd::models::make_cnn_member(cuda_device(), max_batch, max_train);
+    auto gpu = spmd::models::make_cnn_member(spmd::test::cuda_device(), max_batch, max_train);
     gpu->set_state(params, zero);
     for (int n : {1, 7, 64, 513, 600}) {
       const Batch b = random_batch(n, static_cast<std::uint32_t>(n));
@@ -127,7 +116,7 @@ TEST(CudaCnnMember, TrainStepsMatchCpu) {
   zero.set_zero();
   const int max_batch = 64, max_train = 32;
   auto cpu = spmd::models::make_cnn_member(cpu_device(), max_batch, max_train);
-  auto gpu = spmd::models::make_cnn_member(cuda_device(), max_batch, max_train);
+  auto gpu = spmd::models::make_cnn_member(spmd::test::cuda_device(), max_batch, max_train);
   cpu->set_state(init, zero);
   gpu->set_state(init, zero);
   const spmd::optim::SgdMomentum sgd{0.1f, 0.9f};
@@ -166,7 +155,7 @@ TEST(CudaCnnMember, StateRoundTripsBitwise) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
   for (float& v : params.flat()) v = normal(rng);
   for (float& v : trace.flat()) v = normal(rng);
-  auto gpu = spmd::models::make_cnn_member(cuda_device(), 4, 4);
+  auto gpu = spmd::models::make_cnn_member(spmd::test::cuda_device(), 4, 4);
   gpu->set_state(params, trace);
   gpu->get_state(back_params, back_trace);
   EXPECT_EQ(std::memcmp(params.data(), back_params.data(), kCnnParamCount * sizeof(float)), 0);
@@ -175,13 +164,13 @@ TEST(CudaCnnMember, StateRoundTripsBitwise) {
 
 TEST(CudaCnnMember, RefusesBadCalls) {
   SKIP_WITHOUT_GPU();
-  EXPECT_THROW(spmd::models::make_cnn_member(cuda_device(), 4, 8), spmd::Error);  // train batch > max batch
-  EXPECT_THROW(spmd::models::make_cnn_member(cuda_device(), -1, 0), spmd::Error);
+  EXPECT_THROW(spmd::models::make_cnn_member(spmd::test::cuda_device(), 4, 8), spmd::Error);  // train batch > max batch
+  EXPECT_THROW(spmd::models::make_cnn_member(spmd::test::cuda_device(), -1, 0), spmd::Error);
   const spmd::optim::SgdMomentum sgd{0.1f, 0.9f};
   Batch b = random_batch(8, 1);
-  auto forward_only = spmd::models::make_cnn_member(cuda_device(), 8, 0);
+  auto forward_only = spmd::models::make_cnn_member(spmd::test::cuda_device(), 8, 0);
   EXPECT_THROW(forward_only->train_step(b.images.data(), b.labels.data(), 1, sgd, nullptr), spmd::Error);
-  auto member = spmd::models::make_cnn_member(cuda_device(), 8, 4);
+  auto member = spmd::models::make_cnn_member(spmd::test::cuda_device(), 8, 4);
   EXPECT_THROW(member->train_step(b.images.data(), b.labels.data(), 5, sgd, nullptr), spmd::Error);
   b.labels[2] = 10;
   try {

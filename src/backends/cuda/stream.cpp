@@ -1,11 +1,8 @@
-// Compiled in every build (the library globs *.cpp); empty without the CUDA backend.
-#ifdef SPMD_HAVE_CUDA
-
-#include "spmd/tensor/stream.hpp"
+#include "spmd/backends/cuda/stream.hpp"
 
 #include <utility>
 
-#include "spmd/runtime/cuda_check.hpp"
+#include "spmd/backends/cuda/check.hpp"
 
 namespace spmd::tensor {
 
@@ -58,4 +55,3 @@ CublasHandle& CublasHandle::operator=(CublasHandle&& other) noexcept {
 
 }  // namespace spmd::tensor
 
-#endif  // SPMD_HAVE_CUDA

@@ -18,13 +18,13 @@
 
 #include "spmd/models/cnn_params.hpp"
 #include "spmd/models/device_models.hpp"
-#include "spmd/runtime/cuda_check.hpp"
+#include "spmd/backends/cuda/check.hpp"
 #include "spmd/runtime/error.hpp"
-#include "spmd/tensor/cuda_device.hpp"
-#include "spmd/tensor/device_buffer.hpp"
-#include "spmd/tensor/gemm.hpp"
-#include "spmd/tensor/launch.hpp"
-#include "spmd/tensor/stream.hpp"
+#include "spmd/backends/cuda/cuda_device.hpp"
+#include "spmd/backends/cuda/device_buffer.hpp"
+#include "spmd/backends/cuda/gemm.hpp"
+#include "spmd/backends/cuda/launch.hpp"
+#include "spmd/backends/cuda/stream.hpp"
 
 namespace spmd::models {
 
@@ -221,7 +221,7 @@ void check_batch(int batch, int limit, const char* what, const char* limit_name)
 class CudaCnnMember final : public CnnMember {
  public:
   CudaCnnMember(const runtime::DeviceInfo& device, int max_batch, int max_train_batch)
-      : ordinal_((tensor::use_cuda_device(device, "CUDA CNN member"), device.cuda_ordinal)),
+      : ordinal_((tensor::use_cuda_device(device, "CUDA CNN member"), device.ordinal)),
         max_batch_(max_batch),
         max_train_batch_(max_train_batch),
         rows_per_pass_(std::max({1, max_train_batch, std::min(max_batch, kForwardTileRows)})),

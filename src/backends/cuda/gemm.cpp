@@ -1,12 +1,9 @@
-// Compiled in every build (the library globs *.cpp); empty without the CUDA backend.
-#ifdef SPMD_HAVE_CUDA
-
-#include "spmd/tensor/gemm.hpp"
+#include "spmd/backends/cuda/gemm.hpp"
 
 #include <climits>
 #include <string>
 
-#include "spmd/runtime/cuda_check.hpp"
+#include "spmd/backends/cuda/check.hpp"
 
 namespace spmd::tensor {
 
@@ -68,4 +65,3 @@ void sgemm_row_major_strided_batched(cublasHandle_t handle, const RowMajorGemm& 
 
 }  // namespace spmd::tensor
 
-#endif  // SPMD_HAVE_CUDA

@@ -1,7 +1,4 @@
-// Compiled in every build (the library globs *.cpp); empty without the CUDA backend.
-#ifdef SPMD_HAVE_CUDA
-
-#include "spmd/runtime/cuda_check.hpp"
+#include "spmd/backends/cuda/check.hpp"
 
 #include <string>
 
@@ -22,4 +19,3 @@ void throw_cublas_error(cublasStatus_t status, const char* call, const char* fil
 
 }  // namespace spmd::runtime
 
-#endif  // SPMD_HAVE_CUDA

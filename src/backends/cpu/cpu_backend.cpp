@@ -1,0 +1,99 @@
+// The CPU backend: a device is a worker thread (runtime::host_platform) and the models run
+// the host kernels (models/cnn_cpu.hpp, models/logreg.hpp) on that thread's own buffers.
+#include "spmd/backends/cpu/cpu_backend.hpp"
+
+#include <algorithm>
+
+#include "spmd/models/cnn_cpu.hpp"
+#include "spmd/models/logreg.hpp"
+#include "spmd/runtime/error.hpp"
+
+namespace spmd::backends::cpu {
+
+namespace {
+
+using namespace spmd::models;
+
+class CpuCnnMember final : public CnnMember {
+ public:
+  CpuCnnMember(int max_batch, int max_train_batch) : ws_(max_batch, max_train_batch) {}
+  void set_state(const CnnParams& params, const CnnParams& momentum) override {
+    std::copy(params.flat().begin(), params.flat().end(), params_.data());
+    std::copy(momentum.flat().begin(), momentum.flat().end(), trace_.data());
+  }
+  void get_state(CnnParams& params, CnnParams& momentum) const override {
+    std::copy(params_.flat().begin(), params_.flat().end(), params.data());
+    std::copy(trace_.flat().begin(), trace_.flat().end(), momentum.data());
+  }
+  float train_step(const float* images, const std::int32_t* labels, int batch, const optim::SgdMomentum& sgd,
+                   float* probs_out) override {
+    return cnn_train_step(params_, trace_, sgd, images, labels, batch, probs_out, ws_);
+  }
+  void forward(const float* images, int batch, float* probs_out) override {
+    cnn_forward(params_, images, batch, probs_out, ws_);
+  }
+
+ private:
+  CnnParams params_, trace_;
+  CnnWorkspace ws_;
+};
+
+class CpuLogregShard final : public LogregShard {
+ public:
+  CpuLogregShard(const float* X, const std::int32_t* labels, std::int64_t rows, int features, int classes,
+                 std::int64_t chunk_rows)
+      : X_(X), labels_(labels), rows_(rows), features_(features), classes_(classes), chunk_rows_(chunk_rows) {}
+  void chunk_partials(const float* W, double* out) override {
+    if (rows_ == 0) return;
+    logreg_range_partials(X_, labels_, rows_, features_, classes_, W, chunk_rows_, out, ws_);
+  }
+
+ private:
+  const float* X_;
+  const std::int32_t* labels_;
+  std::int64_t rows_;
+  int features_, classes_;
+  std::int64_t chunk_rows_;
+  LogregWorkspace ws_;
+};
+
+class CpuLogregPredictor final : public DevicePredictor {
+ public:
+  CpuLogregPredictor(const std::vector<float>& W, int features, int classes) : kernel_(W.data(), features, classes) {}
+  void predict(const float* samples, std::int64_t rows, std::int32_t* classes_out) override {
+    kernel_.predict(samples, rows, classes_out);
+  }
+
+ private:
+  LogregFixedPredictor kernel_;  // a copy of W per device: each device owns its parameters
+};
+
+class CpuBackend final : public Backend {
+ public:
+  const runtime::DevicePlatform& platform() const override { return runtime::host_platform(); }
+  std::vector<std::pair<std::string, std::string>> library_versions() const override {
+    return {};  // OpenBLAS is the runtime's (runtime::library_versions)
+  }
+  std::unique_ptr<CnnMember> make_cnn_member(const runtime::DeviceInfo&, int max_batch,
+                                             int max_train_batch) const override {
+    return std::make_unique<CpuCnnMember>(max_batch, max_train_batch);
+  }
+  std::unique_ptr<LogregShard> make_logreg_shard(const runtime::DeviceInfo&, const float* X,
+                                                 const std::int32_t* labels, std::int64_t rows, int features,
+                                                 int classes, std::int64_t chunk_rows) const override {
+    return std::make_unique<CpuLogregShard>(X, labels, rows, features, classes, chunk_rows);
+  }
+  std::unique_ptr<DevicePredictor> make_logreg_predictor(const runtime::DeviceInfo&, const std::vector<float>& W,
+                                                         int features, int classes, std::int64_t) const override {
+    return std::make_unique<CpuLogregPredictor>(W, features, classes);
+  }
+};
+
+}  // namespace
+
+const Backend& backend() {
+  static const CpuBackend instance;
+  return instance;
+}
+
+}  // namespace spmd::backends::cpu
