@@ -8,6 +8,7 @@
 #include "commands.hpp"
 #include "model_loading.hpp"
 #include "spmd/runtime/collectives.hpp"
+#include "spmd/data/dataset.hpp"
 #include "spmd/runtime/error.hpp"
 #include "spmd/sharding/step_sync.hpp"
 #include "spmd/workloads/eval.hpp"
@@ -84,6 +85,7 @@ int cmd_eval(const Args& args) {
         require_positive(vm, "per-device-batch");
         require_non_negative(vm, "min-device-batch");
         require_positive(vm, "classes");
+        require_at_most(vm, "classes", data::kMaxClasses, "labels are class indices below it");
         require_positive(vm, "repeat");
         if (const int w = vm["count-window"].as<int>(); w < 1 || w > sharding::WindowedCountBarrier::kMaxWindow)
           throw Error("--count-window must be between 1 and " + std::to_string(sharding::WindowedCountBarrier::kMaxWindow) +

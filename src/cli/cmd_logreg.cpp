@@ -3,6 +3,7 @@
 
 #include "command.hpp"
 #include "commands.hpp"
+#include "spmd/data/dataset.hpp"
 #include "spmd/runtime/error.hpp"
 #include "spmd/workloads/logreg.hpp"
 #include "spmd/workloads/logreg_weights.hpp"
@@ -46,6 +47,7 @@ int cmd_logreg(const Args& args) {
     require_present(vm, "data");
     require_readable_file(vm, "data");
     require_non_negative(vm, "classes");
+    require_at_most(vm, "classes", data::kMaxClasses, "labels are class indices below it");
     require_non_negative(vm, "l2");
     optim::validate(solver_params(vm));
     require_writable_destination(vm, "weights-out");
@@ -102,6 +104,7 @@ int cmd_logreg(const Args& args) {
                           workloads::format("%.2f", r.seconds_per_evaluation * 1e3)}) +
              workloads::format("# %lld rows x %d features, %d classes, over %d rank(s) x %d device(s)\n",
                                static_cast<long long>(r.rows), r.features, r.classes, ctx.size(), ctx.devices_per_rank()));
+  for (const auto& warning : r.warnings) print_root("# WARNING: " + warning + "\n");
   if (vm.count("weights-out"))
     workloads::write_logreg_weights(ctx, vm["weights-out"].as<std::string>(), {r.W, r.features, r.classes},
                                     {optim::to_string(r.status), r.iterations, r.value, o.data});

@@ -184,6 +184,12 @@ void require_non_negative(const po::variables_map& vm, const std::string& name) 
   if (!(x >= 0)) throw Error("--" + name + " must be >= 0 (got " + value_text(vm[name]) + ")");
 }
 
+void require_at_most(const po::variables_map& vm, const std::string& name, double limit, const std::string& why) {
+  if (!vm.count(name)) return;
+  if (!(numeric(vm[name]) <= limit))
+    throw Error("--" + name + " must be at most " + std::to_string(static_cast<long long>(limit)) + " (got " + value_text(vm[name]) + "): " + why);
+}
+
 void require_one_of(const po::variables_map& vm, const std::string& name, const std::vector<std::string>& allowed) {
   if (!vm.count(name)) return;
   const std::string v = vm[name].as<std::string>();

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "spmd/data/h5_file.hpp"
+#include "spmd/data/storage.hpp"
 #include "spmd/runtime/agree.hpp"
 #include "spmd/runtime/check.hpp"
 #include "spmd/runtime/collectives.hpp"
@@ -25,6 +26,12 @@ std::string describe_keys(const DatasetKeys& keys) {
 
 std::string rank_prefix(const runtime::Context& ctx) { return "rank " + std::to_string(ctx.rank()) + ": "; }
 
+// The message prefixed with this rank, unless a check macro already named it.
+std::string with_rank(const runtime::Context& ctx, const std::string& message) {
+  const std::string prefix = rank_prefix(ctx);
+  return message.rfind(prefix, 0) == 0 ? message : prefix + message;
+}
+
 
 ElementType dataset_element_type(hid_t dataset, const std::string& path, const std::string& role,
                                  const std::string& name, const std::string& allowed) {
@@ -34,6 +41,29 @@ ElementType dataset_element_type(hid_t dataset, const std::string& path, const s
     throw Error("'" + path + "': " + role + " dataset '" + name + "' has dtype " + describe_hdf5_type(type.get()) +
                 "; supported: " + allowed);
   return *element;
+}
+
+// Labels may be any integer type, or an HDF5 enum over one: h5py stores numpy bool arrays as
+// the enum {FALSE = 0, TRUE = 1} over int8, and categorical labels as enums too. An enum is
+// read as its base integers (the stored values).
+ElementType label_element_type(hid_t dataset, const std::string& path, const std::string& name, bool& is_enum) {
+  H5Datatype type(SPMD_CHECK_HDF5(H5Dget_type(dataset), "reading a dataset's type"));
+  is_enum = H5Tget_class(type.get()) == H5T_ENUM;
+  if (is_enum) {
+    H5Datatype base(SPMD_CHECK_HDF5(H5Tget_super(type.get()), "reading an enum's base type"));
+    if (const auto element = element_type_of(base.get()); element && is_integer(*element)) return *element;
+  } else if (const auto element = element_type_of(type.get()); element && is_integer(*element)) {
+    return *element;
+  }
+  throw Error("'" + path + "': labels dataset '" + name + "' has dtype " + describe_hdf5_type(type.get()) +
+              "; labels must be an integer type (int8 ... uint64), or bool / an integer enum as h5py writes them");
+}
+
+// The storage of a dataset we are about to read: every filter must be decodable here.
+StorageInfo checked_storage(hid_t dataset, const std::string& path, const std::string& role, const std::string& name) {
+  StorageInfo storage = dataset_storage(dataset);
+  require_decodable(storage, path, role, name);
+  return storage;
 }
 
 // Validates the datasets named by keys and returns their shape; the opened datasets are
@@ -47,8 +77,9 @@ DatasetShape inspect(hid_t file, const std::string& path, const DatasetKeys& key
       dataset_element_type(features.get(), path, "features", keys.features, "integers of 8-64 bits, float32, float64");
   const auto fdims = dataset_dims(features.get());
   if (fdims.size() < 2)
-    throw Error("'" + path + "': features dataset '" + keys.features + "' has shape " + format_shape(fdims) + " (rank " +
-                std::to_string(fdims.size()) + "); features must be at least 2-D [N, ...]");
+    throw Error("'" + path + "': features dataset '" + keys.features + "' has shape " + format_shape(fdims) + " (" +
+                std::to_string(fdims.size()) + "-D); features must be at least 2-D [N, ...]");
+  shape.features_virtual = checked_storage(features.get(), path, "features", keys.features).is_virtual();
   shape.rows = fdims[0];
   shape.sample_shape.assign(fdims.begin() + 1, fdims.end());
   shape.sample_size = 1;
@@ -59,14 +90,14 @@ DatasetShape inspect(hid_t file, const std::string& path, const DatasetKeys& key
 
   if (!keys.labels.empty()) {
     H5Dataset labels = open_dataset(file, path, keys.labels, "labels");
-    const ElementType ltype = dataset_element_type(labels.get(), path, "labels", keys.labels, "integer types");
-    if (!is_integer(ltype))
-      throw Error("'" + path + "': labels dataset '" + keys.labels + "' has dtype " + to_string(ltype) +
-                  "; labels must be an integer type (int8 ... uint64)");
+    const ElementType ltype = label_element_type(labels.get(), path, keys.labels, shape.labels_enum);
     const auto ldims = dataset_dims(labels.get());
-    if (ldims.size() != 1)
-      throw Error("'" + path + "': labels dataset '" + keys.labels + "' has shape " + format_shape(ldims) + " (rank " +
-                  std::to_string(ldims.size()) + "); labels must be 1-D [N]");
+    // [N, 1] (a column vector, as sklearn and pandas often leave labels) is read as [N].
+    const bool column = ldims.size() == 2 && ldims[1] == 1;
+    if (ldims.size() != 1 && !column)
+      throw Error("'" + path + "': labels dataset '" + keys.labels + "' has shape " + format_shape(ldims) + " (" +
+                  std::to_string(ldims.size()) + "-D); labels must be 1-D [N] (or [N, 1])");
+    shape.labels_virtual = checked_storage(labels.get(), path, "labels", keys.labels).is_virtual();
     if (ldims[0] != shape.rows)
       throw Error("'" + path + "': features dataset '" + keys.features + "' has " + std::to_string(shape.rows) +
                   " rows but labels dataset '" + keys.labels + "' has " + std::to_string(ldims[0]) +
@@ -116,9 +147,12 @@ void read_rows(const runtime::Context& ctx, hid_t dataset, hid_t mem_type, hid_t
 // rows, or has failed, joins with empty selections. consume(buffer, global_row0, rows)
 // sees each piece; an exception from it (or the read) becomes this rank's error, which
 // is agreed on after the last call, so all ranks throw together.
+// mem_type: how HDF5 hands over the values (0: Disk's native type).
 template <class Disk, class Dest, class Consume>
 void read_in_pieces(const runtime::Context& ctx, hid_t dataset, hid_t xfer, std::int64_t row_elems, std::int64_t first,
-                    std::int64_t count, std::int64_t piece_rows, Dest&& destination, Consume&& consume) {
+                    std::int64_t count, std::int64_t piece_rows, Dest&& destination, Consume&& consume,
+                    hid_t mem_type = 0) {
+  if (mem_type == 0) mem_type = native_hdf5_type(element_type_v<Disk>);
   std::int64_t pieces = (count + piece_rows - 1) / piece_rows;
   runtime::allreduce_max(ctx, std::span<std::int64_t>(&pieces, 1));
   std::string error;
@@ -131,15 +165,15 @@ void read_in_pieces(const runtime::Context& ctx, hid_t dataset, hid_t xfer, std:
       try {
         buffer = destination(p * piece_rows, rows);
       } catch (const std::exception& e) {
-        error = rank_prefix(ctx) + e.what();
+        error = with_rank(ctx, e.what());
         rows = 0;  // still join this read
       }
     }
     try {
-      read_rows(ctx, dataset, native_hdf5_type(element_type_v<Disk>), xfer, row0, rows, row_elems, buffer);
+      read_rows(ctx, dataset, mem_type, xfer, row0, rows, row_elems, buffer);
       if (rows > 0) consume(static_cast<const Disk*>(buffer), row0, rows);
     } catch (const std::exception& e) {
-      if (error.empty()) error = rank_prefix(ctx) + e.what();
+      if (error.empty()) error = with_rank(ctx, e.what());
     }
   }
   runtime::agree_or_throw(ctx.comm(), error);
@@ -166,6 +200,18 @@ ShardReader::ShardReader(const runtime::Context& ctx, std::string path, DatasetK
     shape_ = inspect(file_.get(), path_, keys_, features_, labels_);
     collective_xfer_ = H5PropList(SPMD_CHECK_HDF5(H5Pcreate(H5P_DATASET_XFER), "creating a transfer property list"));
     SPMD_CHECK_HDF5(H5Pset_dxpl_mpio(collective_xfer_.get(), H5FD_MPIO_COLLECTIVE), "asking for collective MPI-IO transfers");
+    if (shape_.features_virtual || shape_.labels_virtual) {
+      // HDF5 1.10 reads virtual datasets only through a POSIX-driver handle: each rank opens
+      // the file on its own and reads its rows independently (the mapped source files too).
+      serial_file_ = open_file_serial(path_, describe_keys(keys_));
+      if (shape_.features_virtual) features_ = open_dataset(serial_file_.get(), path_, keys_.features, "features");
+      if (shape_.labels_virtual) labels_ = open_dataset(serial_file_.get(), path_, keys_.labels, "labels");
+    }
+    if (shape_.labels_enum) {
+      H5Datatype stored(SPMD_CHECK_HDF5(H5Dget_type(labels_.get()), "reading the labels' enum type"));
+      labels_mem_type_ = H5Datatype(SPMD_CHECK_HDF5(H5Tget_native_type(stored.get(), H5T_DIR_ASCEND),
+                                                    "the native form of the labels' enum type"));
+    }
   });
 }
 
@@ -214,7 +260,7 @@ void ShardReader::read_features(std::int64_t first_row, std::int64_t count, std:
   std::vector<double> doubles;
   const auto to_float = [](auto v) { return static_cast<float>(v); };
   auto into_out = [&](std::int64_t local_row) { return out.data() + local_row * elems; };
-  const hid_t ds = features_.get(), xfer = collective_xfer_.get();
+  const hid_t ds = features_.get(), xfer = features_xfer();
   switch (shape_.features_type) {
     case ElementType::Float32:
       read_in_pieces<float>(
@@ -264,7 +310,7 @@ void ShardReader::read_converted(std::int64_t first_row, std::int64_t count, std
   const std::int64_t elems = shape_.sample_size;
   std::vector<Disk> staging;
   read_in_pieces<Disk>(
-      ctx_, features_.get(), collective_xfer_.get(), elems, first_row, count, piece_rows,
+      ctx_, features_.get(), features_xfer(), elems, first_row, count, piece_rows,
       [&](std::int64_t, std::int64_t rows) {
         staging.resize(static_cast<std::size_t>(rows * elems));
         return staging.data();
@@ -277,8 +323,8 @@ void ShardReader::read_converted(std::int64_t first_row, std::int64_t count, std
 
 namespace {
 template <class Disk>
-void read_labels_as(const runtime::Context& ctx, hid_t dataset, hid_t xfer, std::int64_t first, std::int64_t count,
-                    std::int64_t piece_rows, std::span<std::int64_t> out, const std::string& where) {
+void read_labels_as(const runtime::Context& ctx, hid_t dataset, hid_t xfer, hid_t mem_type, std::int64_t first,
+                    std::int64_t count, std::int64_t piece_rows, std::span<std::int64_t> out, const std::string& where) {
   std::vector<Disk> staging;
   read_in_pieces<Disk>(
       ctx, dataset, xfer, 1, first, count, piece_rows,
@@ -296,7 +342,8 @@ void read_labels_as(const runtime::Context& ctx, hid_t dataset, hid_t xfer, std:
           }
           dst[i] = static_cast<std::int64_t>(data[i]);
         }
-      });
+      },
+      mem_type);
 }
 }  // namespace
 
@@ -307,16 +354,17 @@ void ShardReader::read_labels(std::int64_t first_row, std::int64_t count, std::s
   const std::int64_t piece_rows =
       std::max<std::int64_t>(1, max_read_bytes_ / static_cast<std::int64_t>(size_of(*shape_.labels_type)));
   const std::string where = "'" + path_ + "': labels dataset '" + keys_.labels + "'";
-  const hid_t ds = labels_.get(), xfer = collective_xfer_.get();
+  const hid_t ds = labels_.get(), xfer = shape_.labels_virtual ? H5P_DEFAULT : collective_xfer_.get();
+  const hid_t mem = shape_.labels_enum ? labels_mem_type_.get() : 0;
   switch (*shape_.labels_type) {
-    case ElementType::Int8: read_labels_as<std::int8_t>(ctx_, ds, xfer, first_row, count, piece_rows, out, where); break;
-    case ElementType::UInt8: read_labels_as<std::uint8_t>(ctx_, ds, xfer, first_row, count, piece_rows, out, where); break;
-    case ElementType::Int16: read_labels_as<std::int16_t>(ctx_, ds, xfer, first_row, count, piece_rows, out, where); break;
-    case ElementType::UInt16: read_labels_as<std::uint16_t>(ctx_, ds, xfer, first_row, count, piece_rows, out, where); break;
-    case ElementType::Int32: read_labels_as<std::int32_t>(ctx_, ds, xfer, first_row, count, piece_rows, out, where); break;
-    case ElementType::UInt32: read_labels_as<std::uint32_t>(ctx_, ds, xfer, first_row, count, piece_rows, out, where); break;
-    case ElementType::Int64: read_labels_as<std::int64_t>(ctx_, ds, xfer, first_row, count, piece_rows, out, where); break;
-    case ElementType::UInt64: read_labels_as<std::uint64_t>(ctx_, ds, xfer, first_row, count, piece_rows, out, where); break;
+    case ElementType::Int8: read_labels_as<std::int8_t>(ctx_, ds, xfer, mem, first_row, count, piece_rows, out, where); break;
+    case ElementType::UInt8: read_labels_as<std::uint8_t>(ctx_, ds, xfer, mem, first_row, count, piece_rows, out, where); break;
+    case ElementType::Int16: read_labels_as<std::int16_t>(ctx_, ds, xfer, mem, first_row, count, piece_rows, out, where); break;
+    case ElementType::UInt16: read_labels_as<std::uint16_t>(ctx_, ds, xfer, mem, first_row, count, piece_rows, out, where); break;
+    case ElementType::Int32: read_labels_as<std::int32_t>(ctx_, ds, xfer, mem, first_row, count, piece_rows, out, where); break;
+    case ElementType::UInt32: read_labels_as<std::uint32_t>(ctx_, ds, xfer, mem, first_row, count, piece_rows, out, where); break;
+    case ElementType::Int64: read_labels_as<std::int64_t>(ctx_, ds, xfer, mem, first_row, count, piece_rows, out, where); break;
+    case ElementType::UInt64: read_labels_as<std::uint64_t>(ctx_, ds, xfer, mem, first_row, count, piece_rows, out, where); break;
     default: throw CollectiveError(where + ": labels must be an integer type");  // rejected by inspect()
   }
 }
@@ -330,6 +378,10 @@ DatasetShape probe_shape(const std::string& path, const DatasetKeys& keys) {
   H5File file = open_file_serial(path, describe_keys(keys));
   H5Dataset features, labels;
   return inspect(file.get(), path, keys, features, labels);
+}
+
+std::int64_t label_bound(std::int64_t examples) {
+  return std::min<std::int64_t>(kMaxClasses, std::max<std::int64_t>(64 * examples, 1024));
 }
 
 namespace {
@@ -354,21 +406,28 @@ LoadedShard load(const runtime::Context& ctx, ShardReader& reader, std::int64_t 
   std::vector<std::int64_t> labels(static_cast<std::size_t>(rows));
   reader.read_labels(first_row, rows, labels);
   const std::string where = "'" + reader.path() + "': labels dataset '" + reader.keys().labels + "'";
+  std::string error;
+  // A label is an index into the classes (a weight matrix [features, classes], per-class
+  // counts): one far above the number of examples is an id to remap, not a class.
+  const std::int64_t bound = label_bound(shape.rows);
+  for (std::size_t i = 0; i < labels.size() && error.empty(); ++i)
+    if (labels[i] >= bound)
+      error = rank_prefix(ctx) + where + ": row " + std::to_string(first_row + static_cast<std::int64_t>(i)) +
+              " has label " + std::to_string(labels[i]) + ", above the largest class index this program accepts for " +
+              std::to_string(shape.rows) + " examples (" + std::to_string(bound - 1) +
+              "): labels must be class indices 0..C-1; remap ids first (numpy: ids, y = np.unique(y, "
+              "return_inverse=True))";
+  runtime::agree_or_throw(ctx.comm(), error);
   std::string how;
   std::int64_t limit = classes;
   if (classes <= 0) {
     std::int64_t largest = labels.empty() ? -1 : *std::max_element(labels.begin(), labels.end());
     runtime::allreduce_max(ctx, std::span<std::int64_t>(&largest, 1));
-    // `largest` is the same on every rank here, so every rank throws alike.
-    if (largest >= std::numeric_limits<std::int32_t>::max())
-      throw CollectiveError(where + ": the largest label is " + std::to_string(largest) +
-                            "; inferring classes = largest + 1 needs it below 2^31-1");
     limit = std::max<std::int64_t>(largest + 1, 0);
     how = "classes inferred as " + std::to_string(limit) + " = 1 + the largest label";
   } else {
     how = "classes = " + std::to_string(classes);
   }
-  std::string error;
   for (std::size_t i = 0; i < labels.size(); ++i)
     if (labels[i] < 0 || labels[i] >= limit) {
       error = rank_prefix(ctx) + where + ": row " + std::to_string(first_row + static_cast<std::int64_t>(i)) +
@@ -376,6 +435,19 @@ LoadedShard load(const runtime::Context& ctx, ShardReader& reader, std::int64_t 
       break;
     }
   runtime::agree_or_throw(ctx.comm(), error);
+  // Examples per class over all ranks: inferred classes that no example has (ids such as
+  // 1001..1004 make 1005 classes) are worth a warning, as they cost a weight column each.
+  if (limit > 0) {
+    shard.class_counts.assign(static_cast<std::size_t>(limit), 0);
+    for (auto label : labels) ++shard.class_counts[static_cast<std::size_t>(label)];
+    runtime::allreduce_sum(ctx, std::span<std::int64_t>(shard.class_counts));
+    const auto empty = std::count(shard.class_counts.begin(), shard.class_counts.end(), 0);
+    if (empty > 0 && classes <= 0)
+      shard.warnings.push_back(where + ": " + std::to_string(empty) + " of the " + std::to_string(limit) +
+                               " inferred classes (1 + the largest label) have no example; each still costs a "
+                               "weight column. Set --classes if they are real classes absent from this data, or "
+                               "remap the labels to 0..K-1 (numpy: np.unique(y, return_inverse=True))");
+  }
   shard.classes = static_cast<int>(limit);
   shard.labels.assign(labels.begin(), labels.end());
   return shard;

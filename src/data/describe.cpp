@@ -8,6 +8,7 @@
 
 #include "spmd/data/h5_file.hpp"
 #include "spmd/data/h5_reader.hpp"
+#include "spmd/data/storage.hpp"
 #include "spmd/runtime/check.hpp"
 
 namespace spmd::data {
@@ -85,6 +86,27 @@ std::string human_bytes(std::int64_t bytes) {
   return os.str();
 }
 
+// The rules of dataset.hpp's loader, applied to one dataset's metadata.
+std::string usable_as(hid_t dataset, const std::vector<std::int64_t>& shape, const StorageInfo& storage) {
+  for (const auto& f : storage.filters)
+    if (!f.available) return "not usable: filter '" + f.name + "' is not available (its plugin, or h5repack)";
+  H5Datatype type(SPMD_CHECK_HDF5(H5Dget_type(dataset), "reading a dataset's type"));
+  std::optional<ElementType> element = element_type_of(type.get());
+  if (H5Tget_class(type.get()) == H5T_ENUM) {
+    H5Datatype base(SPMD_CHECK_HDF5(H5Tget_super(type.get()), "reading an enum's base type"));
+    const auto b = element_type_of(base.get());
+    if (b && is_integer(*b) && (shape.size() == 1 || (shape.size() == 2 && shape[1] == 1))) return "labels (enum as its integers)";
+    return "not usable: an enum that is not a label column";
+  }
+  if (!element) return "not usable: dtype " + describe_hdf5_type(type.get()) + " (numbers only)";
+  if (shape.empty() || shape[0] == 0) return "not usable: " + std::string(shape.empty() ? "a scalar" : "no rows");
+  if (shape.size() == 1 || (shape.size() == 2 && shape[1] == 1))
+    return is_integer(*element) ? "labels" : std::string("not usable as labels: ") + to_string(*element) + " (integers only)";
+  std::string text = "features (logreg, eval";
+  if (shape.size() == 3 || shape.size() == 4) text += "; images [N, H, W(, C)]: ensemble, eval --model cnn";
+  return text + ")";
+}
+
 }  // namespace
 
 FileDescription describe_file(const std::string& path) {
@@ -103,8 +125,14 @@ FileDescription describe_file(const std::string& path) {
     d.dtype = describe_hdf5_type(type.get());
     d.bytes = static_cast<std::int64_t>(H5Dget_storage_size(dataset.get()));
     d.attributes = describe_attributes(reader, name);
+    const StorageInfo storage = dataset_storage(dataset.get());
+    d.layout = storage.layout;
+    d.chunk = storage.chunk;
+    d.filters = describe_filters(storage.filters);
+    d.usable = usable_as(dataset.get(), d.shape, storage);
     const auto element = element_type_of(type.get());
-    if (element && is_integer(*element) && d.shape.size() == 1) {
+    if (element && is_integer(*element) && d.shape.size() == 1 && storage.layout != "virtual" &&
+        d.usable.rfind("not usable", 0) != 0) {
       try {
         d.histogram = histogram_of(reader.read<std::int64_t>(name));
       } catch (const Error&) {
@@ -133,6 +161,10 @@ nlohmann::json to_json(const FileDescription& f) {
     dj["shape"] = d.shape;
     dj["dtype"] = d.dtype;
     dj["bytes"] = d.bytes;
+    dj["layout"] = d.layout;
+    dj["chunk"] = d.chunk;
+    dj["filters"] = d.filters;
+    dj["usable"] = d.usable;
     dj["attributes"] = attributes_json(d.attributes);
     if (d.histogram) {
       nlohmann::json h;
@@ -161,6 +193,8 @@ std::string to_text(const FileDescription& f) {
   for (const auto& d : f.datasets) {
     os << std::left << std::setw(static_cast<int>(width) + 2) << d.name << std::setw(22) << d.dtype << std::setw(24)
        << format_shape(d.shape) << human_bytes(d.bytes) << "\n";
+    os << "    layout " << d.layout << (d.chunk.empty() ? "" : " " + format_shape(d.chunk)) << ", filters " << d.filters
+       << "; " << (d.usable.rfind("not usable", 0) == 0 ? "" : "usable as ") << d.usable << "\n";
     for (const auto& a : d.attributes) os << "    @" << a.name << " = " << a.value << "\n";
   }
   for (const auto& d : f.datasets) {

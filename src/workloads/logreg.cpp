@@ -52,6 +52,7 @@ LogregResult run_logreg(const runtime::Context& ctx, const LogregOptions& o,
   r.rows = shape.rows;
   r.features = static_cast<int>(shard.sample_size);
   r.classes = shard.classes;
+  r.warnings = shard.warnings;
   if (r.classes < 2)
     throw CollectiveError("logreg: '" + o.data + "' has labels of " + std::to_string(r.classes) +
                           " class(es); multiclass logistic regression needs at least 2 (set --classes)");

@@ -73,6 +73,8 @@ def image_family(out):
         # Not numbers: fixed-length strings where features / labels should be.
         "img_string_features": {"images": np.full((ROWS, 28, 28, 1), b"x", dtype="S1"), "labels": y},
         "img_string_labels": {"images": x, "labels": np.full(ROWS, b"cat", dtype="S3")},
+        "img_labels_2col": {"images": x, "labels": np.stack([y, y], axis=1)},
+        "img_label_huge": {"images": x, "labels": with_label(y.astype(np.int64), 10**9)},
     }
     for dtype, tag in ((np.float32, "f32"), (np.float64, "f64")):
         xf = images(ROWS, dtype)
@@ -106,6 +108,8 @@ def tabular_family(out):
         "tab_string_features": {"X": np.full(x.shape, b"x", dtype="S1"), "y": y},
         "tab_string_labels": {"X": x, "y": np.full(ROWS, b"cat", dtype="S3")},
         "tab_float_labels": {"X": x, "y": y.astype(np.float32)},
+        "tab_labels_2col": {"X": x, "y": np.stack([y, y], axis=1)},
+        "tab_label_huge": {"X": x, "y": with_label(y.astype(np.int64), 10**9)},
     }
     for dtype, tag in ((np.float32, "f32"), (np.float64, "f64")):
         xf = tabular(ROWS, dtype)
@@ -113,6 +117,12 @@ def tabular_family(out):
         files[f"tab_inf_{tag}"] = {"X": with_value(xf, -np.inf), "y": y}
     for name, datasets in files.items():
         write(os.path.join(out, name + ".h5"), datasets)
+    # Compressed with LZF, which h5py carries itself but an HDF5 without the plugin cannot read.
+    for name, key, data, lab_key, lab in (("tab_lzf", "X", x, "y", y),
+                                          ("img_lzf", "images", images(ROWS), "labels", labels(ROWS, IMG_CLASSES))):
+        with h5py.File(os.path.join(out, name + ".h5"), "w") as f:
+            f.create_dataset(key, data=data, compression="lzf", chunks=True)
+            f.create_dataset(lab_key, data=lab)
     w = np.random.default_rng(3).normal(size=(TAB_FEATURES, TAB_CLASSES)).astype(np.float32)
     write(os.path.join(out, "weights_good.h5"), {"W": w})
     write(os.path.join(out, "weights_wrong_features.h5"),

@@ -5,7 +5,10 @@
 //   features [N, d1, d2, ...]  any integer type (8-64 bits), float32 or float64 on disk;
 //                              float32 in memory. uint8 (images) are scaled to [0, 1] by
 //                              /255; the others are converted as they are.
-//   labels   [N]               any integer type on disk; int32 in memory, in [0, classes).
+//   labels   [N] or [N, 1]      any integer type on disk, or an enum over one (h5py's bool:
+//                              FALSE/TRUE read as 0/1); int32 in memory, in [0, classes).
+// Storage as h5py writes it: contiguous, chunked, compact or virtual; filters are checked
+// up front (one this HDF5 cannot decode is named, with its fixes: data/storage.hpp).
 // The caller names both datasets (DatasetKeys) and picks this rank's contiguous row range
 // (the sharding layer's split_for_process); ranges may be empty.
 //
@@ -44,7 +47,12 @@ struct DatasetShape {
   std::vector<std::int64_t> sample_shape;  // the features' dims after N, e.g. {28, 28, 1}
   std::int64_t sample_size = 0;            // product of sample_shape (floats per row)
   ElementType features_type = ElementType::Float32;
-  std::optional<ElementType> labels_type;  // nullopt when keys.labels is empty
+  std::optional<ElementType> labels_type;  // nullopt when keys.labels is empty; an enum's base type
+  bool labels_enum = false;                // stored as an HDF5 enum (h5py's bool): read as its integers
+  // Virtual datasets (h5py's VirtualLayout) are read with independent, per-rank POSIX reads:
+  // this HDF5 (1.10) cannot read them through MPI-IO.
+  bool features_virtual = false;
+  bool labels_virtual = false;
 };
 
 // This rank's rows [first_row, first_row + rows) of the dataset.
@@ -57,7 +65,15 @@ struct LoadedShard {
   std::int64_t first_row = 0;           // global index of features[0]
   std::int64_t rows = 0;
   int classes = 0;                      // labels lie in [0, classes); 0 without labels
+  std::vector<std::int64_t> class_counts;  // [classes]: examples of each class over all ranks
+  std::vector<std::string> warnings;       // the same on every rank, for rank 0 to print
 };
+
+inline constexpr std::int64_t kMaxClasses = std::int64_t{1} << 24;
+// The largest label + 1 accepted for a dataset of `examples` rows: 64 x examples, at least
+// 1024, at most kMaxClasses. Labels are class indices; a larger one is an id to remap (load_shard
+// refuses it naming the row, instead of allocating a weight matrix for it).
+std::int64_t label_bound(std::int64_t examples);
 
 // Metadata only (for --dry-run): N, sample shape, dtypes, all validated. Collective.
 DatasetShape probe_shape(const runtime::Context& ctx, const std::string& path, const DatasetKeys& keys);
@@ -67,6 +83,8 @@ DatasetShape probe_shape(const std::string& path, const DatasetKeys& keys);
 // Reads features and labels of rows [first_row, first_row + rows). Collective.
 // classes > 0: labels must lie in [0, classes). classes <= 0: classes is inferred as
 // 1 + the largest label read by any rank (0 if no rank read a row); labels must be >= 0.
+// Either way a label >= label_bound(N) is refused; inferred classes without an example
+// give a warning (LoadedShard::warnings).
 LoadedShard load_shard(const runtime::Context& ctx, const std::string& path, const DatasetKeys& keys,
                        std::int64_t first_row, std::int64_t rows, int classes);
 
@@ -120,11 +138,15 @@ class ShardReader {
   DatasetKeys keys_;
   DatasetShape shape_;
   std::int64_t max_read_bytes_ = 64 << 20;
+  hid_t features_xfer() const { return shape_.features_virtual ? H5P_DEFAULT : collective_xfer_.get(); }
+
   // Declared in this order so that the datasets close before the (collective) file close.
   H5File file_;
+  H5File serial_file_;  // only when a dataset is virtual (see DatasetShape)
   H5Dataset features_;
   H5Dataset labels_;
   H5PropList collective_xfer_;
+  H5Datatype labels_mem_type_;  // only for enum labels
 };
 
 }  // namespace spmd::data

@@ -33,6 +33,12 @@ struct DatasetDescription {
   std::vector<AttributeDescription> attributes;
   // For every 1-D integer dataset (labels, y, ...).
   std::optional<LabelHistogram> histogram;
+  std::string layout;               // contiguous, chunked, compact, virtual
+  std::vector<std::int64_t> chunk;  // chunk dims when chunked
+  std::string filters;              // "gzip, shuffle", "lzf (not available)", "none"
+  // What spmd can use it as: "features (logreg, eval; CNN: ensemble, eval --model cnn)",
+  // "labels", or "not usable: <why>".
+  std::string usable;
 };
 
 struct FileDescription {
@@ -46,11 +52,12 @@ struct FileDescription {
 FileDescription describe_file(const std::string& path);
 
 // {"path", "file_bytes", "attributes": {name: value}, "datasets": [{"name", "shape",
-//  "dtype", "bytes", "attributes", "histogram": {"min", "max", "distinct",
-//  "counts": {"0": 1000, ...}}}]}
+//  "dtype", "bytes", "layout", "chunk", "filters", "usable", "attributes",
+//  "histogram": {"min", "max", "distinct", "counts": {"0": 1000, ...}}}]}
 nlohmann::json to_json(const FileDescription& description);
 
-// Human-readable text (what `spmd data info` prints): one line per dataset, then histograms.
+// Human-readable text (what `spmd data info` prints): one line per dataset (dtype, shape,
+// size, layout and chunks, filters, what it can be used as), then histograms.
 std::string to_text(const FileDescription& description);
 
 }  // namespace spmd::data

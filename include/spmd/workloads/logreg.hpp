@@ -52,6 +52,7 @@ struct LogregResult {
   std::vector<std::int64_t> rows_per_rank;
   std::vector<LogregIterationRecord> history;
   std::vector<float> W;  // [features, classes]
+  std::vector<std::string> warnings;  // about the data (data::LoadedShard::warnings)
 };
 
 // Collective. on_iteration runs on every rank after each iteration (rank 0 prints).

@@ -1,0 +1,38 @@
+#pragma once
+// How an HDF5 dataset is stored, as users' files have it (h5py: chunked, gzip, lzf, shuffle,
+// fletcher32, compact, virtual datasets), and whether this program can read it. Checked up
+// front, before any collective read, so that a filter the library lacks is named with its
+// fix instead of surfacing as "H5Dread ... can't read data".
+#include <hdf5.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace spmd::data {
+
+struct FilterInfo {
+  int id = 0;            // H5Z_filter_t: 1 deflate (gzip), 2 shuffle, 3 fletcher32, 32000 lzf, ...
+  std::string name;      // the name stored in the file, or the registry name for known ids
+  bool available = false;  // this HDF5 can decode it now (built in, or a plugin it found)
+};
+
+struct StorageInfo {
+  std::string layout;               // "contiguous", "chunked", "compact" or "virtual"
+  std::vector<std::int64_t> chunk;  // chunk dims when chunked, else {}
+  std::vector<FilterInfo> filters;  // in pipeline order
+  bool is_virtual() const { return layout == "virtual"; }
+};
+
+StorageInfo dataset_storage(hid_t dataset);
+
+// Throws spmd::Error naming the file, the dataset (with its role: "features", "labels") and
+// every filter this HDF5 cannot decode, with the two fixes: the filter's plugin on
+// HDF5_PLUGIN_PATH, or a copy without it (h5repack).
+void require_decodable(const StorageInfo& storage, const std::string& path, const std::string& role,
+                       const std::string& name);
+
+// "gzip, shuffle" / "lzf (not available)" / "none", for `spmd data info`.
+std::string describe_filters(const std::vector<FilterInfo>& filters);
+
+}  // namespace spmd::data
