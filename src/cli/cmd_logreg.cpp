@@ -105,6 +105,19 @@ int cmd_logreg(const Args& args) {
              workloads::format("# %lld rows x %d features, %d classes, over %d rank(s) x %d device(s)\n",
                                static_cast<long long>(r.rows), r.features, r.classes, ctx.size(), ctx.devices_per_rank()));
   for (const auto& warning : r.warnings) print_root("# WARNING: " + warning + "\n");
+  if (r.status == optim::LBFGSStatus::precision_limit)
+    print_root(workloads::format(
+        "# precision_limit: no step can lower the objective by an amount float32 represents at this value "
+        "(%.8g): the gradient norm reached, %.3e, is as small as this arithmetic allows here (--tol asked %.3e). "
+        "The objective and gradient are computed in float32 with double accumulation; loosen --tol to about "
+        "the error reached.\n",
+        r.value, r.error, static_cast<double>(o.solver.tol)));
+  else if (r.status == optim::LBFGSStatus::linesearch_failed)
+    print_root(workloads::format(
+        "# linesearch_failed: no step along the search direction met the Wolfe conditions within "
+        "--max-linesearch %d evaluations (gradient norm %.3e); try --linesearch backtracking or a larger "
+        "--max-linesearch.\n",
+        o.solver.max_linesearch, r.error));
   if (vm.count("weights-out"))
     workloads::write_logreg_weights(ctx, vm["weights-out"].as<std::string>(), {r.W, r.features, r.classes},
                                     {optim::to_string(r.status), r.iterations, r.value, o.data});

@@ -1,5 +1,6 @@
 #include "spmd/workloads/logreg.hpp"
 
+#include <limits>
 #include <chrono>
 
 #include "spmd/runtime/agree.hpp"
@@ -82,7 +83,11 @@ LogregResult run_logreg(const runtime::Context& ctx, const LogregOptions& o,
     if (on_iteration) on_iteration(rec);
   };
   ctx.set_phase("logreg iteration 1");
-  const auto result = optim::lbfgs_minimize<double>(checked, std::span<const double>(x0), o.solver, callback);
+  // The objective is float32 arithmetic accumulated in double (models/logreg.hpp): its value
+  // is no more precise than float32, whatever the solver's Scalar.
+  auto solver = o.solver;
+  solver.objective_precision = std::numeric_limits<float>::epsilon();
+  const auto result = optim::lbfgs_minimize<double>(checked, std::span<const double>(x0), solver, callback);
   r.solve_seconds = since(solve_start);
   r.status = result.status;
   r.iterations = result.iterations;

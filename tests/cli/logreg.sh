@@ -62,6 +62,14 @@ else
   echo "SKIP cpu_equals_cuda: no GPU here (spmd info --backend cuda fails)"
 fi
 
+# A tol below what float32 arithmetic can reach: the line search's failure is reported as the
+# precision limit it is (with the error reached and what to do), not as linesearch_failed.
+run precision_limit 0 300 mpi 2 "$SPMD" logreg --data "$DATA/fashion/test.h5" --features-key images --labels-key labels \
+  --l2 1 --tol 1e-9 --maxiter 500 --json "$WORK/precision.json"
+expect_in "precision_limit is the status" '^ +precision_limit '
+expect_in "and it is explained with the error reached" 'precision_limit: no step can lower the objective .*float32.*loosen --tol'
+run precision_json 0 10 /usr/bin/python3 -c "import json; j=json.load(open('$WORK/precision.json')); assert j['status']=='precision_limit', j['status']; assert j['error'] > 1e-9, j['error']"
+
 # Bad options: refused up front, naming the option and the constraint.
 for bad in "--history 0:history" "--maxiter -1:maxiter" "--linesearch wolfe:linesearch" "--tol -1:tol" \
            "--max-linesearch 0:max_linesearch" "--stepsize -1:stepsize" "--l2 -1:l2"; do

@@ -186,6 +186,42 @@ TYPED_TEST(LBFGSTyped, LineSearchFailsWhenNoStepDecreases) {
   }
 }
 
+// A quadratic on top of a large constant: near the minimum, the decrease a step could make is
+// below the value's resolution in Scalar long before the gradient reaches an unreachable tol.
+template <class Scalar>
+struct OffsetQuadratic {
+  Quadratic<Scalar> inner{6, 5u};
+  Scalar offset = Scalar(1000);
+  Scalar value_and_grad(std::span<const Scalar> x, std::span<Scalar> g) { return offset + inner.value_and_grad(x, g); }
+};
+
+TYPED_TEST(LBFGSTyped, PrecisionLimitIsReportedAsSuchNotAsALineSearchFailure) {
+  using Scalar = TypeParam;
+  for (auto kind : {LineSearchKind::zoom, LineSearchKind::backtracking}) {
+    OffsetQuadratic<Scalar> f;
+    LBFGSParams<Scalar> params;
+    params.linesearch = kind;
+    params.maxiter = 500;
+    params.tol = std::numeric_limits<Scalar>::denorm_min();  // never met while the gradient is non-zero
+    const std::vector<Scalar> x0(6, Scalar(0));
+    const auto r = lbfgs_minimize<Scalar>(f, std::span<const Scalar>(x0), params);
+    if (r.status == LBFGSStatus::converged) {
+      EXPECT_EQ(r.error, Scalar(0)) << to_string(kind);  // only an exact zero gradient meets that tol
+      continue;
+    }
+    // Backtracking's Armijo test accepts a step whose promised decrease rounds away (f_new ==
+    // f0 passes f0 + c1 t slope == f0), so it may keep moving until maxiter instead.
+    if (kind == LineSearchKind::backtracking && r.status == LBFGSStatus::max_iterations) continue;
+    EXPECT_EQ(r.status, LBFGSStatus::precision_limit) << to_string(kind) << " error " << r.error;
+    EXPECT_GT(r.iterations, 0);
+    // The iterate is at the minimum as far as Scalar can tell: the value is the offset to
+    // within a few ulps, and the gradient small against the start's (|a * target| ~ 1).
+    EXPECT_LE(std::abs(static_cast<double>(r.value) - 1000.0), 1e4 * std::numeric_limits<Scalar>::epsilon())
+        << to_string(kind);
+    EXPECT_LT(static_cast<double>(r.error), 1e-1) << to_string(kind);
+  }
+}
+
 TYPED_TEST(LBFGSTyped, NonFiniteAtTheStart) {
   using Scalar = TypeParam;
   const Scalar nan = std::numeric_limits<Scalar>::quiet_NaN();

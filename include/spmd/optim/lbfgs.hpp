@@ -116,6 +116,19 @@ class LBFGSHistory {
   std::size_t count_ = 0;
 };
 
+// Whether a failed line search failed for want of precision: the decrease that the first
+// trial step promises to first order (-slope * step; the quadratic model promises half of
+// it) is within a few units in the last place of the value, so no trial could show a
+// sufficient decrease in Scalar arithmetic. Near a minimum in float32 this is where L-BFGS
+// stops improving, whatever tol asks.
+template <class Scalar>
+bool decrease_unrepresentable(Scalar value, double slope, Scalar first_trial, double objective_precision) {
+  const double precision =
+      objective_precision > 0 ? objective_precision : static_cast<double>(std::numeric_limits<Scalar>::epsilon());
+  const double resolution = 8.0 * precision * std::abs(static_cast<double>(value));
+  return -slope * static_cast<double>(first_trial) <= resolution;
+}
+
 }  // namespace detail
 
 // L-BFGS with a compile-time line-search policy (LineSearchZoom, LineSearchBacktracking or
@@ -183,7 +196,10 @@ LBFGSResult<Scalar> lbfgs_minimize_with(F& f, std::span<const Scalar> x0, const 
       result.evaluations += outcome.evaluations;
       if (outcome.status != LineSearchStatus::ok) {
         result.status = outcome.status == LineSearchStatus::non_finite ? LBFGSStatus::non_finite
-                                                                       : LBFGSStatus::linesearch_failed;
+                        : detail::decrease_unrepresentable<Scalar>(value, slope, first_trial,
+                                                                                  params.objective_precision)
+                            ? LBFGSStatus::precision_limit
+                            : LBFGSStatus::linesearch_failed;
         return result;
       }
       step = outcome.step;

@@ -34,6 +34,10 @@ enum class LBFGSStatus {
   max_iterations,     // maxiter iterations done without converging
   linesearch_failed,  // no acceptable step within max_linesearch evaluations
   non_finite,         // the objective gave a NaN/Inf value or gradient where a step had to be taken
+  // The line search found no step because the decrease it could make lies below what the
+  // objective's floating-point type can represent at this value: the iterate is as
+  // accurate as that arithmetic allows (error = the gradient norm reached; tol was tighter).
+  precision_limit,
 };
 
 inline const char* to_string(LBFGSStatus status) {
@@ -42,6 +46,7 @@ inline const char* to_string(LBFGSStatus status) {
     case LBFGSStatus::max_iterations: return "max_iterations";
     case LBFGSStatus::linesearch_failed: return "linesearch_failed";
     case LBFGSStatus::non_finite: return "non_finite";
+    case LBFGSStatus::precision_limit: return "precision_limit";
   }
   return "unknown";
 }
@@ -58,6 +63,10 @@ struct LBFGSParams {
   Scalar c1 = Scalar(1e-4);            // sufficient decrease (Armijo) constant
   Scalar c2 = Scalar(0.9);             // curvature constant (zoom only)
   Scalar backtrack_factor = Scalar(0.5);  // step *= factor after a rejected trial (backtracking)
+  // Relative precision of the objective's own arithmetic (0: that of Scalar). An objective
+  // computed in float32 and accumulated in double (the logreg kernels) says float32's
+  // epsilon: below that, a failed line search is reported as precision_limit.
+  double objective_precision = 0;
   Scalar initial_step = Scalar(1);     // first trial step of every line search (see lbfgs.hpp)
 };
 
