@@ -1,7 +1,6 @@
 // spmd ensemble: CNN ensemble training, one member per device (workloads/ensemble.hpp).
+#include <algorithm>
 #include <csignal>
-#include <cstdio>
-#include <filesystem>
 
 #include "command.hpp"
 #include "commands.hpp"
@@ -13,12 +12,6 @@ namespace spmd::cli {
 
 namespace {
 extern "C" void request_stop(int) { workloads::ensemble_stop_request().store(1); }
-
-std::string file_identity(const std::string& path) {
-  std::error_code ec;
-  const auto size = std::filesystem::file_size(path, ec);
-  return path + " (" + (ec ? std::string("?") : std::to_string(size)) + " bytes)";
-}
 }  // namespace
 
 int cmd_ensemble(const Args& args) {
@@ -79,11 +72,6 @@ int cmd_ensemble(const Args& args) {
   o.eval_batch = vm["eval-batch"].as<int>();
   if (vm.count("checkpoint")) o.checkpoint = vm["checkpoint"].as<std::string>();
   o.resume = vm["resume"].as<bool>();
-  // What a checkpoint must agree on to be resumed (the layout may change; the member count may not).
-  o.defining_options = "members=" + std::to_string(ctx.total_devices()) + "\nseed=" + std::to_string(o.seed) +
-                       "\nbatch-size=" + std::to_string(o.batch_size) + "\nlearning-rate=" + workloads::format("%.9g", o.sgd.learning_rate) +
-                       "\nmomentum=" + workloads::format("%.9g", o.sgd.momentum) + "\ntrain=" + file_identity(o.train) +
-                       "\ntrain-limit=" + std::to_string(o.train_limit) + "\n";
 
   std::signal(SIGTERM, request_stop);
   std::signal(SIGINT, request_stop);
@@ -95,24 +83,12 @@ int cmd_ensemble(const Args& args) {
                                ctx.total_devices(), o.batch_size, o.sgd.learning_rate, o.sgd.momentum,
                                static_cast<unsigned long long>(o.seed), o.train.c_str(),
                                o.train_limit ? workloads::format(" (first %lld)", static_cast<long long>(o.train_limit)).c_str() : ""));
-  const bool bar = workloads::stderr_is_terminal();
   const int every = vm["progress-every"].as<int>();
+  workloads::ProgressLine progress(ctx.is_root());
   auto on_progress = [&](int epoch, std::int64_t step, std::int64_t steps, double ips) {
     if (!ctx.is_root()) return;
-    if (bar) {
-      const int width = 30, done = static_cast<int>(width * step / steps);
-      const double eta = (steps - step) * o.batch_size / std::max(ips, 1e-9);
-      std::fprintf(stderr, "\repoch %d [%-*s] %lld/%lld  %.0f images/s/member  ETA %.0f s ", epoch, width,
-                   std::string(static_cast<size_t>(done), '#').c_str(), static_cast<long long>(step),
-                   static_cast<long long>(steps), ips, eta);
-      if (step == steps) std::fputs("\n", stderr);
-      std::fflush(stderr);
-      return;
-    }
-    const std::int64_t period = every > 0 ? every : std::max<std::int64_t>(1, steps / 10);
-    if (step % period == 0 || step == steps)
-      print_root(workloads::format("# epoch %d step %lld/%lld  %.0f images/s per member\n", epoch, static_cast<long long>(step),
-                                   static_cast<long long>(steps), ips));
+    progress.update("epoch " + std::to_string(epoch) + " step", step, steps,
+                    workloads::format("%.0f images/s per member", ips), every > 0 ? every : std::max<std::int64_t>(1, steps / 10));
   };
   workloads::Table table({{"epoch", "", 5}, {"train loss", "", 10}, {"train acc", "", 9}, {"test loss", "", 10},
                           {"test acc", "", 9}, {"members acc", "min..max", 15}, {"time", "s", 8},
@@ -130,6 +106,7 @@ int cmd_ensemble(const Args& args) {
                           workloads::format("%.0f", e.images_per_second)}));
   };
   const auto r = workloads::run_ensemble(ctx, o, on_epoch, on_progress);
+  progress.close();
   if (r.resumed_from_epoch >= 0)
     print_root(workloads::format("# resumed from %s at epoch %d step %lld\n", o.checkpoint.c_str(), r.resumed_from_epoch + 1,
                                  static_cast<long long>(r.resumed_from_step)));

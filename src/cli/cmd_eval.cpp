@@ -1,17 +1,14 @@
 // spmd eval: padded full-dataset evaluation (see workloads/eval.hpp for the strategies).
-#include <algorithm>
-#include <chrono>
-#include <functional>
-#include <vector>
+#include <map>
 
 #include "command.hpp"
 #include "commands.hpp"
 #include "model_loading.hpp"
-#include "spmd/runtime/collectives.hpp"
 #include "spmd/data/dataset.hpp"
 #include "spmd/runtime/error.hpp"
 #include "spmd/sharding/step_sync.hpp"
 #include "spmd/workloads/eval.hpp"
+#include "spmd/workloads/eval_benchmark.hpp"
 #include "spmd/workloads/report.hpp"
 
 namespace spmd::cli {
@@ -68,8 +65,8 @@ int cmd_eval(const Args& args) {
       "min-device-batch", po::value<std::int64_t>()->default_value(0),
       "pad/pad-metrics: pad every device to at least this many rows (0: the per-device batch, one shape)")(
       "count-window", po::value<int>()->default_value(16),
-      "infinite-pad: steps whose real rows one count-barrier allreduce sums (1: a barrier on every step, as in the "
-      "guide; the stopping step is the same for every value)")(
+      "infinite-pad: steps whose real rows one count-barrier allreduce sums (1: a barrier on every step, as in Flax's "
+      "full-dataset evaluation guide; the stopping step is the same for every value)")(
       "drop-label", po::value<int>(), "drop the examples with this label after loading (per-rank counts become data dependent)")(
       "dry-run", po::bool_switch(), "read only shapes; print each rank's split, padded batch shape, steps and memory")(
       "benchmark", po::bool_switch(),
@@ -113,11 +110,7 @@ int cmd_eval(const Args& args) {
   o.min_device_batch = vm["min-device-batch"].as<std::int64_t>();
   if (vm.count("drop-label")) o.drop_label = vm["drop-label"].as<int>();
   o.count_window = vm["count-window"].as<int>();
-  if (o.strategy == workloads::EvalStrategy::KeepRemainder && ctx.total_devices() != 1)
-    throw CollectiveError("--strategy keep-remainder needs exactly one device in total (this run has " +
-                          std::to_string(ctx.size()) + " rank(s) x " + std::to_string(ctx.devices_per_rank()) +
-                          " device(s)): its smaller last batch cannot be shared evenly by several devices, and several "
-                          "ranks would run different numbers of steps. Use --strategy pad or infinite-pad.");
+  workloads::require_layout_fits(ctx, o);
 
   print_root(workloads::startup_table(ctx, "eval"));
   const auto model = load_classifier(ctx, vm["model"].as<std::string>(),
@@ -140,92 +133,10 @@ int cmd_eval(const Args& args) {
   j.update(workloads::to_json(result, o, ctx));
 
   if (vm["benchmark"].as<bool>()) {
-    // The same examples three ways in rounds (plain, pad, infinite-pad; the order rotates
-    // from round to round so that none always runs first). Each round gives a ratio per
-    // strategy against that round's plain run, measured seconds apart at most: the median
-    // of those ratios is the figure, robust to the machine's speed drifting between rounds
-    // (on the 2-vCPU VMs it moves by +-5% from one second to the next). The best time of
-    // each strategy is shown too.
-    const int repeat = vm["repeat"].as<int>();
-    auto with = [&](workloads::EvalStrategy s) {
-      auto oo = o;
-      oo.strategy = s;
-      return oo;
-    };
-    int passes = vm["passes"].as<int>();
-    // Samples of about 2 ms, many rounds: the three samples of a round lie a few ms apart, so
-    // they see the same machine speed (on the 2-vCPU VMs it jumps by 2x within 10-20 ms, and
-    // 20 ms samples gave medians that moved by +-2% from run to run; 1000 rounds of 2 ms
-    // samples move by +-0.5%).
-    if (passes == 0) passes = static_cast<int>(std::clamp(0.002 / std::max(1e-9, result.seconds), 1.0, 1000.0));
-    // One sample = `passes` runs; its time is the sum of their evaluation loops.
-    auto sample = [&](auto&& run_once) {
-      workloads::EvalResult sum = run_once();
-      for (int p = 1; p < passes; ++p) {
-        const auto r = run_once();
-        sum.seconds += r.seconds;
-        sum.cpu_seconds += r.cpu_seconds;
-      }
-      sum.total *= passes;
-      sum.correct *= passes;
-      return sum;
-    };
-    struct Series {
-      const char* name;
-      std::function<workloads::EvalResult()> run;
-      std::vector<workloads::EvalResult> samples;
-      std::vector<double> ratios, cpu_ratios;  // per round, vs that round's plain sample
-    };
-    Series series[3] = {
-        {"plain-forward", [&] { return workloads::run_plain_forward(ctx, o, *model, shard); }, {}, {}, {}},
-        {"pad", [&] { return workloads::run_eval(ctx, with(workloads::EvalStrategy::Pad), *model, shard); }, {}, {}, {}},
-        {"infinite-pad", [&] { return workloads::run_eval(ctx, with(workloads::EvalStrategy::InfinitePad), *model, shard); },
-         {}, {}, {}}};
-    // A slow model (a pass of seconds) stops after 5 rounds once 30 s have gone by.
-    const auto bench_start = std::chrono::steady_clock::now();
-    int rounds = 0;
-    for (int round = 0; round < repeat; ++round) {
-      if (round >= 5 && std::chrono::steady_clock::now() - bench_start > std::chrono::seconds(30)) break;
-      ++rounds;
-      for (int k = 0; k < 3; ++k) {
-        Series& x = series[(round + k) % 3];
-        x.samples.push_back(sample(x.run));
-      }
-      const auto& plain = series[0].samples.back();
-      for (auto& x : series) {
-        x.ratios.push_back(plain.seconds / x.samples.back().seconds);
-        x.cpu_ratios.push_back(plain.cpu_seconds / x.samples.back().cpu_seconds);
-      }
-    }
-    auto median = [](std::vector<double> v) {
-      std::sort(v.begin(), v.end());
-      const std::size_t n = v.size();
-      return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-    };
-    workloads::Table table({{"run", "", 14}, {"correct", "", 9}, {"total", "", 9}, {"best time", "s", 10},
-                            {"throughput", "examples/s", 12}, {"ratio", "vs plain", 9}, {"cpu ratio", "vs plain", 10},
-                            {"ratio range", "min-max", 12}});
-    std::string out = workloads::format(
-        "# benchmark: %d rounds (plain, pad, infinite-pad; order rotating), each sample %d pass(es) over the data;\n"
-        "# ratio = median over rounds of (plain time / this time) in the same round; model %s, per-device batch %lld\n",
-        rounds, passes, model->describe().c_str(), static_cast<long long>(o.per_device_batch));
-    out += table.header();
-    nlohmann::json bj;
-    for (const auto& x : series) {
-      const auto best = *std::min_element(x.samples.begin(), x.samples.end(),
-                                          [](const auto& a, const auto& b) { return a.seconds < b.seconds; });
-      const double ratio = median(x.ratios), cpu_ratio = median(x.cpu_ratios);
-      const auto [lo, hi] = std::minmax_element(x.ratios.begin(), x.ratios.end());
-      out += table.row({x.name, std::to_string(best.correct), std::to_string(best.total),
-                        workloads::format("%.5f", best.seconds), workloads::format("%.0f", best.examples_per_second()),
-                        workloads::format("%.3f", ratio), workloads::format("%.3f", cpu_ratio),
-                        workloads::format("%.3f-%.3f", *lo, *hi)});
-      bj[x.name] = {{"best_seconds", best.seconds}, {"examples_per_second", best.examples_per_second()},
-                    {"ratio", ratio}, {"cpu_ratio", cpu_ratio}, {"ratios", x.ratios}, {"correct", best.correct},
-                    {"total", best.total}};
-    }
-    print_root(out);
-    j["benchmark"] = bj;
+    const auto b = workloads::run_eval_benchmark(ctx, o, *model, shard, {vm["repeat"].as<int>(), vm["passes"].as<int>()},
+                                                 result.seconds);
+    print_root(workloads::benchmark_table(b, model->describe(), o.per_device_batch));
+    j["benchmark"] = workloads::to_json(b);
   }
   if (ctx.is_root() && !json.empty()) workloads::write_json(json, j);
   return 0;

@@ -1,6 +1,4 @@
 // spmd logreg: data-parallel multiclass logistic regression with L-BFGS (JAXopt's LBFGS).
-#include <cstdio>
-
 #include "command.hpp"
 #include "commands.hpp"
 #include "spmd/data/dataset.hpp"
@@ -78,15 +76,13 @@ int cmd_logreg(const Args& args) {
   workloads::Table table({{"iter", "", 5}, {"value", "", 14}, {"error", "|grad|", 12}, {"step", "", 10},
                           {"evals", "", 6}, {"time", "ms", 9}});
   const bool quiet = vm["quiet"].as<bool>();
-  const bool bar = workloads::stderr_is_terminal();
-  if (!quiet && !bar) print_root(table.header());
+  workloads::ProgressLine progress(ctx.is_root() && !quiet);
+  if (!quiet && !progress.live()) print_root(table.header());
   auto on_iteration = [&](const workloads::LogregIterationRecord& it) {
     if (!ctx.is_root() || quiet) return;
-    if (bar) {
-      const int width = 30, done = width * it.iteration / o.solver.maxiter;
-      std::fprintf(stderr, "\r[%-*s] iter %d/%d  value %.6f  error %.3e", width, std::string(static_cast<size_t>(done), '#').c_str(),
-                   it.iteration, o.solver.maxiter, it.value, it.error);
-      std::fflush(stderr);
+    if (progress.live()) {
+      progress.update("iter", it.iteration, o.solver.maxiter,
+                      workloads::format("value %.6f  error %.3e", it.value, it.error));
       return;
     }
     print_root(table.row({std::to_string(it.iteration), workloads::format("%.8f", it.value),
@@ -94,7 +90,7 @@ int cmd_logreg(const Args& args) {
                           std::to_string(it.evaluations), workloads::format("%.2f", it.seconds * 1e3)}));
   };
   const auto r = workloads::run_logreg(ctx, o, on_iteration);
-  if (bar && ctx.is_root() && !quiet) std::fputs("\n", stderr);
+  progress.close();
   workloads::Table summary({{"status", "", 18}, {"iterations", "", 10}, {"value", "", 14}, {"error", "", 11},
                             {"evals", "", 6}, {"setup", "s", 8}, {"solve", "s", 8}, {"per eval", "ms", 9}});
   print_root(summary.header() +

@@ -1,7 +1,6 @@
 #include "command.hpp"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -13,6 +12,7 @@
 #include <sstream>
 
 #include "spmd/backends/backend.hpp"
+#include "spmd/data/file_identity.hpp"
 #include "spmd/runtime/error.hpp"
 
 namespace spmd::cli {
@@ -76,12 +76,6 @@ void refuse_boost_placeholders(const std::string& text, const std::string& where
     if (text.find(p) != std::string::npos)
       throw Error(where + " contains '" + p + "', which is not a valid option or value");
 }
-
-std::string file_identity(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return " [missing]";
-  return " [size " + std::to_string(st.st_size) + " mtime " + std::to_string(st.st_mtim.tv_sec) + "]";
-}
 }  // namespace
 
 CommandLine parse_command(const std::string& command, const std::string& usage, const po::options_description& options,
@@ -119,7 +113,7 @@ CommandLine parse_command(const std::string& command, const std::string& usage, 
     if (name == "config" || name == "help") continue;
     std::string line = name + "=" + value_text(value);
     if (std::find(file_options.begin(), file_options.end(), name) != file_options.end())
-      line += file_identity(value_text(value));
+      line += data::input_file_stamp(value_text(value));
     lines.push_back(line);
   }
   std::sort(lines.begin(), lines.end());

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <source_location>
 #include <string>
 
 #include "spmd/runtime/check.hpp"
@@ -10,6 +11,19 @@
 namespace spmd::runtime {
 
 namespace {
+// The one place where this file calls MPI: `call` returns an MPI error code. The watchdog
+// knows this rank is inside `name` for the duration; a failure becomes an spmd::Error
+// naming the rank, the call and the line here that made it.
+template <class Call>
+void collective(const Context& ctx, const char* name, Call&& call,
+                std::source_location where = std::source_location::current()) {
+  Watchdog::Armed armed(ctx.watchdog(), name);
+  const int rc = call();
+  if (rc != MPI_SUCCESS)
+    throw_mpi_error(rc, name, where.file_name(), static_cast<int>(where.line()),
+                    "an MPI collective failed; the other ranks of the job stop with it");
+}
+
 int checked_count(std::size_t n) {
   if (n > static_cast<std::size_t>(std::numeric_limits<int>::max()))
     throw Error(rank_tag() + ": collective of " + std::to_string(n) + " elements exceeds MPI's int count");
@@ -17,7 +31,7 @@ int checked_count(std::size_t n) {
 }
 
 template <class T>
-std::size_t common_length(const PerDevice<std::span<const T>>& x, const Context& ctx) {
+std::size_t common_length(const PerDevice<std::span<T>>& x, const Context& ctx) {
   if (static_cast<int>(x.size()) != ctx.devices_per_rank())
     throw Error(rank_tag() + ": per-device argument has " + std::to_string(x.size()) + " entries for " +
                 std::to_string(ctx.devices_per_rank()) + " local devices");
@@ -26,31 +40,72 @@ std::size_t common_length(const PerDevice<std::span<const T>>& x, const Context&
     if (s.size() != n) throw Error(rank_tag() + ": per-device arrays differ in length");
   return n;
 }
+
+// Equal-count gathers need the same length on every rank: checked with one allreduce, so
+// that a mismatch throws on every rank instead of corrupting memory on some.
+void require_same_length_on_all_ranks(const Context& ctx, std::size_t n, const char* what) {
+  std::int64_t len[2] = {static_cast<std::int64_t>(n), -static_cast<std::int64_t>(n)};
+  allreduce_max(ctx, std::span<std::int64_t>(len, 2));
+  if (len[0] != -len[1]) throw Error(rank_tag() + ": " + what + " called with different lengths on different ranks");
+}
+
+// The local devices' arrays side by side: [devices][n].
+template <class T>
+std::vector<T> concatenate(const PerDevice<std::span<const T>>& x, std::size_t n) {
+  std::vector<T> local(n * x.size());
+  for (std::size_t d = 0; d < x.size(); ++d) std::copy(x[d].begin(), x[d].end(), local.begin() + d * n);
+  return local;
+}
 }  // namespace
 
 void allreduce_sum(const Context& ctx, std::span<std::int64_t> v) {
-  Watchdog::Armed armed(ctx.watchdog(), "MPI_Allreduce(sum, int64)");
-  SPMD_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, v.data(), checked_count(v.size()), MPI_INT64_T, MPI_SUM, ctx.comm()), "");
+  collective(ctx, "MPI_Allreduce(sum, int64)", [&] {
+    return MPI_Allreduce(MPI_IN_PLACE, v.data(), checked_count(v.size()), MPI_INT64_T, MPI_SUM, ctx.comm());
+  });
 }
 void allreduce_sum(const Context& ctx, std::span<double> v) {
-  Watchdog::Armed armed(ctx.watchdog(), "MPI_Allreduce(sum, double)");
-  SPMD_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, v.data(), checked_count(v.size()), MPI_DOUBLE, MPI_SUM, ctx.comm()), "");
+  collective(ctx, "MPI_Allreduce(sum, double)", [&] {
+    return MPI_Allreduce(MPI_IN_PLACE, v.data(), checked_count(v.size()), MPI_DOUBLE, MPI_SUM, ctx.comm());
+  });
 }
 void allreduce_max(const Context& ctx, std::span<double> v) {
-  Watchdog::Armed armed(ctx.watchdog(), "MPI_Allreduce(max, double)");
-  SPMD_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, v.data(), checked_count(v.size()), MPI_DOUBLE, MPI_MAX, ctx.comm()), "");
+  collective(ctx, "MPI_Allreduce(max, double)", [&] {
+    return MPI_Allreduce(MPI_IN_PLACE, v.data(), checked_count(v.size()), MPI_DOUBLE, MPI_MAX, ctx.comm());
+  });
 }
 void allreduce_max(const Context& ctx, std::span<std::int64_t> v) {
-  Watchdog::Armed armed(ctx.watchdog(), "MPI_Allreduce(max, int64)");
-  SPMD_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, v.data(), checked_count(v.size()), MPI_INT64_T, MPI_MAX, ctx.comm()), "");
+  collective(ctx, "MPI_Allreduce(max, int64)", [&] {
+    return MPI_Allreduce(MPI_IN_PLACE, v.data(), checked_count(v.size()), MPI_INT64_T, MPI_MAX, ctx.comm());
+  });
 }
 void broadcast_bytes(const Context& ctx, void* data, std::size_t bytes, int root) {
-  Watchdog::Armed armed(ctx.watchdog(), "MPI_Bcast");
-  SPMD_CHECK_MPI(MPI_Bcast(data, checked_count(bytes), MPI_BYTE, root, ctx.comm()), "");
+  collective(ctx, "MPI_Bcast", [&] { return MPI_Bcast(data, checked_count(bytes), MPI_BYTE, root, ctx.comm()); });
 }
 void allgather_bytes(const Context& ctx, const void* in, std::size_t bytes, void* out) {
-  Watchdog::Armed armed(ctx.watchdog(), "MPI_Allgather");
-  SPMD_CHECK_MPI(MPI_Allgather(in, checked_count(bytes), MPI_BYTE, out, checked_count(bytes), MPI_BYTE, ctx.comm()), "");
+  collective(ctx, "MPI_Allgather", [&] {
+    return MPI_Allgather(in, checked_count(bytes), MPI_BYTE, out, checked_count(bytes), MPI_BYTE, ctx.comm());
+  });
+}
+
+template <class T>
+void allgatherv(const Context& ctx, std::span<const T> mine, std::span<const int> counts, std::span<const int> displs,
+                std::span<T> out) {
+  const auto ranks = static_cast<std::size_t>(ctx.size());
+  if (counts.size() != ranks || displs.size() != ranks)
+    throw Error(rank_tag() + ": allgatherv needs one count and one displacement per rank (" + std::to_string(ranks) +
+                "), got " + std::to_string(counts.size()) + " and " + std::to_string(displs.size()));
+  if (mine.size() != static_cast<std::size_t>(counts[static_cast<std::size_t>(ctx.rank())]))
+    throw Error(rank_tag() + ": allgatherv contributes " + std::to_string(mine.size()) + " values where counts say " +
+                std::to_string(counts[static_cast<std::size_t>(ctx.rank())]));
+  for (std::size_t r = 0; r < ranks; ++r)
+    if (counts[r] < 0 || displs[r] < 0 ||
+        static_cast<std::size_t>(displs[r]) + static_cast<std::size_t>(counts[r]) > out.size())
+      throw Error(rank_tag() + ": allgatherv: rank " + std::to_string(r) + "'s values do not fit the output of " +
+                  std::to_string(out.size()));
+  collective(ctx, "MPI_Allgatherv", [&] {
+    return MPI_Allgatherv(mine.data(), checked_count(mine.size()), mpi_type<T>(), out.data(), counts.data(), displs.data(),
+                          mpi_type<T>(), ctx.comm());
+  });
 }
 
 template <class T>
@@ -64,44 +119,10 @@ std::vector<Acc<T>> psum(const Context& ctx, const PerDevice<std::span<const T>>
 }
 
 template <class T>
-Acc<T> psum(const Context& ctx, const PerDevice<T>& x) {
-  PerDevice<std::span<const T>> spans;
-  for (const auto& v : x) spans.emplace_back(&v, 1);
-  return psum<T>(ctx, spans)[0];
-}
-
-template <class T>
-std::vector<double> pmean(const Context& ctx, const PerDevice<std::span<const T>>& x) {
-  const auto s = psum<T>(ctx, x);
-  std::vector<double> out(s.size());
-  for (std::size_t i = 0; i < s.size(); ++i) out[i] = static_cast<double>(s[i]) / ctx.total_devices();
-  return out;
-}
-
-template <class T>
-double pmean(const Context& ctx, const PerDevice<T>& x) {
-  return static_cast<double>(psum<T>(ctx, x)) / ctx.total_devices();
-}
-
-template <class T>
-std::vector<Acc<T>> pmax(const Context& ctx, const PerDevice<std::span<const T>>& x) {
-  const std::size_t n = common_length(x, ctx);
-  std::vector<Acc<T>> acc(n, std::numeric_limits<Acc<T>>::lowest());
-  for (const auto& s : x)
-    for (std::size_t i = 0; i < n; ++i) acc[i] = std::max(acc[i], static_cast<Acc<T>>(s[i]));
-  allreduce_max(ctx, std::span<Acc<T>>(acc));
-  return acc;
-}
-
-template <class T>
 std::vector<T> all_gather(const Context& ctx, const PerDevice<std::span<const T>>& x) {
   const std::size_t n = common_length(x, ctx);
-  // Same length everywhere is a precondition of an equal-count gather: check it.
-  std::int64_t len[2] = {static_cast<std::int64_t>(n), -static_cast<std::int64_t>(n)};
-  allreduce_max(ctx, std::span<std::int64_t>(len, 2));
-  if (len[0] != -len[1]) throw Error(rank_tag() + ": all_gather called with different lengths on different ranks");
-  std::vector<T> local(n * x.size());
-  for (std::size_t d = 0; d < x.size(); ++d) std::copy(x[d].begin(), x[d].end(), local.begin() + d * n);
+  require_same_length_on_all_ranks(ctx, n, "all_gather");
+  const std::vector<T> local = concatenate(x, n);
   std::vector<T> out(local.size() * static_cast<std::size_t>(ctx.size()));
   allgather_bytes(ctx, local.data(), local.size() * sizeof(T), out.data());
   return out;
@@ -118,38 +139,59 @@ std::vector<double> psum_ordered(const Context& ctx, const PerDevice<std::span<c
 }
 
 template <class T>
+std::vector<T> gather(const Context& ctx, const PerDevice<std::span<const T>>& x, int root) {
+  const std::size_t n = common_length(x, ctx);
+  require_same_length_on_all_ranks(ctx, n, "gather");
+  const std::vector<T> local = concatenate(x, n);
+  std::vector<T> out(ctx.rank() == root ? local.size() * static_cast<std::size_t>(ctx.size()) : 0);
+  collective(ctx, "MPI_Gather", [&] {
+    return MPI_Gather(local.data(), checked_count(local.size()), mpi_type<T>(), out.data(), checked_count(local.size()),
+                      mpi_type<T>(), root, ctx.comm());
+  });
+  return out;
+}
+
+template <class T>
+void scatter(const Context& ctx, std::span<const T> on_root, const PerDevice<std::span<T>>& out, int root) {
+  const std::size_t n = common_length(out, ctx);
+  require_same_length_on_all_ranks(ctx, n, "scatter");
+  std::vector<T> local(n * out.size());
+  // Only the root reads on_root: a short one must stop every rank, not just the root.
+  std::int64_t misfit = ctx.rank() == root && on_root.size() != local.size() * static_cast<std::size_t>(ctx.size());
+  allreduce_max(ctx, std::span<std::int64_t>(&misfit, 1));
+  if (misfit)
+    throw Error(rank_tag() + ": scatter: the root holds " + std::to_string(ctx.rank() == root ? on_root.size() : 0) +
+                " values, not total devices x " + std::to_string(n));
+  collective(ctx, "MPI_Scatter", [&] {
+    return MPI_Scatter(on_root.data(), checked_count(local.size()), mpi_type<T>(), local.data(), checked_count(local.size()),
+                       mpi_type<T>(), root, ctx.comm());
+  });
+  for (std::size_t d = 0; d < out.size(); ++d) std::copy_n(local.begin() + d * n, n, out[d].begin());
+}
+
+template <class T>
 void broadcast(const Context& ctx, std::vector<T>& data, int root) {
-  std::int64_t len[2] = {static_cast<std::int64_t>(data.size()), 0};
-  if (ctx.rank() != root) len[0] = 0;
-  allreduce_sum(ctx, std::span<std::int64_t>(len, 1));
-  data.resize(static_cast<std::size_t>(len[0]));
+  std::int64_t len = ctx.rank() == root ? static_cast<std::int64_t>(data.size()) : 0;
+  allreduce_sum(ctx, std::span<std::int64_t>(&len, 1));
+  data.resize(static_cast<std::size_t>(len));
   broadcast_bytes(ctx, data.data(), data.size() * sizeof(T), root);
 }
 
-template <class T>
-PerDevice<std::vector<T>> replicate(const Context& ctx, std::span<const T> value_on_root) {
-  std::vector<T> v(value_on_root.begin(), value_on_root.end());
-  broadcast(ctx, v, 0);
-  return PerDevice<std::vector<T>>(static_cast<std::size_t>(ctx.devices_per_rank()), v);
-}
-
-template <class T>
-std::vector<T> unreplicate(const PerDevice<std::vector<T>>& replicated) {
-  if (replicated.empty()) throw Error(rank_tag() + ": unreplicate of an empty per-device value");
-  return replicated[0];
+void broadcast(const Context& ctx, std::string& text, int root) {
+  std::vector<char> v(text.begin(), text.end());
+  broadcast(ctx, v, root);
+  text.assign(v.begin(), v.end());
 }
 
 #define SPMD_INSTANTIATE(T)                                                                               \
+  template void allgatherv<T>(const Context&, std::span<const T>, std::span<const int>, std::span<const int>, \
+                              std::span<T>);                                                              \
   template std::vector<Acc<T>> psum<T>(const Context&, const PerDevice<std::span<const T>>&);             \
-  template Acc<T> psum<T>(const Context&, const PerDevice<T>&);                                           \
-  template std::vector<double> pmean<T>(const Context&, const PerDevice<std::span<const T>>&);            \
-  template double pmean<T>(const Context&, const PerDevice<T>&);                                          \
-  template std::vector<Acc<T>> pmax<T>(const Context&, const PerDevice<std::span<const T>>&);             \
   template std::vector<T> all_gather<T>(const Context&, const PerDevice<std::span<const T>>&);            \
   template std::vector<double> psum_ordered<T>(const Context&, const PerDevice<std::span<const T>>&);     \
-  template void broadcast<T>(const Context&, std::vector<T>&, int);                                       \
-  template PerDevice<std::vector<T>> replicate<T>(const Context&, std::span<const T>);                    \
-  template std::vector<T> unreplicate<T>(const PerDevice<std::vector<T>>&);
+  template std::vector<T> gather<T>(const Context&, const PerDevice<std::span<const T>>&, int);           \
+  template void scatter<T>(const Context&, std::span<const T>, const PerDevice<std::span<T>>&, int);      \
+  template void broadcast<T>(const Context&, std::vector<T>&, int);
 
 SPMD_INSTANTIATE(float)
 SPMD_INSTANTIATE(double)

@@ -6,37 +6,25 @@
 #include "spmd/data/h5_reader.hpp"
 #include "spmd/data/h5_writer.hpp"
 #include "spmd/runtime/agree.hpp"
-#include "spmd/runtime/check.hpp"
 #include "spmd/runtime/collectives.hpp"
 #include "spmd/runtime/error.hpp"
-#include "spmd/runtime/watchdog.hpp"
 
 namespace spmd::workloads {
 
 namespace {
 constexpr std::size_t P = models::kCnnParamCount;
 
-// [members][P] on rank 0 from every rank's local members (rank-major = member order).
+// [members][P] on rank 0 from every rank's local members (global member order).
 std::vector<float> gather_members(const runtime::Context& ctx, const std::vector<models::CnnParams>& local) {
-  const std::size_t d = local.size();
-  std::vector<float> mine(d * P);
-  for (std::size_t i = 0; i < d; ++i) std::copy(local[i].data(), local[i].data() + P, mine.begin() + i * P);
-  std::vector<float> all(ctx.is_root() ? mine.size() * static_cast<size_t>(ctx.size()) : 0);
-  runtime::Watchdog::Armed armed(ctx.watchdog(), "MPI_Gather(checkpoint)");
-  SPMD_CHECK_MPI(MPI_Gather(mine.data(), static_cast<int>(mine.size()), MPI_FLOAT, all.data(), static_cast<int>(mine.size()),
-                            MPI_FLOAT, 0, ctx.comm()),
-                 "gathering the members' parameters for the checkpoint");
-  return all;
+  runtime::PerDevice<std::span<const float>> spans;
+  for (const auto& p : local) spans.emplace_back(p.data(), P);
+  return runtime::gather(ctx, spans);
 }
 
 void scatter_members(const runtime::Context& ctx, const std::vector<float>& all, std::vector<models::CnnParams>& local) {
-  const std::size_t d = local.size();
-  std::vector<float> mine(d * P);
-  runtime::Watchdog::Armed armed(ctx.watchdog(), "MPI_Scatter(checkpoint)");
-  SPMD_CHECK_MPI(MPI_Scatter(all.data(), static_cast<int>(mine.size()), MPI_FLOAT, mine.data(), static_cast<int>(mine.size()),
-                             MPI_FLOAT, 0, ctx.comm()),
-                 "handing the checkpoint's members to their ranks");
-  for (std::size_t i = 0; i < d; ++i) std::copy(mine.begin() + i * P, mine.begin() + (i + 1) * P, local[i].data());
+  runtime::PerDevice<std::span<float>> spans;
+  for (auto& p : local) spans.emplace_back(p.data(), P);
+  runtime::scatter(ctx, std::span<const float>(all), spans);
 }
 
 std::string first_difference(const std::string& want, const std::string& have) {
@@ -49,13 +37,6 @@ std::string first_difference(const std::string& want, const std::string& have) {
     if (!gb) lb = "(nothing)";
     if (la != lb) return "this run has '" + la + "', the checkpoint has '" + lb + "'";
   }
-}
-
-// Broadcast of a string from rank 0.
-void bcast(const runtime::Context& ctx, std::string& s) {
-  std::vector<char> v(s.begin(), s.end());
-  runtime::broadcast(ctx, v, 0);
-  s.assign(v.begin(), v.end());
 }
 }  // namespace
 
@@ -120,8 +101,8 @@ CheckpointState read_checkpoint(const runtime::Context& ctx, const std::string& 
   });
   runtime::broadcast(ctx, std::span<std::int64_t>(ints, 5));
   runtime::broadcast(ctx, std::span<double>(doubles, 2));
-  bcast(ctx, st.options);
-  bcast(ctx, st.history);
+  runtime::broadcast(ctx, st.options);
+  runtime::broadcast(ctx, st.history);
   scatter_members(ctx, p, params);
   scatter_members(ctx, m, momentum);
   st.members = ctx.total_devices();

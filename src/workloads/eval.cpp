@@ -11,7 +11,9 @@
 #include "spmd/sharding/pad_shard_unpad.hpp"
 #include "spmd/sharding/split.hpp"
 #include "spmd/sharding/step_sync.hpp"
+#include "spmd/workloads/padded_eval.hpp"
 #include "spmd/workloads/report.hpp"
+#include "spmd/workloads/row_blocks.hpp"
 
 namespace spmd::workloads {
 
@@ -79,16 +81,29 @@ std::int64_t count_correct(const std::int32_t* predicted, const std::int32_t* la
   return c;
 }
 
-// The batches carry row indices into the shard, not the samples: padding a batch then
-// copies a few integers instead of the feature rows, and each device reads its real rows
-// straight from the shard (its rows of a step are always contiguous there).
-ConstHostView ids_view(const EvalShard& es) {
-  return ConstHostView(DType::Int64, {es.shard.rows}, reinterpret_cast<const std::byte*>(es.row_ids.data()));
+// The columns of an eval block: the features and the labels of its rows. Each device reads
+// its real rows of a step straight from the block (they are contiguous there); only labels
+// and masks go through padding, so a padded step copies a few integers, never feature rows.
+enum EvalColumn : std::size_t { kFeatures = 0, kLabels = 1 };
+
+std::vector<ConstHostView> eval_columns(const EvalShard& es) {
+  const auto& s = es.shard;
+  return {ConstHostView(DType::Float32, {s.rows, s.sample_size}, reinterpret_cast<const std::byte*>(s.features.data())),
+          ConstHostView(DType::Int32, {s.rows}, reinterpret_cast<const std::byte*>(s.labels.data()))};
 }
 
-ConstHostView labels_view(const data::LoadedShard& s) {
-  return ConstHostView(DType::Int32, {s.rows}, reinterpret_cast<const std::byte*>(s.labels.data()));
+// The shard's rows in blocks through prefetch_to_device. Made before a loop's timer starts
+// (as the predictors are): the thread's start is set-up, like loading.
+RowBlocks prefetch_blocks(const EvalShard& es, std::int64_t step_rows) {
+  const std::int64_t row_bytes = es.shard.sample_size * static_cast<std::int64_t>(sizeof(float)) + sizeof(std::int32_t);
+  return RowBlocks(in_memory_blocks(eval_columns(es), block_rows_for(step_rows, row_bytes)), kBlockPrefetchDepth);
 }
+
+// Block row `row`'s features and labels.
+const float* features_at(const RowBlock& b, std::int64_t row) {
+  return b.columns[kFeatures].data<float>().data() + row * b.columns[kFeatures].row_elements();
+}
+const std::int32_t* labels_at(const RowBlock& b, std::int64_t row) { return b.columns[kLabels].data<std::int32_t>().data() + row; }
 
 // Local counters, reduced once at the end (integers: exact).
 struct Tally {
@@ -119,7 +134,9 @@ EvalResult finish(const Context& ctx, const EvalShard& shard, const Tally& t, do
   return r;
 }
 
-// keep-remainder, drop-remainder and infinite-pad: the batcher feeds the devices directly.
+// keep-remainder, drop-remainder and infinite-pad: the batcher plans the steps (shapes,
+// padding, the endless padding of infinite-pad) from sizes; the devices read their real rows
+// from the blocks.
 EvalResult run_batched(const Context& ctx, const EvalOptions& o, const models::Classifier& model, const EvalShard& es) {
   const auto& s = es.shard;
   const int d = ctx.devices_per_rank();
@@ -136,7 +153,7 @@ EvalResult run_batched(const Context& ctx, const EvalOptions& o, const models::C
       break;
     }
   }
-  sharding::ShardBatcher batcher(s.rows, {ids_view(es), labels_view(s)}, bo);
+  sharding::ShardBatcher batcher(s.rows, {}, bo);
   std::int64_t steps_to_run = -1;
   if (o.strategy == EvalStrategy::DropRemainder) {
     std::int64_t local = sharding::local_step_count(bo.mode, s.rows, bo.geometry);
@@ -147,6 +164,8 @@ EvalResult run_batched(const Context& ctx, const EvalOptions& o, const models::C
   } else if (o.strategy == EvalStrategy::KeepRemainder) {
     steps_to_run = sharding::local_step_count(bo.mode, s.rows, bo.geometry);
   }
+  RowBlocks blocks = prefetch_blocks(es, bo.geometry.step_rows());
+  BlockReader reader(blocks);
   Devices dev = make_devices(ctx, model, o.per_device_batch);
   std::vector<std::int64_t> correct(static_cast<size_t>(d));
   Tally t;
@@ -160,6 +179,8 @@ EvalResult run_batched(const Context& ctx, const EvalOptions& o, const models::C
     if (!b) break;
     ctx.set_step_phase("eval step", step);
     if (barrier && barrier->count(step, real_rows_of_step).all_done()) break;
+    const RowBlock& block = reader.rows(b->layout.shard_first, b->real_rows());
+    const std::int64_t offset = b->layout.shard_first - block.first;
     ctx.pool().run([&](int i) {
       const auto& db = b->devices[static_cast<size_t>(i)];
       auto& pred = dev.predictions[static_cast<size_t>(i)];
@@ -167,9 +188,9 @@ EvalResult run_batched(const Context& ctx, const EvalOptions& o, const models::C
       // Padding rows keep the step's shape but are never computed: their result is
       // masked out anyway (on CPU nothing is compiled per shape, so skipping them is free).
       if (db.real_rows == 0) return;
-      const std::int64_t first = db.columns[0].data<std::int64_t>()[0];
-      dev.predictors[static_cast<size_t>(i)]->predict(s.features.data() + first * s.sample_size, db.real_rows, pred.data());
-      correct[static_cast<size_t>(i)] = count_correct(pred.data(), db.columns[1].data<std::int32_t>().data(), db.real_rows);
+      const std::int64_t row = offset + b->layout.devices[static_cast<size_t>(i)].first;
+      dev.predictors[static_cast<size_t>(i)]->predict(features_at(block, row), db.real_rows, pred.data());
+      correct[static_cast<size_t>(i)] = count_correct(pred.data(), labels_at(block, row), db.real_rows);
     });
     for (int i = 0; i < d; ++i) t.correct += correct[static_cast<size_t>(i)];
     // The shape device 0 runs: keep-remainder (one device in total) shows its short last batch.
@@ -182,12 +203,12 @@ EvalResult run_batched(const Context& ctx, const EvalOptions& o, const models::C
   return finish(ctx, es, t, seconds, cpu_seconds, dropped);
 }
 
-// pad and pad-metrics: pad_shard_unpad around the device step, min_device_batch = B.
+// pad and pad-metrics: the padded evaluation loop (pad_shard_unpad around the device step,
+// min_device_batch = B by default).
 EvalResult run_padded(const Context& ctx, const EvalOptions& o, const models::Classifier& model, const EvalShard& es) {
   const auto& s = es.shard;
   const int d = ctx.devices_per_rank();
   const sharding::BatchGeometry geometry{d, o.per_device_batch};
-  const std::int64_t step_rows = geometry.step_rows();
   std::int64_t steps = 0;
   if (o.drop_label) {
     // Filtered shards have sizes nobody knows in advance: count locally and make sure
@@ -198,27 +219,24 @@ EvalResult run_padded(const Context& ctx, const EvalOptions& o, const models::Cl
     steps = sharding::pad_step_count(s.global_rows, ctx.size(), geometry);
   }
   const std::int64_t min_device_batch = o.min_device_batch > 0 ? o.min_device_batch : o.per_device_batch;
+  RowBlocks blocks = prefetch_blocks(es, geometry.step_rows());
   Devices dev = make_devices(ctx, model, std::max(o.per_device_batch, min_device_batch));
   const bool in_step_metrics = o.strategy == EvalStrategy::PadMetrics;
 
   struct Metrics {
     std::int64_t correct = 0, count = 0;
   };
-  std::vector<Metrics> per_device(static_cast<size_t>(d));
-  // The wrapped step: args = (metrics [static], images, labels, mask); per device predict;
-  // pad-metrics also counts over the mask and psums inside (static_return).
-  sharding::PadShardUnpadOptions po;
-  po.devices = d;
-  po.static_argnums = {0};
-  po.static_return = in_step_metrics;
+  std::vector<std::int64_t> per_device(2 * static_cast<size_t>(d));  // pad-metrics: (correct, count) per device
   std::int64_t padded_rows_seen = 0;
   // The step's output array, handed back by the loop after each step and reused: a fresh
   // allocation per step costs more than the padding itself on a fast model.
   sharding::HostArray spare_output;
-  auto step_fn = [&](const sharding::ShardedArgs& a) -> std::vector<sharding::HostArray> {
-    const auto& ids = a.arg(1).array();
-    const auto& labels = a.arg(2).array();
-    const auto& mask = a.arg(3).array();
+  Metrics global;  // pad-metrics: already summed over ranks
+  // The wrapped step: args = (metrics [static], labels, mask); per device predict;
+  // pad-metrics also counts over the mask and psums inside (static_return).
+  auto step_fn = [&](const sharding::ShardedArgs& a, const PaddedStep& at) -> std::vector<sharding::HostArray> {
+    const auto& labels = a.arg(1).array();
+    const auto& mask = a.arg(2).array();
     const std::int64_t bdev = a.device_batch();
     padded_rows_seen += static_cast<std::int64_t>(d) * bdev - a.batch();
     sharding::HostArray out = std::move(spare_output);
@@ -228,70 +246,54 @@ EvalResult run_padded(const Context& ctx, const EvalOptions& o, const models::Cl
       // Rows past the call's real batch are padding: shaped, masked, not computed.
       const std::int64_t real = std::clamp<std::int64_t>(a.batch() - i * bdev, 0, bdev);
       std::fill(pred.begin() + real, pred.end(), 0);
-      if (real > 0) {
-        const std::int64_t first = ids.at(i).data<std::int64_t>()[0];
-        dev.predictors[static_cast<size_t>(i)]->predict(s.features.data() + first * s.sample_size, real, pred.data());
-      }
+      if (real > 0)
+        dev.predictors[static_cast<size_t>(i)]->predict(features_at(*at.block, at.offset() + i * bdev), real, pred.data());
       if (in_step_metrics) {
         const auto y = labels.at(i).data<std::int32_t>();
         const auto m = mask.at(i).data<std::uint8_t>();
-        Metrics mt;
+        std::int64_t correct = 0, count = 0;
         for (std::int64_t r = 0; r < bdev; ++r) {
-          mt.count += m[static_cast<size_t>(r)];
-          mt.correct += m[static_cast<size_t>(r)] && pred[static_cast<size_t>(r)] == y[static_cast<size_t>(r)];
+          count += m[static_cast<size_t>(r)];
+          correct += m[static_cast<size_t>(r)] && pred[static_cast<size_t>(r)] == y[static_cast<size_t>(r)];
         }
-        per_device[static_cast<size_t>(i)] = mt;
+        per_device[2 * static_cast<size_t>(i)] = correct;
+        per_device[2 * static_cast<size_t>(i) + 1] = count;
       }
     });
     if (!in_step_metrics) return {std::move(out)};
     spare_output = std::move(out);  // pad-metrics returns the counts: the predictions stay here
-    runtime::PerDevice<std::int64_t> c, n;
-    for (const auto& m : per_device) {
-      c.push_back(m.correct);
-      n.push_back(m.count);
-    }
+    runtime::PerDevice<std::span<const std::int64_t>> pairs;
+    for (int i = 0; i < d; ++i) pairs.emplace_back(per_device.data() + 2 * i, 2);
+    const auto both = runtime::psum(ctx, pairs);  // (correct, count) over every device of every rank
     const auto& prev = a.arg(0).get<Metrics>();
-    std::int64_t both[2] = {0, 0};
-    for (int i = 0; i < d; ++i) {
-      both[0] += c[static_cast<size_t>(i)];
-      both[1] += n[static_cast<size_t>(i)];
-    }
-    runtime::allreduce_sum(ctx, std::span<std::int64_t>(both, 2));
     sharding::HostArray m(DType::Int64, {2});
     m.data<std::int64_t>()[0] = prev.correct + both[0];
     m.data<std::int64_t>()[1] = prev.count + both[1];
     return {std::move(m)};
   };
-  auto wrapped = sharding::pad_shard_unpad(step_fn, po);
-  std::vector<std::uint8_t> ones(static_cast<size_t>(step_rows), 1);
+  PaddedEvalOptions po;
+  po.devices = d;
+  po.step_rows = geometry.step_rows();
+  po.min_device_batch = min_device_batch;
+  po.batched_columns = {kLabels};
+  po.with_mask = true;
+  po.static_return = in_step_metrics;
+  po.step_phase = "eval step";
+  PaddedEvalLoop loop(step_fn, po, {sharding::Arg::ref(global)});
   Tally t;
-  Metrics global;  // pad-metrics: already summed over ranks
   const Timer timer;
-  const ConstHostView all_ids = ids_view(es), all_labels = labels_view(s);
-  // (metrics, ids, labels, mask): one list, its views replaced each step (no allocation).
-  std::vector<sharding::Arg> args{sharding::Arg::ref(global), all_ids, all_labels, all_ids};
-  const sharding::NamedArgs no_kwargs;
-  for (std::int64_t step = 0; step < steps; ++step) {
-    ctx.set_step_phase("eval step", step);
-    const std::int64_t first = std::min(s.rows, step * step_rows);
-    const std::int64_t b = std::min(step_rows, s.rows - first);
-    const ConstHostView y = all_labels.slice_rows(first, b);
-    args[1] = all_ids.slice_rows(first, b);
-    args[2] = y;
-    args[3] = ConstHostView(DType::UInt8, {b}, reinterpret_cast<const std::byte*>(ones.data()));
-    const std::int64_t bdev = wrapped.device_batch_for(b, min_device_batch);
-    auto out = wrapped(args, no_kwargs, {min_device_batch});
+  loop.run(ctx, blocks, s.rows, steps, [&](const PaddedStep& step, std::vector<sharding::HostArray>& out) {
     if (in_step_metrics) {
       global.correct = out[0].data<std::int64_t>()[0];
       global.count = out[0].data<std::int64_t>()[1];
     } else {
-      t.correct += count_correct(out[0].data<std::int32_t>().data(), y.data<std::int32_t>().data(), b);
+      t.correct += count_correct(out[0].data<std::int32_t>().data(), labels_at(*step.block, step.offset()), step.rows);
       spare_output = std::move(out[0]);
     }
-    t.real += b;
-    t.shapes[bdev] += 1;
+    t.real += step.rows;
+    t.shapes[step.device_batch] += 1;
     ++t.steps;
-  }
+  });
   t.padded = padded_rows_seen;
   const double seconds = timer.wall_seconds(), cpu_seconds = timer.cpu_seconds();
   EvalResult r = finish(ctx, es, t, seconds, cpu_seconds, 0);
@@ -330,17 +332,19 @@ EvalShard load_eval_shard(const Context& ctx, const EvalOptions& o, const models
     s.features.resize(static_cast<size_t>(kept * row));
     s.labels.resize(static_cast<size_t>(kept));
   }
-  es.row_ids.resize(static_cast<size_t>(es.shard.rows));
-  for (std::int64_t i = 0; i < es.shard.rows; ++i) es.row_ids[static_cast<size_t>(i)] = i;
   return es;
 }
 
-EvalResult run_eval(const Context& ctx, const EvalOptions& o, const models::Classifier& model, const EvalShard& shard) {
+void require_layout_fits(const Context& ctx, const EvalOptions& o) {
   if (o.strategy == EvalStrategy::KeepRemainder && ctx.total_devices() != 1)
     throw CollectiveError("--strategy keep-remainder needs exactly one device in total (this run has " +
                           std::to_string(ctx.size()) + " rank(s) x " + std::to_string(ctx.devices_per_rank()) +
                           " device(s)): its last batch has another size, which several devices cannot share "
                           "evenly and several ranks would reach at different steps. Use --strategy pad or infinite-pad.");
+}
+
+EvalResult run_eval(const Context& ctx, const EvalOptions& o, const models::Classifier& model, const EvalShard& shard) {
+  require_layout_fits(ctx, o);
   if (o.strategy == EvalStrategy::Pad || o.strategy == EvalStrategy::PadMetrics) return run_padded(ctx, o, model, shard);
   return run_batched(ctx, o, model, shard);
 }
@@ -349,19 +353,22 @@ EvalResult run_plain_forward(const Context& ctx, const EvalOptions& o, const mod
                              const EvalShard& es) {
   const auto& s = es.shard;
   const int d = ctx.devices_per_rank();
+  const std::int64_t step_rows = static_cast<std::int64_t>(d) * o.per_device_batch;
+  RowBlocks blocks = prefetch_blocks(es, step_rows);
+  BlockReader reader(blocks);
   Devices dev = make_devices(ctx, model, o.per_device_batch);
   std::vector<std::int64_t> correct(static_cast<size_t>(d), 0);
   Tally t;
-  const std::int64_t step_rows = static_cast<std::int64_t>(d) * o.per_device_batch;
   const Timer timer;
   for (std::int64_t first = 0; first < s.rows; first += step_rows) {
+    const RowBlock& block = reader.rows(first, std::min(step_rows, s.rows - first));
     ctx.pool().run([&](int i) {
       const std::int64_t lo = std::min(s.rows, first + i * o.per_device_batch);
       const std::int64_t n = std::min(o.per_device_batch, s.rows - lo);
       if (n <= 0) return;
       auto& pred = dev.predictions[static_cast<size_t>(i)];
-      dev.predictors[static_cast<size_t>(i)]->predict(s.features.data() + lo * s.sample_size, n, pred.data());
-      correct[static_cast<size_t>(i)] += count_correct(pred.data(), s.labels.data() + lo, n);
+      dev.predictors[static_cast<size_t>(i)]->predict(features_at(block, lo - block.first), n, pred.data());
+      correct[static_cast<size_t>(i)] += count_correct(pred.data(), labels_at(block, lo - block.first), n);
     });
     ++t.steps;
   }

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <limits>
 
-#include "spmd/runtime/check.hpp"
-#include "spmd/runtime/watchdog.hpp"
+#include "spmd/runtime/collectives.hpp"
+#include "spmd/runtime/error.hpp"
 
 namespace spmd::workloads {
 
@@ -98,12 +98,8 @@ double DataParallelLogreg::value_and_grad(std::span<const double> x, std::span<d
   for (std::int64_t k = 0; k < my_chunks; ++k) mine.push_leaf(local_partials_.data() + k * partial_size_);
   const double* total = mine.root();
   if (ctx_.size() > 1) {
-    {
-      runtime::Watchdog::Armed armed(ctx_.watchdog(), "MPI_Allgatherv(logreg partial-sum tree nodes)");
-      SPMD_CHECK_MPI(MPI_Allgatherv(mine.data(), counts_[static_cast<size_t>(ctx_.rank())], MPI_DOUBLE,
-                                    gathered_.data(), counts_.data(), displs_.data(), MPI_DOUBLE, ctx_.comm()),
-                     "gathering the loss and gradient partial sums (tree nodes) of every rank");
-    }
+    runtime::allgatherv(ctx_, std::span<const double>(mine.data(), static_cast<size_t>(counts_[static_cast<size_t>(ctx_.rank())])),
+                        std::span<const int>(counts_), std::span<const int>(displs_), std::span<double>(gathered_));
     models::PartialSumTree& all = *total_tree_;
     all.reset(0);
     for (int r = 0; r < ctx_.size(); ++r) {

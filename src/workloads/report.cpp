@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdarg>
 #include <cstring>
 #include <filesystem>
@@ -97,5 +99,51 @@ void write_text_atomic(const std::string& path, const std::string& text) {
 void write_json(const std::string& path, const nlohmann::json& j) { write_text_atomic(path, j.dump(2) + "\n"); }
 
 bool stderr_is_terminal() { return ::isatty(STDERR_FILENO) == 1; }
+
+namespace {
+double monotonic_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+ProgressLine::ProgressLine(bool enabled) : ProgressLine(enabled, enabled && stderr_is_terminal()) {}
+ProgressLine::ProgressLine(bool enabled, bool live) : enabled_(enabled), live_(live) {}
+
+void ProgressLine::update(const std::string& label, std::int64_t done, std::int64_t total, const std::string& detail,
+                          std::int64_t every) {
+  if (!enabled_) return;
+  const double now = monotonic_seconds();
+  if (done <= last_done_ || last_done_ < 0) {
+    first_done_ = done;
+    first_seconds_ = now;
+  }
+  last_done_ = done;
+  if (!live_) {
+    if (every > 0 && (done % every == 0 || done == total)) {
+      std::fputs(format("# %s %lld/%lld  %s\n", label.c_str(), static_cast<long long>(done), static_cast<long long>(total),
+                        detail.c_str()).c_str(), stdout);
+      std::fflush(stdout);
+    }
+    return;
+  }
+  constexpr int kWidth = 30;
+  const int filled = total > 0 ? static_cast<int>(kWidth * std::clamp<std::int64_t>(done, 0, total) / total) : kWidth;
+  std::string eta;
+  if (done > first_done_ && done < total)
+    eta = format("  ETA %.0f s", (now - first_seconds_) / static_cast<double>(done - first_done_) *
+                                      static_cast<double>(total - done));
+  std::fprintf(stderr, "\r%s [%-*s] %lld/%lld  %s%s ", label.c_str(), kWidth, std::string(static_cast<size_t>(filled), '#').c_str(),
+               static_cast<long long>(done), static_cast<long long>(total), detail.c_str(), eta.c_str());
+  open_ = done < total;
+  if (!open_) std::fputs("\n", stderr);
+  std::fflush(stderr);
+}
+
+void ProgressLine::close() {
+  if (!open_) return;
+  std::fputs("\n", stderr);
+  std::fflush(stderr);
+  open_ = false;
+}
 
 }  // namespace spmd::workloads

@@ -23,17 +23,43 @@ class Collectives : public ::testing::TestWithParam<int> {};
 TEST_P(Collectives, IntegerPsumIsExactInt64) {
   Context ctx(MPI_COMM_WORLD, cpu(GetParam()));
   // Values near 2^40 overflow int32 and lose bits in float: only an int64 sum is exact.
-  PerDevice<std::int64_t> v;
+  std::vector<std::int64_t> big;
   std::int64_t expected = 0;
   for (int g = 0; g < ctx.total_devices(); ++g) expected += (std::int64_t(1) << 40) + g;
-  for (int d = 0; d < ctx.devices_per_rank(); ++d) v.push_back((std::int64_t(1) << 40) + ctx.global_device(d));
-  EXPECT_EQ(psum(ctx, v), expected);
-  PerDevice<std::int32_t> small;
-  for (int d = 0; d < ctx.devices_per_rank(); ++d) small.push_back(2000000000);
-  EXPECT_EQ(psum(ctx, small), std::int64_t(2000000000) * ctx.total_devices());
+  for (int d = 0; d < ctx.devices_per_rank(); ++d) big.push_back((std::int64_t(1) << 40) + ctx.global_device(d));
+  PerDevice<std::span<const std::int64_t>> v;
+  for (const auto& x : big) v.emplace_back(&x, 1);
+  EXPECT_EQ(psum(ctx, v)[0], expected);
+  const std::vector<std::int32_t> small(static_cast<size_t>(ctx.devices_per_rank()), 2000000000);
+  PerDevice<std::span<const std::int32_t>> s;
+  for (const auto& x : small) s.emplace_back(&x, 1);
+  EXPECT_EQ(psum(ctx, s)[0], std::int64_t(2000000000) * ctx.total_devices());
 }
 
-TEST_P(Collectives, VectorPsumPmeanPmaxAllGather) {
+TEST_P(Collectives, MetricPairsPsumMatchesPlainMpi) {
+  Context ctx(MPI_COMM_WORLD, cpu(GetParam()));
+  // (correct, count) per device, as eval's pad-metrics step reduces them: the same as a
+  // local sum followed by a plain MPI_Allreduce.
+  std::vector<std::int64_t> pairs;
+  for (int d = 0; d < ctx.devices_per_rank(); ++d) {
+    pairs.push_back(3 * ctx.global_device(d) + 1);
+    pairs.push_back(1000 + ctx.global_device(d));
+  }
+  PerDevice<std::span<const std::int64_t>> spans;
+  for (int d = 0; d < ctx.devices_per_rank(); ++d) spans.emplace_back(pairs.data() + 2 * d, 2);
+  std::int64_t local[2] = {0, 0}, reference[2] = {0, 0};
+  for (int d = 0; d < ctx.devices_per_rank(); ++d) {
+    local[0] += pairs[2 * static_cast<size_t>(d)];
+    local[1] += pairs[2 * static_cast<size_t>(d) + 1];
+  }
+  MPI_Allreduce(local, reference, 2, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+  const auto got = psum(ctx, spans);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0], reference[0]);
+  EXPECT_EQ(got[1], reference[1]);
+}
+
+TEST_P(Collectives, VectorPsumAndAllGather) {
   Context ctx(MPI_COMM_WORLD, cpu(GetParam()));
   const int n = 5, total = ctx.total_devices();
   std::vector<std::vector<float>> data(static_cast<size_t>(ctx.devices_per_rank()));
@@ -43,16 +69,12 @@ TEST_P(Collectives, VectorPsumPmeanPmaxAllGather) {
     spans.emplace_back(data[d]);
   }
   const auto s = psum(ctx, spans);
-  const auto m = pmean(ctx, spans);
-  const auto mx = pmax(ctx, spans);
   const auto all = all_gather(ctx, spans);
   ASSERT_EQ(all.size(), static_cast<size_t>(total * n));
   for (int i = 0; i < n; ++i) {
     double sum = 0;
     for (int g = 0; g < total; ++g) sum += g * 10 + i;
     EXPECT_DOUBLE_EQ(s[i], sum);
-    EXPECT_DOUBLE_EQ(m[i], sum / total);
-    EXPECT_DOUBLE_EQ(mx[i], (total - 1) * 10 + i);
     for (int g = 0; g < total; ++g) EXPECT_EQ(all[static_cast<size_t>(g * n + i)], static_cast<float>(g * 10 + i));
   }
 }
@@ -78,21 +100,104 @@ TEST_P(Collectives, OrderedPsumMatchesSequentialSumInGlobalOrder) {
   EXPECT_EQ(got[1], b);
 }
 
-TEST_P(Collectives, ReplicateUnreplicateBroadcast) {
+TEST_P(Collectives, Broadcast) {
   Context ctx(MPI_COMM_WORLD, cpu(GetParam()));
-  std::vector<std::int32_t> mine = {ctx.rank() * 100 + 1, ctx.rank() * 100 + 2, 7};
-  auto rep = replicate<std::int32_t>(ctx, mine);
-  ASSERT_EQ(static_cast<int>(rep.size()), ctx.devices_per_rank());
-  for (const auto& copy : rep) EXPECT_EQ(copy, (std::vector<std::int32_t>{1, 2, 7}));
-  EXPECT_EQ(unreplicate(rep), (std::vector<std::int32_t>{1, 2, 7}));
-  // Distinct buffers per device: writing one copy leaves the others.
-  if (rep.size() > 1) {
-    rep[1][0] = -1;
-    EXPECT_EQ(rep[0][0], 1);
-  }
   std::vector<double> v = ctx.rank() == 0 ? std::vector<double>{3.5, 4.5} : std::vector<double>{};
   broadcast(ctx, v, 0);
   EXPECT_EQ(v, (std::vector<double>{3.5, 4.5}));
+  // A string of root's length, whatever the others held (longer, shorter, empty).
+  const int root = ctx.size() - 1;
+  std::string text = ctx.rank() == root ? std::string("history\n[1, 2]") : std::string(ctx.rank() * 40, 'x');
+  broadcast(ctx, text, root);
+  EXPECT_EQ(text, "history\n[1, 2]");
+  std::string empty = ctx.rank() == 0 ? "" : "not empty";
+  broadcast(ctx, empty, 0);
+  EXPECT_EQ(empty, "");
+}
+
+// gather / scatter against plain MPI_Gather / MPI_Scatter of the same rank-major buffers,
+// with lengths 0, 1 and one that does not divide evenly by anything.
+TEST_P(Collectives, GatherAndScatterMatchPlainMpiInGlobalDeviceOrder) {
+  Context ctx(MPI_COMM_WORLD, cpu(GetParam()));
+  const int d = ctx.devices_per_rank(), total = ctx.total_devices();
+  for (const int n : {0, 1, 37}) {
+    std::vector<std::vector<std::int32_t>> mine(static_cast<size_t>(d));
+    PerDevice<std::span<const std::int32_t>> spans;
+    std::vector<std::int32_t> packed;
+    for (int i = 0; i < d; ++i) {
+      for (int k = 0; k < n; ++k) mine[i].push_back(ctx.global_device(i) * 1000 + k);
+      spans.emplace_back(mine[i]);
+      packed.insert(packed.end(), mine[i].begin(), mine[i].end());
+    }
+    for (const int root : {0, ctx.size() - 1}) {
+      const auto got = gather(ctx, spans, root);
+      std::vector<std::int32_t> reference(ctx.rank() == root ? packed.size() * static_cast<size_t>(ctx.size()) : 0);
+      MPI_Gather(packed.data(), static_cast<int>(packed.size()), MPI_INT32_T, reference.data(),
+                 static_cast<int>(packed.size()), MPI_INT32_T, root, MPI_COMM_WORLD);
+      EXPECT_EQ(got, reference) << "n " << n << " root " << root;
+      if (ctx.rank() == root) {
+        ASSERT_EQ(got.size(), static_cast<size_t>(total * n));
+        for (int g = 0; g < total; ++g)
+          for (int k = 0; k < n; ++k) EXPECT_EQ(got[static_cast<size_t>(g * n + k)], g * 1000 + k);
+      }
+      // Scatter it back, negated: each device gets its own member's row.
+      std::vector<std::int32_t> on_root = got;
+      for (auto& x : on_root) x = -x;
+      std::vector<std::vector<std::int32_t>> back(static_cast<size_t>(d), std::vector<std::int32_t>(static_cast<size_t>(n), 7));
+      PerDevice<std::span<std::int32_t>> out;
+      for (auto& b : back) out.emplace_back(b);
+      scatter(ctx, std::span<const std::int32_t>(on_root), out, root);
+      for (int i = 0; i < d; ++i)
+        for (int k = 0; k < n; ++k) EXPECT_EQ(back[i][k], -(ctx.global_device(i) * 1000 + k));
+    }
+  }
+}
+
+TEST_P(Collectives, GatherWithDifferentLengthsThrowsOnEveryRank) {
+  Context ctx(MPI_COMM_WORLD, cpu(GetParam()));
+  if (ctx.size() == 1) GTEST_SKIP() << "needs two ranks";
+  const std::vector<float> mine(ctx.rank() == ctx.size() - 1 ? 3 : 2, 1.0f);
+  PerDevice<std::span<const float>> spans(static_cast<size_t>(ctx.devices_per_rank()), std::span<const float>(mine));
+  EXPECT_THROW(gather(ctx, spans), spmd::Error);
+  // A root holding too few values for the scatter: every rank throws, none waits.
+  std::vector<float> out(2);
+  PerDevice<std::span<float>> outs(static_cast<size_t>(ctx.devices_per_rank()), std::span<float>(out));
+  const std::vector<float> short_root(1);
+  EXPECT_THROW(scatter(ctx, std::span<const float>(short_root), outs), spmd::Error);
+}
+
+// allgatherv against plain MPI_Allgatherv: rank r contributes r + 1 values (an empty one
+// on rank 0 too, at the end), placed with a gap between ranks.
+TEST_P(Collectives, AllgathervMatchesPlainMpi) {
+  Context ctx(MPI_COMM_WORLD, cpu(GetParam()));
+  for (const bool empty_first : {false, true}) {
+    std::vector<int> counts, displs;
+    int offset = 0;
+    for (int r = 0; r < ctx.size(); ++r) {
+      counts.push_back(empty_first && r == 0 ? 0 : r + 1);
+      displs.push_back(offset);
+      offset += counts.back() + 2;
+    }
+    std::vector<double> mine;
+    for (int k = 0; k < counts[static_cast<size_t>(ctx.rank())]; ++k) mine.push_back(ctx.rank() + 0.25 * k);
+    std::vector<double> got(static_cast<size_t>(offset), -1.0), reference(static_cast<size_t>(offset), -1.0);
+    allgatherv(ctx, std::span<const double>(mine), std::span<const int>(counts), std::span<const int>(displs),
+               std::span<double>(got));
+    MPI_Allgatherv(mine.data(), static_cast<int>(mine.size()), MPI_DOUBLE, reference.data(), counts.data(), displs.data(),
+                   MPI_DOUBLE, MPI_COMM_WORLD);
+    EXPECT_EQ(got, reference);
+  }
+  // Checked before any MPI call: a contribution of the wrong size, an output too small.
+  std::vector<int> counts(static_cast<size_t>(ctx.size()), 1), displs(static_cast<size_t>(ctx.size()));
+  for (int r = 0; r < ctx.size(); ++r) displs[static_cast<size_t>(r)] = r;
+  std::vector<double> two(2), out(static_cast<size_t>(ctx.size()));
+  EXPECT_THROW(allgatherv(ctx, std::span<const double>(two), std::span<const int>(counts), std::span<const int>(displs),
+                          std::span<double>(out)),
+               spmd::Error);
+  std::vector<double> small(static_cast<size_t>(ctx.size()) - 1);
+  EXPECT_THROW(allgatherv(ctx, std::span<const double>(two.data(), 1), std::span<const int>(counts),
+                          std::span<const int>(displs), std::span<double>(small)),
+               spmd::Error);
 }
 
 INSTANTIATE_TEST_SUITE_P(DevicesPerRank, Collectives, ::testing::Values(1, 2, 3));

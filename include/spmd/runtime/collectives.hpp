@@ -1,17 +1,23 @@
 #pragma once
-// Collectives over devices x ranks, the flax.jax_utils vocabulary on MPI.
+// Collectives over devices x ranks, the flax.jax_utils vocabulary on MPI, and the rank-level
+// MPI collectives the workloads need. Workloads call these, never MPI directly.
 //
-// A per-device argument is a std::vector with one entry per local device (local order).
-// Reductions go local devices first (in order), then ranks (MPI_Allreduce):
-//  - integers are summed as int64, exactly;
-//  - floating point is accumulated in double.
-// psum_ordered sums in global device order after an all-gather, so its floating-point
-// result is bitwise the same for every split of the same devices over ranks.
-// Every call is collective over the context's communicator and armed in the watchdog.
+// A per-device argument is a std::vector with one entry per local device (local order);
+// global device g is local device g % d of rank g / d (rank-major, as Context numbers them).
+//  - psum: local devices first (in order), then ranks (MPI_Allreduce); integers are summed
+//    as int64, exactly, so the result does not depend on the layout.
+//  - psum_ordered sums in global device order after an all-gather, so its floating-point
+//    result is bitwise the same for every split of the same devices over ranks.
+//  - all_gather / gather / scatter move per-device arrays in global device order.
+// Every call is collective over the context's communicator. Every MPI call made here is
+// armed in the hang watchdog for its duration and has its return code checked, in one
+// place (collectives.cpp); per-device arrays of unequal lengths, or lengths that differ
+// between ranks where they must agree, throw spmd::Error on every rank.
 #include <mpi.h>
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -44,23 +50,16 @@ void allreduce_max(const Context& ctx, std::span<std::int64_t> inout);
 void broadcast_bytes(const Context& ctx, void* data, std::size_t bytes, int root);
 // Equal-size all-gather of bytes: out has size()*bytes, rank-major.
 void allgather_bytes(const Context& ctx, const void* in, std::size_t bytes, void* out);
+// Variable-size all-gather (MPI_Allgatherv): rank r contributes counts[r] values, placed at
+// out[displs[r]]. counts and displs have one entry per rank and are the same on every
+// rank; mine.size() == counts[rank]; out must reach every displs[r] + counts[r].
+template <class T>
+void allgatherv(const Context& ctx, std::span<const T> mine, std::span<const int> counts, std::span<const int> displs,
+                std::span<T> out);
 
 // psum: elementwise sum over all devices of all ranks. All per-device spans have one length.
 template <class T>
 std::vector<Acc<T>> psum(const Context& ctx, const PerDevice<std::span<const T>>& x);
-// Scalar form: one value per local device.
-template <class T>
-Acc<T> psum(const Context& ctx, const PerDevice<T>& x);
-
-// pmean: psum / total_devices, in double.
-template <class T>
-std::vector<double> pmean(const Context& ctx, const PerDevice<std::span<const T>>& x);
-template <class T>
-double pmean(const Context& ctx, const PerDevice<T>& x);
-
-// pmax: elementwise maximum over all devices.
-template <class T>
-std::vector<Acc<T>> pmax(const Context& ctx, const PerDevice<std::span<const T>>& x);
 
 // all_gather: [total_devices][len] flattened, in global device order.
 template <class T>
@@ -71,20 +70,25 @@ std::vector<T> all_gather(const Context& ctx, const PerDevice<std::span<const T>
 template <class T>
 std::vector<double> psum_ordered(const Context& ctx, const PerDevice<std::span<const T>>& x);
 
+// gather: all_gather to `root` only: [total_devices][len] in global device order on root,
+// empty on the other ranks.
+template <class T>
+std::vector<T> gather(const Context& ctx, const PerDevice<std::span<const T>>& x, int root = 0);
+
+// scatter: the inverse of gather. on_root holds [total_devices][len] on root (ignored
+// elsewhere); local device i receives global device ctx.global_device(i)'s len values in
+// out[i]. Every out[i] has the same length len, the same on every rank.
+template <class T>
+void scatter(const Context& ctx, std::span<const T> on_root, const PerDevice<std::span<T>>& out, int root = 0);
+
 // broadcast: root's data to every rank (in place).
 template <class T>
 void broadcast(const Context& ctx, std::span<T> data, int root = 0) {
   broadcast_bytes(ctx, data.data(), data.size_bytes(), root);
 }
-// The same length on every rank is checked; a mismatch throws on every rank.
+// The length comes from root: the other ranks' vectors are resized to it.
 template <class T>
 void broadcast(const Context& ctx, std::vector<T>& data, int root = 0);
-
-// replicate: rank 0's value, on every rank and every local device (one copy per device).
-template <class T>
-PerDevice<std::vector<T>> replicate(const Context& ctx, std::span<const T> value_on_root);
-// unreplicate: the copy held by local device 0.
-template <class T>
-std::vector<T> unreplicate(const PerDevice<std::vector<T>>& replicated);
+void broadcast(const Context& ctx, std::string& text, int root = 0);
 
 }  // namespace spmd::runtime

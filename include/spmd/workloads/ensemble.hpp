@@ -2,8 +2,10 @@
 // spmd ensemble: one CNN per device (member g = global device index, initialised from the
 // g-th key split from --seed, never from its rank), every member on the same shuffled
 // batches, SGD with momentum. The ensemble prediction is the mean of the members'
-// softmax probabilities, summed in global member order after an all-gather, so every
-// metric is bitwise the same for any layout of the members over ranks and devices.
+// softmax probabilities (Flax's ensembling guide), summed in global member order, so every
+// metric is bitwise the same for any layout of the members over ranks and devices. The
+// members and what is done with them (step, evaluate, save, resume) are the
+// EnsembleTrainer (ensemble_trainer.hpp); run_ensemble is the epoch loop.
 //
 // Checkpoints (HDF5, written atomically by rank 0 after a gather: one writer keeps the file
 // format simple and the rename atomic; the volume is small) hold every member's parameters
@@ -35,10 +37,12 @@ struct EnsembleOptions {
   int eval_batch = 512;          // test-set batch per device (padded, masked)
   std::string checkpoint;        // written after every epoch (and on SIGTERM/SIGINT)
   bool resume = false;
-  // Text that defines the run (seed, optimiser, data identity, members): stored in the
-  // checkpoint and compared on --resume.
-  std::string defining_options;
 };
+
+// The text that defines a run of `members` members (seed, optimiser, training data and its
+// size, members): stored in the checkpoint and compared on --resume, which refuses a
+// checkpoint whose text differs. The layout of the members may change; their count may not.
+std::string ensemble_defining_options(const EnsembleOptions& options, int members);
 
 struct EpochMetrics {
   int epoch = 0;
@@ -61,7 +65,8 @@ struct EnsembleResult {
   std::uint64_t params_digest = 0;   // FNV-1a over every member's parameters (reproducibility checks)
 };
 
-// Set by the CLI's signal handler; checked (and agreed over ranks) at every step boundary.
+// Set by the CLI's signal handler; agreed over ranks after every training step
+// (stop_requested_on_any_rank): every rank then writes the checkpoint and stops.
 std::atomic<int>& ensemble_stop_request();
 
 using EpochCallback = std::function<void(const EpochMetrics&)>;

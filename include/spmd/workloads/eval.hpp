@@ -1,7 +1,7 @@
 #pragma once
 // spmd eval: full-dataset evaluation on any layout of ranks x devices x batch size.
 //
-// Strategies (the full-eval guide, problem and fixes):
+// Strategies (Flax's full-dataset evaluation guide: the problem and its fixes):
 //  keep-remainder  plain batches, a smaller last one (2 shapes); one device in total only.
 //  drop-remainder  whole steps only; reports the examples it dropped (a wrong total).
 //  pad             pad_shard_unpad with min_device_batch = B: one shape, exact totals; the
@@ -58,12 +58,18 @@ struct EvalResult {
   double examples_per_second() const { return seconds > 0 ? static_cast<double>(total) / seconds : 0.0; }
 };
 
-// A rank's shard in memory (features [rows, sample_size], labels [rows]).
+// A rank's shard in memory (features [rows, sample_size], labels [rows]). Every loop reads
+// it in blocks through prefetch_to_device (row_blocks.hpp), the seam where a later reader
+// streams the blocks from the file instead.
 struct EvalShard {
   data::LoadedShard shard;
   std::int64_t filtered = 0;  // rows this rank removed with --drop-label
-  std::vector<std::int64_t> row_ids;  // 0 .. rows-1: what the batches carry (see eval.cpp)
 };
+
+// Throws CollectiveError for a layout the strategy cannot run on (keep-remainder on more than
+// one device in total): every rank reaches the same verdict from sizes alone. run_eval checks
+// it too; the CLI calls it before any work.
+void require_layout_fits(const runtime::Context& ctx, const EvalOptions& options);
 
 // Collective. Reads this rank's split of the file (and applies --drop-label).
 EvalShard load_eval_shard(const runtime::Context& ctx, const EvalOptions& options, const models::Classifier& model);

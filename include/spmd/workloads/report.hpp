@@ -1,6 +1,7 @@
 #pragma once
 // Rank-0 reporting: the start-up table, fixed-width result tables with units, and the
 // machine-readable JSON summary (written atomically: a temp file renamed into place).
+#include <cstdint>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -46,5 +47,28 @@ void write_json(const std::string& path, const nlohmann::json& j);
 
 // stderr is a terminal (live progress bars) or not (periodic lines).
 bool stderr_is_terminal();
+
+// Progress of a long loop, shown by rank 0 (give enabled = false elsewhere, or for --quiet):
+//  - live (stderr is a terminal): "LABEL [#####     ] DONE/TOTAL  DETAIL  ETA S s" redrawn in
+//    place on stderr; the line ends when DONE reaches TOTAL, or at close();
+//  - otherwise a line "# LABEL DONE/TOTAL  DETAIL" on stdout when DONE is a multiple of
+//    `every` or equals TOTAL (every <= 0: no lines; the caller prints its own, e.g. a table).
+// The ETA comes from the time since the first update of the current count (a count that
+// goes back, a new epoch, starts it again).
+class ProgressLine {
+ public:
+  explicit ProgressLine(bool enabled);
+  ProgressLine(bool enabled, bool live);  // live given (tests)
+  bool live() const { return enabled_ && live_; }
+  void update(const std::string& label, std::int64_t done, std::int64_t total, const std::string& detail,
+              std::int64_t every = 0);
+  void close();  // ends a live line left unfinished (a loop that stopped early)
+
+ private:
+  bool enabled_, live_;
+  bool open_ = false;  // a live line is drawn and not ended
+  std::int64_t last_done_ = -1, first_done_ = 0;
+  double first_seconds_ = 0;
+};
 
 }  // namespace spmd::workloads

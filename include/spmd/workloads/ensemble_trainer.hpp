@@ -1,0 +1,89 @@
+#pragma once
+// The ensemble trainer: this rank's members of spmd ensemble (one CNN per local device;
+// member g = global device g) and what a run does with them: one SGD step of every member
+// on the same batch, the ensemble on the test set, checkpoints written and resumed, the
+// agreement on a stop request. run_ensemble (ensemble.hpp) is the epoch loop around it.
+//
+// The ensemble predicts the mean of its members' softmax probabilities (Flax's ensembling
+// guide). The probabilities are summed in global member order (psum_ordered), so every
+// metric is bitwise the same for any layout of the members over ranks and devices; the class
+// is the argmax of that sum, and the loss divides it by the member count.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "spmd/data/dataset.hpp"
+#include "spmd/models/cnn_params.hpp"
+#include "spmd/models/device_models.hpp"
+#include "spmd/runtime/context.hpp"
+#include "spmd/workloads/checkpoint.hpp"
+#include "spmd/workloads/ensemble.hpp"
+
+namespace spmd::workloads {
+
+struct TrainStepResult {
+  double loss = 0;           // the members' mean cross-entropies, summed over members in member order
+  std::int64_t correct = 0;  // rows of the batch the ensemble classified right
+};
+
+struct TestResult {
+  std::int64_t rows = 0;
+  std::int64_t correct = 0;                  // the ensemble's
+  double loss = 0;                           // sum over rows of -log(ensemble probability of the label)
+  std::vector<std::int64_t> member_correct;  // per member, in global member order
+};
+
+class EnsembleTrainer {
+ public:
+  // Collective. Makes this rank's members on its devices, initialised from options.seed
+  // (member g from the g-th key split, whatever rank holds it), with zero momentum.
+  EnsembleTrainer(const runtime::Context& ctx, const EnsembleOptions& options);
+
+  int members() const { return members_; }
+  // What a checkpoint must agree on to be resumed: ensemble_defining_options.
+  const std::string& defining_options() const { return defining_options_; }
+
+  // The state of a run that starts from scratch.
+  CheckpointState fresh_state() const;
+  // Collective. Loads options.checkpoint into the members (refused, on every rank, when it
+  // comes from other defining options or another member count) and returns its state.
+  CheckpointState resume();
+  // Collective. Writes options.checkpoint (atomically) with the members and `state`;
+  // nothing without a checkpoint path.
+  void save(const CheckpointState& state);
+
+  // Collective. One SGD-momentum step of every member on the same batch: images
+  // [batch_size, 784] in [0, 1], labels [batch_size] (host, identical on every rank).
+  TrainStepResult step(const float* images, const std::int32_t* labels);
+
+  // Collective. The ensemble and every member on all rows of `test` (identical on every
+  // rank), through the padded evaluation loop of spmd eval (padded_eval.hpp): batches of
+  // eval_batch rows, the last one padded and masked.
+  TestResult evaluate(const data::LoadedShard& test);
+
+  // Collective. FNV-1a over every member's parameters, in member order (reproducibility checks).
+  std::uint64_t params_digest();
+
+ private:
+  void upload();    // host copies -> members
+  void download();  // members -> host copies
+
+  const runtime::Context& ctx_;
+  const EnsembleOptions& options_;
+  int members_ = 0;
+  std::string defining_options_;
+  std::vector<std::unique_ptr<models::CnnMember>> member_;  // one per local device
+  // Host copies of the members' state: initialisation, checkpoints, digests. Training itself
+  // runs on the members' devices.
+  std::vector<models::CnnParams> params_, momentum_;
+  std::vector<std::vector<float>> train_out_;  // per device: [loss, probabilities [batch_size][classes]]
+  std::vector<std::vector<float>> test_probs_;  // per device: [eval_batch][classes]
+};
+
+// Collective: whether any rank has been asked to stop (ensemble_stop_request, set by a
+// signal handler), as one allreduce of the flag. The epoch loop calls it after every step,
+// so every rank stops after the same step.
+bool stop_requested_on_any_rank(const runtime::Context& ctx);
+
+}  // namespace spmd::workloads

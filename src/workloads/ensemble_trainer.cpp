@@ -1,0 +1,160 @@
+#include "spmd/workloads/ensemble_trainer.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "spmd/models/cnn_init.hpp"
+#include "spmd/runtime/agree.hpp"
+#include "spmd/runtime/collectives.hpp"
+#include "spmd/workloads/padded_eval.hpp"
+
+namespace spmd::workloads {
+
+namespace {
+constexpr int kC = models::cnn::kClasses;
+constexpr int kPixels = models::cnn::kImagePixels;
+
+// The first class of the highest probability (ties go to the lower class).
+template <class T>
+int argmax(const T* p) {
+  int best = 0;
+  for (int c = 1; c < kC; ++c)
+    if (p[c] > p[best]) best = c;
+  return best;
+}
+
+template <class T>
+runtime::PerDevice<std::span<const T>> spans_of(const std::vector<std::vector<T>>& per_device) {
+  runtime::PerDevice<std::span<const T>> spans;
+  for (const auto& v : per_device) spans.emplace_back(v);
+  return spans;
+}
+}  // namespace
+
+EnsembleTrainer::EnsembleTrainer(const runtime::Context& ctx, const EnsembleOptions& o)
+    : ctx_(ctx),
+      options_(o),
+      members_(ctx.total_devices()),
+      defining_options_(ensemble_defining_options(o, ctx.total_devices())) {
+  const auto d = static_cast<std::size_t>(ctx.devices_per_rank());
+  member_.resize(d);
+  params_.resize(d);
+  momentum_.resize(d);
+  train_out_.assign(d, std::vector<float>(1 + static_cast<std::size_t>(o.batch_size) * kC));
+  test_probs_.assign(d, std::vector<float>(static_cast<std::size_t>(o.eval_batch) * kC));
+  ctx.pool().run([&](int i) {
+    const auto k = static_cast<std::size_t>(i);
+    member_[k] = models::make_cnn_member(ctx.devices()[k], std::max(o.batch_size, o.eval_batch), o.batch_size);
+    models::cnn_init(params_[k], models::ensemble_member_key(o.seed, ctx.global_device(i), members_));
+    momentum_[k].set_zero();
+  });
+  upload();
+}
+
+void EnsembleTrainer::upload() {
+  ctx_.pool().run([&](int i) { member_[static_cast<size_t>(i)]->set_state(params_[static_cast<size_t>(i)], momentum_[static_cast<size_t>(i)]); });
+}
+
+void EnsembleTrainer::download() {
+  ctx_.pool().run([&](int i) { member_[static_cast<size_t>(i)]->get_state(params_[static_cast<size_t>(i)], momentum_[static_cast<size_t>(i)]); });
+}
+
+CheckpointState EnsembleTrainer::fresh_state() const {
+  CheckpointState state;
+  state.members = members_;
+  state.seed = options_.seed;
+  state.options = defining_options_;
+  return state;
+}
+
+CheckpointState EnsembleTrainer::resume() {
+  CheckpointState state = read_checkpoint(ctx_, options_.checkpoint, defining_options_, params_, momentum_);
+  upload();
+  return state;
+}
+
+void EnsembleTrainer::save(const CheckpointState& state) {
+  if (options_.checkpoint.empty()) return;
+  ctx_.set_phase("ensemble: writing checkpoint");
+  download();
+  write_checkpoint(ctx_, options_.checkpoint, state, params_, momentum_);
+}
+
+TrainStepResult EnsembleTrainer::step(const float* images, const std::int32_t* labels) {
+  const int B = options_.batch_size;
+  ctx_.pool().run([&](int i) {
+    auto& out = train_out_[static_cast<size_t>(i)];
+    out[0] = member_[static_cast<size_t>(i)]->train_step(images, labels, B, options_.sgd, out.data() + 1);
+  });
+  // [sum of the losses, sums of the probabilities], over members in member order.
+  const auto sum = runtime::psum_ordered(ctx_, spans_of(train_out_));
+  TrainStepResult r;
+  r.loss = sum[0];
+  for (int j = 0; j < B; ++j) r.correct += argmax(sum.data() + 1 + static_cast<size_t>(j) * kC) == labels[j];
+  return r;
+}
+
+TestResult EnsembleTrainer::evaluate(const data::LoadedShard& test) {
+  const int E = options_.eval_batch;
+  TestResult r;
+  r.rows = test.rows;
+  std::vector<std::int64_t> member_correct(static_cast<size_t>(ctx_.devices_per_rank()), 0);
+  // Every member forwards the whole padded batch [E, 784] (the ensemble is replicated, not
+  // sharded: pad_shard_unpad over one "device"); only the real rows are counted.
+  auto step = [&](const sharding::ShardedArgs& a, const PaddedStep&) -> std::vector<sharding::HostArray> {
+    const float* images = a.arg(0).array().at(0).data<float>().data();
+    const std::int32_t* labels = a.arg(1).array().at(0).data<std::int32_t>().data();
+    const std::int64_t real = a.batch();
+    ctx_.pool().run([&](int i) {
+      float* probs = test_probs_[static_cast<size_t>(i)].data();
+      member_[static_cast<size_t>(i)]->forward(images, E, probs);
+      for (std::int64_t row = 0; row < real; ++row)
+        member_correct[static_cast<size_t>(i)] += argmax(probs + row * kC) == labels[row];
+    });
+    const auto sum = runtime::psum_ordered(ctx_, spans_of(test_probs_));
+    for (std::int64_t row = 0; row < real; ++row) {
+      const double* p = sum.data() + row * kC;
+      r.correct += argmax(p) == labels[row];
+      r.loss -= std::log(std::max(p[labels[row]] / members_, 1e-30));
+    }
+    return {};
+  };
+  PaddedEvalOptions po;
+  po.devices = 1;
+  po.step_rows = E;
+  po.min_device_batch = E;
+  po.batched_columns = {0, 1};
+  po.static_return = true;
+  PaddedEvalLoop loop(step, po);
+  const std::vector<sharding::ConstHostView> columns{
+      sharding::ConstHostView(sharding::DType::Float32, {test.rows, kPixels}, reinterpret_cast<const std::byte*>(test.features.data())),
+      sharding::ConstHostView(sharding::DType::Int32, {test.rows}, reinterpret_cast<const std::byte*>(test.labels.data()))};
+  RowBlocks blocks(in_memory_blocks(columns, block_rows_for(E, kPixels * sizeof(float) + sizeof(std::int32_t))),
+                   kBlockPrefetchDepth);
+  loop.run(ctx_, blocks, test.rows, (test.rows + E - 1) / E);
+  runtime::PerDevice<std::span<const std::int64_t>> mc;
+  for (const auto& c : member_correct) mc.emplace_back(&c, 1);
+  r.member_correct = runtime::all_gather(ctx_, mc);
+  return r;
+}
+
+std::uint64_t EnsembleTrainer::params_digest() {
+  download();
+  std::vector<std::int64_t> local;
+  for (const auto& p : params_) {
+    const std::string bytes(reinterpret_cast<const char*>(p.data()), models::CnnParams::size() * sizeof(float));
+    local.push_back(static_cast<std::int64_t>(runtime::stable_hash(bytes)));
+  }
+  runtime::PerDevice<std::span<const std::int64_t>> spans;
+  for (const auto& v : local) spans.emplace_back(&v, 1);
+  const auto all = runtime::all_gather(ctx_, spans);
+  return runtime::stable_hash(std::string(reinterpret_cast<const char*>(all.data()), all.size() * sizeof(std::int64_t)));
+}
+
+bool stop_requested_on_any_rank(const runtime::Context& ctx) {
+  std::int64_t stop = ensemble_stop_request().load() ? 1 : 0;
+  runtime::allreduce_max(ctx, std::span<std::int64_t>(&stop, 1));
+  return stop != 0;
+}
+
+}  // namespace spmd::workloads

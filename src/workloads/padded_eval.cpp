@@ -1,0 +1,61 @@
+#include "spmd/workloads/padded_eval.hpp"
+
+#include <algorithm>
+#include <numeric>
+#include <string>
+
+#include "spmd/runtime/error.hpp"
+
+namespace spmd::workloads {
+
+namespace {
+sharding::PadShardUnpadOptions wrapper_options(const PaddedEvalOptions& o, std::size_t statics) {
+  if (o.step_rows < 1) throw Error("padded evaluation: step rows must be >= 1, got " + std::to_string(o.step_rows));
+  if (o.batched_columns.empty() && !o.with_mask)
+    throw Error("padded evaluation: no batched argument (no block column and no mask)");
+  sharding::PadShardUnpadOptions po;
+  po.devices = o.devices;
+  po.static_argnums.resize(statics);
+  std::iota(po.static_argnums.begin(), po.static_argnums.end(), 0);
+  po.static_return = o.static_return;
+  return po;
+}
+}  // namespace
+
+PaddedEvalLoop::PaddedEvalLoop(Step step, PaddedEvalOptions options, std::vector<sharding::Arg> statics)
+    : step_(std::move(step)),
+      options_(std::move(options)),
+      statics_(statics.size()),
+      args_(std::move(statics)),
+      ones_(options_.with_mask ? static_cast<std::size_t>(options_.step_rows) : 0, 1),
+      wrapped_([this](const sharding::ShardedArgs& a) { return step_(a, *current_); }, wrapper_options(options_, statics_)) {
+  if (!step_) throw Error("padded evaluation: the step function is empty");
+}
+
+void PaddedEvalLoop::run(const runtime::Context& ctx, RowBlocks& blocks, std::int64_t rows, std::int64_t steps,
+                         const OnOutput& on_output) {
+  const PaddedEvalOptions& o = options_;
+  BlockReader reader(blocks);
+  // Placeholders for the batched arguments, replaced by views every step (no allocation).
+  args_.resize(statics_ + o.batched_columns.size() + (o.with_mask ? 1 : 0), sharding::ConstHostView());
+  const sharding::NamedArgs no_kwargs;
+  for (std::int64_t s = 0; s < steps; ++s) {
+    if (o.step_phase) ctx.set_step_phase(o.step_phase, s);
+    PaddedStep step;
+    step.step = s;
+    step.first = std::min(rows, s * o.step_rows);
+    step.rows = std::min(o.step_rows, rows - step.first);
+    step.device_batch = device_batch_for(step.rows);
+    step.block = &reader.rows(step.first, step.rows);
+    std::size_t k = statics_;
+    for (const std::size_t c : o.batched_columns) args_[k++] = step.block->columns.at(c).slice_rows(step.offset(), step.rows);
+    if (o.with_mask)
+      args_[k] = sharding::ConstHostView(sharding::DType::UInt8, {step.rows}, reinterpret_cast<const std::byte*>(ones_.data()));
+    current_ = &step;
+    auto outputs = wrapped_(args_, no_kwargs, {o.min_device_batch});
+    current_ = nullptr;
+    if (on_output) on_output(step, outputs);
+  }
+}
+
+}  // namespace spmd::workloads

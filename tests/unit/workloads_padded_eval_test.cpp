@@ -1,0 +1,162 @@
+// The evaluation data path: blocks of rows through prefetch_to_device (row_blocks.hpp) and the
+// padded evaluation loop on top of them (padded_eval.hpp), against a plain loop over the rows,
+// with blocks of one step, several steps and all rows, at sizes k*step and k*step +- 1.
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+#include "spmd/runtime/context.hpp"
+#include "spmd/workloads/padded_eval.hpp"
+#include "spmd/workloads/row_blocks.hpp"
+
+using namespace spmd;
+using sharding::ConstHostView;
+using sharding::DType;
+using workloads::BlockReader;
+using workloads::RowBlock;
+using workloads::RowBlocks;
+
+namespace {
+
+// Row i: features (i, -i), label i % 7.
+struct Rows {
+  std::vector<float> features;
+  std::vector<std::int32_t> labels;
+  explicit Rows(std::int64_t n) {
+    for (std::int64_t i = 0; i < n; ++i) {
+      features.push_back(static_cast<float>(i));
+      features.push_back(-static_cast<float>(i));
+      labels.push_back(static_cast<std::int32_t>(i % 7));
+    }
+  }
+  std::int64_t rows() const { return static_cast<std::int64_t>(labels.size()); }
+  std::vector<ConstHostView> columns() const {
+    return {ConstHostView(DType::Float32, {rows(), 2}, reinterpret_cast<const std::byte*>(features.data())),
+            ConstHostView(DType::Int32, {rows()}, reinterpret_cast<const std::byte*>(labels.data()))};
+  }
+};
+
+}  // namespace
+
+TEST(RowBlocks, InMemoryBlocksViewEveryRowOnceInOrder) {
+  const Rows data(10);
+  for (const std::int64_t block_rows : {1, 3, 5, 10, 64}) {
+    RowBlocks blocks(workloads::in_memory_blocks(data.columns(), block_rows), 2);
+    std::int64_t next = 0;
+    while (auto b = blocks.next()) {
+      EXPECT_EQ(b->first, next);
+      EXPECT_EQ(b->rows, std::min<std::int64_t>(block_rows, 10 - next));
+      ASSERT_EQ(b->columns.size(), 2u);
+      // Views into the rows held in memory, not copies.
+      EXPECT_EQ(b->columns[0].data<float>().data(), data.features.data() + 2 * next);
+      EXPECT_EQ(b->columns[1].data<std::int32_t>().data(), data.labels.data() + next);
+      EXPECT_EQ(b->columns[0].shape(), (sharding::Shape{b->rows, 2}));
+      next += b->rows;
+    }
+    EXPECT_EQ(next, 10) << "block rows " << block_rows;
+  }
+}
+
+TEST(RowBlocks, NoRowsGiveOneEmptyBlockWithTheColumnsShapes) {
+  const Rows data(0);
+  RowBlocks blocks(workloads::in_memory_blocks(data.columns(), 4), 2);
+  const auto b = blocks.next();
+  ASSERT_TRUE(b.has_value());
+  EXPECT_EQ(b->rows, 0);
+  EXPECT_EQ(b->columns[0].shape(), (sharding::Shape{0, 2}));
+  EXPECT_FALSE(blocks.next().has_value());
+}
+
+TEST(RowBlocks, BlockRowsAreWholeStepsNearSixteenMiB) {
+  EXPECT_EQ(workloads::block_rows_for(512, 784 * 4 + 4) % 512, 0);
+  EXPECT_EQ(workloads::block_rows_for(512, 784 * 4 + 4), 10 * 512);  // 10 steps of 1.6 MB
+  EXPECT_EQ(workloads::block_rows_for(1 << 20, 1 << 10), 1 << 20);   // a step larger than 16 MiB: one step
+  EXPECT_EQ(workloads::block_rows_for(3, 1), 3 * ((16 << 20) / 3));
+  EXPECT_THROW(workloads::block_rows_for(0, 4), Error);
+  EXPECT_THROW(workloads::in_memory_blocks({}, 4), Error);
+}
+
+TEST(RowBlocks, ReaderFollowsStepsAcrossBlocksAndRefusesStraddlingSteps) {
+  const Rows data(10);
+  {
+    RowBlocks blocks(workloads::in_memory_blocks(data.columns(), 4), 2);
+    BlockReader reader(blocks);
+    EXPECT_EQ(reader.rows(0, 2).first, 0);
+    EXPECT_EQ(reader.rows(2, 2).first, 0);
+    EXPECT_EQ(reader.rows(4, 2).first, 4);
+    EXPECT_EQ(reader.rows(8, 2).first, 8);
+    EXPECT_EQ(reader.rows(10, 0).first, 8);  // past the rows: the last block
+    EXPECT_EQ(reader.rows(10, 0).first, 8);
+  }
+  {
+    RowBlocks blocks(workloads::in_memory_blocks(data.columns(), 4), 2);
+    BlockReader reader(blocks);
+    EXPECT_THROW(reader.rows(2, 4), Error);  // rows 2..5 straddle the blocks [0, 4) and [4, 8)
+  }
+  {
+    RowBlocks blocks(workloads::in_memory_blocks(data.columns(), 4), 2);
+    BlockReader reader(blocks);
+    EXPECT_THROW(reader.rows(8, 4), Error);  // rows 8..11: the blocks end at 10
+  }
+}
+
+// The padded loop against a plain loop: every step's real rows, shapes and padding.
+TEST(PaddedEvalLoop, StepsSeeTheirRowsPaddedToOneShapeAcrossBlocks) {
+  runtime::Context ctx(MPI_COMM_WORLD, {"cpu", 1, 60.0});
+  const int d = 2;
+  const std::int64_t step_rows = 4, min_device_batch = 3;
+  for (const std::int64_t n : {7, 8, 9, 0}) {
+    for (const std::int64_t block_steps : {1, 2, 100}) {
+      const Rows data(n);
+      const std::int64_t steps = (n + step_rows - 1) / step_rows + 1;  // and one step past the rows
+      std::vector<std::int64_t> seen_rows;
+      std::int64_t calls = 0, tag = 41;
+      auto step = [&](const sharding::ShardedArgs& a, const workloads::PaddedStep& at) {
+        ++calls;
+        EXPECT_EQ(a.arg(0).get<std::int64_t>(), 41);  // the static, passed through
+        const auto labels = a.arg(1).array(), mask = a.arg(2).array();
+        EXPECT_EQ(labels.shape(), (sharding::Shape{d, a.device_batch()}));
+        EXPECT_EQ(a.device_batch(), std::max<std::int64_t>((a.batch() + d - 1) / d, min_device_batch));
+        sharding::HostArray out(DType::Int32, {d, a.device_batch()});
+        for (int i = 0; i < d; ++i)
+          for (std::int64_t r = 0; r < a.device_batch(); ++r) {
+            const std::int64_t k = i * a.device_batch() + r;  // row of the padded batch
+            const bool real = k < a.batch();
+            EXPECT_EQ(mask.at(i).data<std::uint8_t>()[static_cast<size_t>(r)], real ? 1 : 0);
+            const std::int32_t y = labels.at(i).data<std::int32_t>()[static_cast<size_t>(r)];
+            if (!real) {
+              EXPECT_EQ(y, 0);
+              continue;
+            }
+            // The block holds the same row: its features name it.
+            const float x = at.block->columns[0].data<float>()[static_cast<size_t>(2 * (at.offset() + k))];
+            EXPECT_EQ(y, static_cast<std::int64_t>(x) % 7);
+            out.data<std::int32_t>()[static_cast<size_t>(k)] = static_cast<std::int32_t>(x);
+          }
+        return std::vector<sharding::HostArray>{std::move(out)};
+      };
+      workloads::PaddedEvalOptions o;
+      o.devices = d;
+      o.step_rows = step_rows;
+      o.min_device_batch = min_device_batch;
+      o.batched_columns = {1};
+      o.with_mask = true;
+      workloads::PaddedEvalLoop loop(step, o, {sharding::Arg::ref(tag)});
+      RowBlocks blocks(workloads::in_memory_blocks(data.columns(), block_steps * step_rows), 2);
+      std::int64_t expected_step = 0;
+      loop.run(ctx, blocks, n, steps, [&](const workloads::PaddedStep& s, std::vector<sharding::HostArray>& out) {
+        EXPECT_EQ(s.step, expected_step);
+        EXPECT_EQ(s.first, std::min(n, expected_step * step_rows));
+        EXPECT_EQ(s.rows, std::min(step_rows, n - s.first));
+        ++expected_step;
+        ASSERT_EQ(out.size(), 1u);
+        ASSERT_EQ(out[0].rows(), s.rows);  // un-padded to the real rows
+        for (const auto v : out[0].data<std::int32_t>()) seen_rows.push_back(v);
+      });
+      EXPECT_EQ(calls, steps);
+      std::vector<std::int64_t> all(static_cast<size_t>(n));
+      std::iota(all.begin(), all.end(), 0);
+      EXPECT_EQ(seen_rows, all) << "n " << n << ", blocks of " << block_steps << " step(s)";
+    }
+  }
+}
