@@ -408,8 +408,9 @@ LoadedShard load(const runtime::Context& ctx, ShardReader& reader, std::int64_t 
   const std::string where = "'" + reader.path() + "': labels dataset '" + reader.keys().labels + "'";
   std::string error;
   // A label is an index into the classes (a weight matrix [features, classes], per-class
-  // counts): one far above the number of examples is an id to remap, not a class.
-  const std::int64_t bound = label_bound(shape.rows);
+  // counts): one far above the number of examples is an id to remap, not a class. With
+  // classes given, the range check below says it more precisely.
+  const std::int64_t bound = classes > 0 ? std::numeric_limits<std::int64_t>::max() : label_bound(shape.rows);
   for (std::size_t i = 0; i < labels.size() && error.empty(); ++i)
     if (labels[i] >= bound)
       error = rank_prefix(ctx) + where + ": row " + std::to_string(first_row + static_cast<std::int64_t>(i)) +

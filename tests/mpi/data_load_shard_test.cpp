@@ -374,17 +374,84 @@ TEST_F(DataLoadShardErrors, WrongRanksDtypesCountsAndEmpty) {
     w.write<float>("images", features_of<float>(12, 2), {12, 2});
     w.write<float>("flat", features_of<float>(12, 1), {12});
     w.write<std::int32_t>("labels", labels_of<std::int32_t>(12, 5), {12});
-    w.write<std::int32_t>("column_labels", labels_of<std::int32_t>(12, 5), {12, 1});
+    w.write<std::int32_t>("pair_labels", labels_of<std::int32_t>(24, 5), {12, 2});
     w.write<float>("float_labels", std::vector<float>(12, 1.0f), {12});
     w.write<std::int32_t>("short_labels", labels_of<std::int32_t>(11, 5), {11});
     w.write<float>("no_images", std::vector<float>{}, {0, 2});
     w.write<std::int32_t>("no_labels", std::vector<std::int32_t>{}, {0});
   });
-  expect_mentions(load_error(path, {"images", "column_labels"}), {"shapes.h5", "column_labels", "[12, 1]", "1-D"});
+  expect_mentions(load_error(path, {"images", "pair_labels"}), {"shapes.h5", "pair_labels", "[12, 2]", "(2-D)", "1-D"});
   expect_mentions(load_error(path, {"flat", "labels"}), {"shapes.h5", "flat", "[12]", "at least 2-D"});
   expect_mentions(load_error(path, {"images", "float_labels"}), {"shapes.h5", "float_labels", "float32", "integer"});
   expect_mentions(load_error(path, {"images", "short_labels"}), {"shapes.h5", "images", "short_labels", "12 rows", "11"});
   expect_mentions(load_error(path, {"no_images", "no_labels"}), {"shapes.h5", "no_images", "empty"});
+}
+
+// Labels as users' files hold them: a column [N, 1] (sklearn, pandas) and h5py's bool (an
+// HDF5 enum over int8) load as the same labels as a plain [N] int32 column, on every split.
+TEST_F(DataLoadShardErrors, ColumnAndEnumLabelsLoadAsTheirIntegers) {
+  const auto labels = labels_of<std::int32_t>(12, 5);
+  std::vector<std::int8_t> bits(12);
+  for (std::size_t i = 0; i < bits.size(); ++i) bits[i] = static_cast<std::int8_t>(labels[i] % 2);
+  const std::string path = write("user_labels.h5", [&](AtomicH5Writer& w) {
+    w.write<float>("images", features_of<float>(12, 2), {12, 2});
+    w.write<std::int32_t>("labels", labels, {12});
+    w.write<std::int32_t>("column", labels, {12, 1});
+  });
+  {  // h5py's bool: enum {FALSE = 0, TRUE = 1} over int8, added with the C API.
+    if (ctx_.rank() == 0) {
+      hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+      hid_t type = H5Tenum_create(H5T_NATIVE_INT8);
+      std::int8_t v = 0;
+      H5Tenum_insert(type, "FALSE", &v);
+      v = 1;
+      H5Tenum_insert(type, "TRUE", &v);
+      const hsize_t n = 12;
+      hid_t space = H5Screate_simple(1, &n, nullptr);
+      hid_t ds = H5Dcreate2(file, "bool", type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+      ASSERT_GE(H5Dwrite(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, bits.data()), 0);  // enum values as stored
+      H5Dclose(ds);
+      H5Sclose(space);
+      H5Tclose(type);
+      H5Fclose(file);
+    }
+    MPI_Barrier(ctx_.comm());
+  }
+  const Range range = even_split(12, ctx_.rank(), ctx_.size());
+  const auto plain = spmd::data::load_shard(ctx_, path, {"images", "labels"}, range.first, range.rows, 0);
+  const auto column = spmd::data::load_shard(ctx_, path, {"images", "column"}, range.first, range.rows, 0);
+  EXPECT_EQ(column.labels, plain.labels);
+  EXPECT_EQ(column.classes, plain.classes);
+  const auto flags = spmd::data::load_shard(ctx_, path, {"images", "bool"}, range.first, range.rows, 0);
+  ASSERT_EQ(flags.labels.size(), plain.labels.size());
+  for (std::size_t i = 0; i < flags.labels.size(); ++i) EXPECT_EQ(flags.labels[i], plain.labels[i] % 2) << i;
+  EXPECT_EQ(flags.classes, 2);
+}
+
+// Ids instead of class indices: refused (inferred classes) above label_bound, naming the
+// row; below it, the classes without an example are counted in a warning.
+TEST_F(DataLoadShardErrors, IdsAsLabelsAreRefusedOrWarnedAbout) {
+  std::vector<std::int64_t> labels = labels_of<std::int64_t>(12, 3);
+  for (auto& l : labels) l += 1001;
+  const std::string ids = write("ids.h5", [&](AtomicH5Writer& w) {
+    w.write<float>("images", features_of<float>(12, 2), {12, 2});
+    w.write<std::int64_t>("labels", labels, {12});
+  });
+  const Range range = even_split(12, ctx_.rank(), ctx_.size());
+  const auto shard = spmd::data::load_shard(ctx_, ids, {"images", "labels"}, range.first, range.rows, 0);
+  EXPECT_EQ(shard.classes, 1004);
+  ASSERT_EQ(shard.warnings.size(), 1u);
+  expect_mentions(shard.warnings[0], {"ids.h5", "1001 of the 1004 inferred classes", "--classes"});
+  std::int64_t total = 0;
+  for (auto c : shard.class_counts) total += c;
+  EXPECT_EQ(total, 12);
+  labels[5] = std::int64_t{1} << 40;
+  const std::string huge = write("huge_id.h5", [&](AtomicH5Writer& w) {
+    w.write<float>("images", features_of<float>(12, 2), {12, 2});
+    w.write<std::int64_t>("labels", labels, {12});
+  });
+  expect_mentions(load_error(huge, {"images", "labels"}, 0),
+                  {"huge_id.h5", "row 5", "label 1099511627776", "above the largest class index", "np.unique"});
 }
 
 TEST_F(DataLoadShardErrors, LabelOutOfRangeOnOneRankStopsAllRanks) {
