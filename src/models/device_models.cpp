@@ -12,12 +12,17 @@ namespace {
 
 class CpuCnnMember final : public CnnMember {
  public:
-  CpuCnnMember(int max_batch, int max_train_batch) : ws_(max_batch, max_train_batch) {}
+  CpuCnnMember(const CnnConfig& config, int max_batch, int max_train_batch)
+      : params_(config), trace_(params_.shared_layout()), ws_(params_.shared_layout(), max_batch, max_train_batch) {}
   void set_state(const CnnParams& params, const CnnParams& momentum) override {
+    require_geometry(params, params_.layout(), "CPU CNN member");
+    require_geometry(momentum, params_.layout(), "CPU CNN member");
     std::copy(params.flat().begin(), params.flat().end(), params_.data());
     std::copy(momentum.flat().begin(), momentum.flat().end(), trace_.data());
   }
   void get_state(CnnParams& params, CnnParams& momentum) const override {
+    require_geometry(params, params_.layout(), "CPU CNN member");
+    require_geometry(momentum, params_.layout(), "CPU CNN member");
     std::copy(params_.flat().begin(), params_.flat().end(), params.data());
     std::copy(trace_.flat().begin(), trace_.flat().end(), momentum.data());
   }
@@ -55,12 +60,13 @@ class CpuLogregShard final : public LogregShard {
 
 }  // namespace
 
-std::unique_ptr<CnnMember> make_cnn_member(const runtime::DeviceInfo& device, int max_batch, int max_train_batch) {
+std::unique_ptr<CnnMember> make_cnn_member(const runtime::DeviceInfo& device, const CnnConfig& config, int max_batch,
+                                           int max_train_batch) {
 #ifdef SPMD_HAVE_CUDA
-  if (device.backend == runtime::Backend::Cuda) return make_cnn_member_cuda(device, max_batch, max_train_batch);
+  if (device.backend == runtime::Backend::Cuda) return make_cnn_member_cuda(device, config, max_batch, max_train_batch);
 #endif
   if (device.backend != runtime::Backend::Cpu) throw Error("make_cnn_member: this build has no CUDA backend");
-  return std::make_unique<CpuCnnMember>(max_batch, max_train_batch);
+  return std::make_unique<CpuCnnMember>(config, max_batch, max_train_batch);
 }
 
 std::unique_ptr<LogregShard> make_logreg_shard(const runtime::DeviceInfo& device, const float* X, const std::int32_t* labels,

@@ -17,12 +17,15 @@ namespace spmd::workloads {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr int kC = models::cnn::kClasses;
-constexpr int kPixels = models::cnn::kImagePixels;
+// The default geometry; a command-line choice of another is for a later option.
+const models::CnnConfig kConfig = models::CnnConfig::seed_default();
+const int kC = kConfig.classes;
+const int kPixels = static_cast<int>(kConfig.input_size());
 
 void require_images(const data::DatasetShape& s, const std::string& path, const std::string& key) {
-  if (s.sample_shape != std::vector<std::int64_t>{28, 28, 1} && s.sample_shape != std::vector<std::int64_t>{28, 28})
-    throw CollectiveError("'" + path + "' dataset '" + key + "': the CNN needs images of 28x28x1, got samples of shape " +
+  if (!kConfig.accepts_sample_shape(s.sample_shape))
+    throw CollectiveError("'" + path + "' dataset '" + key + "': the CNN needs images of " + kConfig.image_text() +
+                          ", got samples of shape " +
                           [&] {
                             std::string t = "[";
                             for (size_t i = 0; i < s.sample_shape.size(); ++i)
@@ -58,7 +61,7 @@ EnsembleSum sum_members(const std::vector<float>& gathered, int members, std::si
 std::uint64_t digest(const runtime::Context& ctx, const std::vector<models::CnnParams>& params) {
   std::vector<std::int64_t> local;
   for (const auto& p : params) {
-    std::string bytes(reinterpret_cast<const char*>(p.data()), models::CnnParams::size() * sizeof(float));
+    std::string bytes(reinterpret_cast<const char*>(p.data()), p.size() * sizeof(float));
     local.push_back(static_cast<std::int64_t>(runtime::stable_hash(bytes)));
   }
   runtime::PerDevice<std::span<const std::int64_t>> spans;
@@ -120,11 +123,12 @@ EnsembleResult run_ensemble(const runtime::Context& ctx, const EnsembleOptions& 
 
   // Host copies of the members' state: initialisation, checkpoints, digests. Training
   // itself runs on the members' devices.
-  std::vector<models::CnnParams> params(static_cast<size_t>(d)), momentum(static_cast<size_t>(d));
+  const models::CnnParams zero_state(kConfig);
+  std::vector<models::CnnParams> params(static_cast<size_t>(d), zero_state), momentum(static_cast<size_t>(d), zero_state);
   std::vector<std::unique_ptr<models::CnnMember>> member(static_cast<size_t>(d));
   ctx.pool().run([&](int i) {
     member[static_cast<size_t>(i)] =
-        models::make_cnn_member(ctx.devices()[static_cast<size_t>(i)], std::max(B, o.eval_batch), B);
+        models::make_cnn_member(ctx.devices()[static_cast<size_t>(i)], kConfig, std::max(B, o.eval_batch), B);
     models::cnn_init(params[static_cast<size_t>(i)], models::ensemble_member_key(o.seed, ctx.global_device(i), M));
     momentum[static_cast<size_t>(i)].set_zero();
   });
