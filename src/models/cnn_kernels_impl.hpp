@@ -32,16 +32,33 @@ struct TileEpilogue {
   }
 };
 
+// The lane mask of a tail tile; whole-vector tiles get an empty type instead, so that their
+// code and register use are what they were before tails existed.
+struct NoMask {};
+template <bool Tail>
+struct TailMask {
+  using type = NoMask;
+};
+template <>
+struct TailMask<true> {
+  using type = Ops::Mask;
+};
+
 // Tail = true: one vector of which only the first `mask`-selected columns exist (n % W
 // columns at the right edge of C); every load and store of B, C, the bias and the SGD
 // arrays is masked, so nothing past the last column is read or written.
 template <int MR, int NV, bool ATrans, bool Tail = false>
 void gemm_tile(int k, const float* a, long lda, const float* b, long ldb, float* c, long ldc, bool load_c,
-               const TileEpilogue& ep, typename Ops::Mask mask = Ops::tail_mask(0)) {
+               const TileEpilogue& ep, typename TailMask<Tail>::type mask = {}) {
   static_assert(!Tail || NV == 1, "the masked tail is one vector wide");
   using Reg = typename Ops::Reg;
   constexpr int W = Ops::kWidth;
-  const auto load = [&](const float* p) { return Tail ? Ops::load_masked(p, mask) : Ops::load(p); };
+  const auto load = [&](const float* p) {
+    if constexpr (Tail)
+      return Ops::load_masked(p, mask);
+    else
+      return Ops::load(p);
+  };
   const auto store = [&](float* p, Reg v) {
     if constexpr (Tail)
       Ops::store_masked(p, mask, v);
@@ -110,7 +127,7 @@ void gemm_tile(int k, const float* a, long lda, const float* b, long ldb, float*
 // Rows of one column panel: full MR tiles, then the remainder in power-of-two tiles.
 template <int NV, bool ATrans, bool Tail = false>
 void gemm_panel(int m, int k, const float* a, long lda, const float* b, long ldb, float* c, long ldc, bool load_c,
-                const TileEpilogue& ep, typename Ops::Mask mask = Ops::tail_mask(0)) {
+                const TileEpilogue& ep, typename TailMask<Tail>::type mask = {}) {
   constexpr int MR = Ops::template rows_for<NV, ATrans>();
   const auto a_at = [&](int row) { return ATrans ? a + row : a + row * lda; };
   int i = 0;
@@ -246,10 +263,14 @@ template <int PX>
     for (int v = 0; v < CV; ++v) Ops::store(out + y * out_row + (x0 + p) * c + c0 + v * W, Ops::relu(acc[p][v]));
 }
 
-void conv1_forward(const float* x_padded, int h, int w, const float* kernel, const float* bias, int c, float* out) {
+// kC: the channel count when it is a compile-time constant, else 0 (then c is read).
+template <int kC>
+void conv1_forward_rows(const float* x_padded, int h, int w, const float* kernel, const float* bias, int c_runtime,
+                        float* out) {
   constexpr int PX = Ops::kConv1Pixels;
   constexpr int CB = Ops::kConv1Vectors * Ops::kWidth;
   static_assert(kDirectConvChannels % CB == 0);
+  const int c = kC != 0 ? kC : c_runtime;
   const long padded_row = w + 2, out_row = static_cast<long>(w) * c;
   const int x_whole = w - w % PX;
   for (int y = 0; y < h; ++y) {
@@ -258,6 +279,13 @@ void conv1_forward(const float* x_padded, int h, int w, const float* kernel, con
     for (int x0 = x_whole; x0 < w; ++x0)
       for (int c0 = 0; c0 < c; c0 += CB) conv1_tile<1>(x_padded, padded_row, y, x0, kernel, bias, c, c0, out, out_row);
   }
+}
+
+void conv1_forward(const float* x_padded, int h, int w, const float* kernel, const float* bias, int c, float* out) {
+  // The default geometry's 32 channels as a constant: a tile's kernel loads and stores then
+  // take immediate offsets (4.6 -> 4.2 us per 28x28 image on a Zen 4 core).
+  if (c == 32) return conv1_forward_rows<32>(x_padded, h, w, kernel, bias, c, out);
+  conv1_forward_rows<0>(x_padded, h, w, kernel, bias, c, out);
 }
 
 void conv1_weight_grad(const float* x_padded, int h, int w, const float* dout, int c, float* dkernel, float* dbias) {
