@@ -54,16 +54,19 @@ void CnnConfig::validate() const {
   for (std::size_t i = 0; i < dense_features.size(); ++i)
     require_at_least("dense_features[" + std::to_string(i) + "]", dense_features[i], 1);
   require_at_least("classes", classes, 2);
-  if (kernel_size != 3) fail("'kernel_size' must be 3 (the kernels implement 3x3 SAME convolutions), got " + std::to_string(kernel_size));
-  if (pool_size != 2) fail("'pool_size' must be 2 (the kernels implement 2x2 average pooling, stride 2), got " + std::to_string(pool_size));
+  if (kernel_size != 3)
+    fail("'kernel_size' must be 3 (the kernels implement 3x3 SAME convolutions), got " + std::to_string(kernel_size));
+  if (pool_size != 2)
+    fail("'pool_size' must be 2 (the kernels implement 2x2 average pooling, stride 2), got " +
+         std::to_string(pool_size));
   // Each pool floors the size by half; L of them leave >= 1 row only from 2^L rows on.
   const std::size_t layers = conv_features.size();
   const std::int64_t need = layers >= 31 ? std::int64_t{1} << 31 : std::int64_t{1} << layers;
   for (auto [field, value] : {std::pair<const char*, int>{"height", height}, {"width", width}})
     if (value < need)
       fail(std::string("'") + field + "' must be >= " + std::to_string(need) + " for " + std::to_string(layers) +
-           " conv layer(s): each 2x2 average pool halves it (rounding down) and the last pooled size must be >= 1; got " +
-           std::to_string(value));
+           " conv layer(s): each 2x2 average pool halves it (rounding down) and the last pooled size must be "
+           ">= 1; got " + std::to_string(value));
   require_fits("an input image", std::int64_t{height} * width * channels);
   std::int64_t h = height, w = width, c = channels;
   for (std::size_t l = 0; l < layers; ++l) {

@@ -316,7 +316,9 @@ CnnWorkspace::CnnWorkspace(std::shared_ptr<const CnnLayout> layout, int max_batc
   for (const auto& d : denses) {
     dense_out_.emplace_back(n(max_batch, d.out_features));
     if (train) dense_dout_.emplace_back(n(t, d.out_features));
-    if (d.relu) hidden_in = std::max<long>(hidden_in, d.in_features), hidden_out = std::max<long>(hidden_out, d.out_features);
+    if (!d.relu) continue;
+    hidden_in = std::max<long>(hidden_in, d.in_features);
+    hidden_out = std::max<long>(hidden_out, d.out_features);
   }
   if (train) {
     dout_t_ = AlignedFloats(n(hidden_out, train_pad_));

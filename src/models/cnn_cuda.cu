@@ -342,7 +342,8 @@ class CudaCnnMember final : public CnnMember {
       // Also frees the staging buffers for the next pass.
       stream_.synchronize("running the CNN forward pass on the GPU");
       if (probs_out != nullptr)
-        std::memcpy(probs_out + first * classes, probs_host_.data(), static_cast<std::size_t>(n * classes) * sizeof(float));
+        std::memcpy(probs_out + first * classes, probs_host_.data(),
+                    static_cast<std::size_t>(n * classes) * sizeof(float));
     }
   }
 
@@ -515,7 +516,8 @@ std::unique_ptr<CnnMember> make_cnn_member_cuda(const runtime::DeviceInfo& devic
   for (const auto& c : layout->convs()) row_bytes += c.pixels() * c.patch() + c.output_size() + c.pooled_size();
   for (const auto& d : layout->denses()) row_bytes += d.out_features;
   row_bytes *= static_cast<std::int64_t>(sizeof(float));
-  const int tile = static_cast<int>(std::clamp<std::int64_t>(kForwardTileBytes / row_bytes, 1, std::min(kForwardTileRows, max_rows)));
+  const int tile = static_cast<int>(
+      std::clamp<std::int64_t>(kForwardTileBytes / row_bytes, 1, std::min(kForwardTileRows, max_rows)));
   const int rows_per_pass = std::max({1, max_train_batch, std::min(max_batch, tile)});
   return std::make_unique<CudaCnnMember>(device, std::move(layout), max_batch, max_train_batch, rows_per_pass);
 }

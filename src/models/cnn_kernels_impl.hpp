@@ -231,8 +231,8 @@ constexpr int kDirectConvChannels = Ops::kConv1Vectors > Ops::kConv1GradVectors 
 
 // Inlined by force: GCC's size heuristics would otherwise call it once per tile.
 template <int PX>
-[[gnu::always_inline]] inline void conv1_tile(const float* x_padded, long padded_row, int y, int x0, const float* kernel, const float* bias,
-                       int c, int c0, float* out, long out_row) {
+[[gnu::always_inline]] inline void conv1_tile(const float* x_padded, long padded_row, int y, int x0, const float* kernel,
+                                              const float* bias, int c, int c0, float* out, long out_row) {
   using Reg = typename Ops::Reg;
   constexpr int W = Ops::kWidth;
   constexpr int CV = Ops::kConv1Vectors;

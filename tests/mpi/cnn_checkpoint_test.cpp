@@ -145,7 +145,8 @@ TEST(CnnCheckpoint, ConfigRoundTripsAndEvalRebuildsTheModelFromIt) {
     }
     for (int r = 0; r < rows; ++r) {
       const double* row = mean.data() + r * config.classes;
-      EXPECT_EQ(predicted[static_cast<std::size_t>(r)], std::max_element(row, row + config.classes) - row) << "row " << r;
+      EXPECT_EQ(predicted[static_cast<std::size_t>(r)], std::max_element(row, row + config.classes) - row)
+          << "row " << r;
     }
   }
 }

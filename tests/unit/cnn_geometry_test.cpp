@@ -147,7 +147,8 @@ class Reference {
       std::vector<double> y(static_cast<std::size_t>(outs[j]));
       for (int o = 0; o < outs[j]; ++o) {
         double acc = bias[o];
-        for (std::size_t k = 0; k < a.size(); ++k) acc += a[k] * kernel[k * static_cast<std::size_t>(outs[j]) + static_cast<std::size_t>(o)];
+        const std::size_t width = static_cast<std::size_t>(outs[j]);
+        for (std::size_t k = 0; k < a.size(); ++k) acc += a[k] * kernel[k * width + static_cast<std::size_t>(o)];
         y[static_cast<std::size_t>(o)] = j + 1 < outs.size() ? std::max(acc, 0.0) : acc;
       }
       a = std::move(y);

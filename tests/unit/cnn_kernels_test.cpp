@@ -153,7 +153,10 @@ TEST_P(CnnKernels, GemmTailColumnsMatchScalarReferenceAndStayInsideC) {
               ref += av * b[static_cast<std::size_t>(p * ldb + j)];
               mag += std::abs(av * b[static_cast<std::size_t>(p * ldb + j)]);
             }
-            if (epilogue) ref = std::max(ref + bias[static_cast<std::size_t>(j)], 0.0), mag += std::abs(bias[static_cast<std::size_t>(j)]);
+            if (epilogue) {
+              ref = std::max(ref + bias[static_cast<std::size_t>(j)], 0.0);
+              mag += std::abs(bias[static_cast<std::size_t>(j)]);
+            }
             ASSERT_NEAR(c[at], ref, 1e-5 * mag + 1e-7) << "m=" << m << " n=" << n << " k=" << kk << " a_t=" << a_t
                                                        << " variant " << variant << " at (" << i << "," << j << ")";
           }

@@ -139,9 +139,10 @@ TEST(CnnLayers, SoftmaxCrossEntropyHandlesManyClasses) {
   double loss = 0;
   for (int r = 0; r < rows; ++r) {
     double m = -1e300, s = 0, total = 0;
-    for (int j = 0; j < classes; ++j) m = std::max(m, static_cast<double>(logits[static_cast<std::size_t>(r * classes + j)]));
-    for (int j = 0; j < classes; ++j) s += std::exp(logits[static_cast<std::size_t>(r * classes + j)] - m);
-    loss += std::log(s) + m - logits[static_cast<std::size_t>(r * classes + labels[static_cast<std::size_t>(r)])];
+    const float* z = logits.data() + r * classes;
+    for (int j = 0; j < classes; ++j) m = std::max(m, static_cast<double>(z[j]));
+    for (int j = 0; j < classes; ++j) s += std::exp(z[j] - m);
+    loss += std::log(s) + m - z[labels[static_cast<std::size_t>(r)]];
     for (int j = 0; j < classes; ++j) {
       const std::size_t i = static_cast<std::size_t>(r * classes + j);
       const double p = std::exp(logits[i] - m) / s;

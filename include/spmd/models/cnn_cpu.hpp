@@ -54,7 +54,8 @@ class CnnWorkspace {
   std::size_t bytes() const;  // host memory held
   // Logits [batch, classes] of the last forward pass.
   std::span<const float> logits(int batch) const {
-    return dense_out_.back().span().first(static_cast<std::size_t>(batch) * static_cast<std::size_t>(layout_->classes()));
+    const auto classes = static_cast<std::size_t>(layout_->classes());
+    return dense_out_.back().span().first(static_cast<std::size_t>(batch) * classes);
   }
 
  private:
