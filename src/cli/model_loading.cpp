@@ -15,7 +15,10 @@ std::unique_ptr<models::Classifier> load_classifier(const runtime::Context& ctx,
     auto w = workloads::read_logreg_weights(ctx, weights);
     return models::make_logreg_classifier(std::move(w.W), w.features, w.classes, weights);
   }
-  if (model == "cnn") return models::make_cnn_classifier(workloads::read_checkpoint_params(ctx, weights), weights);
+  if (model == "cnn") {
+    auto checkpoint = workloads::read_checkpoint_params(ctx, weights);
+    return models::make_cnn_classifier(checkpoint.config, std::move(checkpoint.members), weights);
+  }
   throw CollectiveError("--model " + model + " (" + weights + "): not available in this build yet");
 }
 

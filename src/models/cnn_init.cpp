@@ -17,9 +17,9 @@ double lecun_normal_stddev(int fan_in) {
 }
 
 void cnn_init(CnnParams& params, const Key& member_key) {
-  const auto& table = cnn_tensor_table();
+  const auto& table = params.layout().tensors();
   for (std::size_t t = 0; t < table.size(); ++t) {
-    const auto tensor = params.tensor(static_cast<CnnTensor>(t));
+    const auto tensor = params.tensor(t);
     if (table[t].fan_in == 0) {
       std::fill(tensor.begin(), tensor.end(), 0.0f);
     } else {

@@ -81,7 +81,7 @@ const Kernels& kernels_for(Isa isa) {
     case Isa::Avx512: return avx512_kernels();
     case Isa::Blas: {
       static const Kernels table{Isa::Blas, &blas_gemm, avx2_kernels().conv1_forward,
-                                 avx2_kernels().conv1_weight_grad};
+                                 avx2_kernels().conv1_weight_grad, avx2_kernels().direct_conv_channels};
       return table;
     }
     default: return avx2_kernels();

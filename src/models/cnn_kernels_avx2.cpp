@@ -30,6 +30,13 @@ struct Ops {
   static Reg mul(Reg a, Reg b) { return _mm256_mul_ps(a, b); }
   static Reg set1(float x) { return _mm256_set1_ps(x); }
   static Reg relu(Reg a) { return _mm256_max_ps(a, _mm256_setzero_ps()); }
+  // The first n (< 8) lanes: a GEMM's right-edge columns.
+  using Mask = __m256i;
+  static Mask tail_mask(int n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  }
+  static Reg load_masked(const float* p, Mask m) { return _mm256_maskload_ps(p, m); }
+  static void store_masked(float* p, Mask m, Reg v) { _mm256_maskstore_ps(p, m, v); }
 };
 
 #include "cnn_kernels_impl.hpp"
@@ -37,7 +44,7 @@ struct Ops {
 }  // namespace
 
 const Kernels& avx2_kernels() {
-  static const Kernels table{Isa::Avx2, &gemm, &conv1_forward, &conv1_weight_grad};
+  static const Kernels table{Isa::Avx2, &gemm, &conv1_forward, &conv1_weight_grad, kDirectConvChannels};
   return table;
 }
 

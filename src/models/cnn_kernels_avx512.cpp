@@ -39,6 +39,11 @@ struct Ops {
   // The masked form: GCC 12's plain _mm512_max_ps trips -Wuninitialized on its internal
   // _mm512_undefined_ps().
   static Reg relu(Reg a) { return _mm512_mask_max_ps(_mm512_setzero_ps(), 0xFFFF, a, _mm512_setzero_ps()); }
+  // The first n (< 16) lanes: a GEMM's right-edge columns.
+  using Mask = __mmask16;
+  static Mask tail_mask(int n) { return static_cast<__mmask16>((1u << n) - 1u); }
+  static Reg load_masked(const float* p, Mask m) { return _mm512_maskz_loadu_ps(m, p); }
+  static void store_masked(float* p, Mask m, Reg v) { _mm512_mask_storeu_ps(p, m, v); }
 };
 
 #include "cnn_kernels_impl.hpp"
@@ -51,7 +56,7 @@ struct Ops {
 namespace spmd::models::cnn_cpu {
 
 const Kernels& avx512_kernels() {
-  static const Kernels table{Isa::Avx512, &gemm, &conv1_forward, &conv1_weight_grad};
+  static const Kernels table{Isa::Avx512, &gemm, &conv1_forward, &conv1_weight_grad, kDirectConvChannels};
   return table;
 }
 

@@ -4,16 +4,16 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <vector>
 
-#include "spmd/models/cnn_params.hpp"
 #include "spmd/runtime/error.hpp"
 
 namespace spmd::models::cnn_cpu {
 
-void pad_image(const float* image, float* x_padded) {
-  constexpr int side = cnn::kImageSide;
-  for (int y = 0; y < side; ++y)
-    std::memcpy(x_padded + (y + 1) * (side + 2) + 1, image + y * side, side * sizeof(float));
+void pad_image(const float* image, int h, int w, int c, float* x_padded) {
+  const long row = static_cast<long>(w) * c, padded_row = static_cast<long>(w + 2) * c;
+  for (int y = 0; y < h; ++y)
+    std::memcpy(x_padded + (y + 1) * padded_row + c, image + y * row, static_cast<std::size_t>(row) * sizeof(float));
 }
 
 void avg_pool2x2(const float* in, int h, int w, int c, float* out, long out_row_stride) {
@@ -31,8 +31,15 @@ void avg_pool2x2(const float* in, int h, int w, int c, float* out, long out_row_
 void avg_pool2x2_relu_backward(const float* activation, const float* dpooled, long dpooled_row_stride, int h,
                                int w, int c, float* dpre) {
   const long row = static_cast<long>(w) * c;
+  // Rows and columns past 2 * (h/2), 2 * (w/2) (odd sizes) fed no pooled output.
+  const int h_used = h / 2 * 2, w_used = w / 2 * 2;
   for (int y = 0; y < h; ++y) {
-    for (int x = 0; x < w; ++x) {
+    if (y >= h_used) {
+      std::fill(dpre + y * row, dpre + (y + 1) * row, 0.0f);
+      continue;
+    }
+    if (w_used < w) std::fill(dpre + y * row + static_cast<long>(w_used) * c, dpre + (y + 1) * row, 0.0f);
+    for (int x = 0; x < w_used; ++x) {
       // Multiplying by the 0/1 mask instead of branching lets GCC vectorise the loop (it does
       // not if-convert a float comparison under -ftrapping-math). g is finite, so the result
       // is the same.
@@ -142,9 +149,13 @@ std::int64_t count_rows(const std::uint8_t* mask, int rows) {
 
 LossSum softmax_cross_entropy(const float* logits, const std::int32_t* labels, const std::uint8_t* mask, int rows,
                               int classes, float* probs, float* dlogits, float grad_scale) {
-  constexpr int kMaxClasses = 64;
-  if (classes < 1 || classes > kMaxClasses)
-    throw Error("CNN loss: " + std::to_string(classes) + " classes; this kernel supports 1 to 64");
+  if (classes < 1) throw Error("CNN loss: " + std::to_string(classes) + " classes; need at least 1");
+  // exp() of each logit is kept between the two passes: on the stack for the usual few
+  // classes, in one allocation per call beyond that.
+  constexpr int kStackClasses = 64;
+  float stack_e[kStackClasses];
+  std::vector<float> heap_e(classes > kStackClasses ? static_cast<std::size_t>(classes) : 0);
+  float* e = classes > kStackClasses ? heap_e.data() : stack_e;
   LossSum sum;
   for (int r = 0; r < rows; ++r) {
     const float* z = logits + static_cast<long>(r) * classes;
@@ -152,7 +163,6 @@ LossSum softmax_cross_entropy(const float* logits, const std::int32_t* labels, c
     // Shifting by the max keeps exp() finite; the log-sum-exp is exact in float.
     float zmax = z[0];
     for (int j = 1; j < classes; ++j) zmax = std::max(zmax, z[j]);
-    float e[kMaxClasses];
     float total = 0.0f;
     for (int j = 0; j < classes; ++j) {
       e[j] = std::exp(z[j] - zmax);

@@ -15,11 +15,11 @@ namespace spmd::workloads {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr int kPixels = models::cnn::kImagePixels;
-
-void require_images(const data::DatasetShape& s, const std::string& path, const std::string& key) {
-  if (s.sample_shape != std::vector<std::int64_t>{28, 28, 1} && s.sample_shape != std::vector<std::int64_t>{28, 28})
-    throw CollectiveError("'" + path + "' dataset '" + key + "': the CNN needs images of 28x28x1, got samples of shape " +
+void require_images(const models::CnnConfig& model, const data::DatasetShape& s, const std::string& path,
+                    const std::string& key) {
+  if (!model.accepts_sample_shape(s.sample_shape))
+    throw CollectiveError("'" + path + "' dataset '" + key + "': the CNN needs images of " + model.image_text() +
+                          ", got samples of shape " +
                           [&] {
                             std::string t = "[";
                             for (size_t i = 0; i < s.sample_shape.size(); ++i)
@@ -56,18 +56,18 @@ struct EnsembleData {
 
 EnsembleData load_data(const runtime::Context& ctx, const EnsembleOptions& o) {
   const auto train_shape = data::probe_shape(ctx, o.train, o.keys);
-  require_images(train_shape, o.train, o.keys.features);
+  require_images(o.model, train_shape, o.train, o.keys.features);
   const auto test_shape = data::probe_shape(ctx, o.test, o.keys);
-  require_images(test_shape, o.test, o.keys.features);
+  require_images(o.model, test_shape, o.test, o.keys.features);
   const std::int64_t n_train = o.train_limit > 0 ? std::min(o.train_limit, train_shape.rows) : train_shape.rows;
   if (n_train < o.batch_size)
     throw CollectiveError("--train-limit/--train: " + std::to_string(n_train) + " training examples are fewer than one batch of " +
                           std::to_string(o.batch_size));
   ctx.set_phase("ensemble: loading data");
   EnsembleData d;
-  d.train = data::load_shard(ctx, o.train, o.keys, 0, n_train, models::cnn::kClasses);
+  d.train = data::load_shard(ctx, o.train, o.keys, 0, n_train, o.model.classes);
   const std::int64_t n_test = o.test_limit > 0 ? std::min(o.test_limit, test_shape.rows) : test_shape.rows;
-  d.test = data::load_shard(ctx, o.test, o.keys, 0, n_test, models::cnn::kClasses);
+  d.test = data::load_shard(ctx, o.test, o.keys, 0, n_test, o.model.classes);
   d.steps_per_epoch = n_train / o.batch_size;
   return d;
 }
@@ -75,14 +75,16 @@ EnsembleData load_data(const runtime::Context& ctx, const EnsembleOptions& o) {
 // The batch of one step: rows perm[step*B .. (step+1)*B) of the training set, side by side.
 // Allocated once, refilled every step.
 struct TrainBatch {
+  std::int64_t pixels;  // floats per image
   std::vector<float> images;
   std::vector<std::int32_t> labels;
-  explicit TrainBatch(int B) : images(static_cast<size_t>(B) * kPixels), labels(static_cast<size_t>(B)) {}
+  TrainBatch(int B, std::int64_t pixels_per_image)
+      : pixels(pixels_per_image), images(static_cast<size_t>(B * pixels_per_image)), labels(static_cast<size_t>(B)) {}
   void fill(const data::LoadedShard& train, const std::vector<std::int64_t>& perm, std::int64_t step) {
     const auto B = static_cast<std::int64_t>(labels.size());
     for (std::int64_t j = 0; j < B; ++j) {
       const std::int64_t idx = perm[static_cast<size_t>(step * B + j)];
-      std::copy_n(train.features.data() + idx * kPixels, kPixels, images.data() + j * kPixels);
+      std::copy_n(train.features.data() + idx * pixels, pixels, images.data() + j * pixels);
       labels[static_cast<size_t>(j)] = train.labels[static_cast<size_t>(idx)];
     }
   }
@@ -100,7 +102,7 @@ struct Throughput {
 bool train_epoch(const runtime::Context& ctx, const EnsembleOptions& o, EnsembleTrainer& trainer, const EnsembleData& data,
                  int epoch, CheckpointState& state, Throughput& process, const ProgressCallback& on_progress) {
   const auto perm = models::epoch_permutation(o.seed, epoch, data.train.rows);
-  TrainBatch batch(o.batch_size);
+  TrainBatch batch(o.batch_size, o.model.input_size());
   for (std::int64_t step = state.step; step < data.steps_per_epoch; ++step) {
     ctx.set_phase("ensemble epoch " + std::to_string(epoch) + " step " + std::to_string(step));
     const auto t0 = Clock::now();

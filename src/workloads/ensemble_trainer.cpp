@@ -11,14 +11,12 @@
 namespace spmd::workloads {
 
 namespace {
-constexpr int kC = models::cnn::kClasses;
-constexpr int kPixels = models::cnn::kImagePixels;
 
 // The first class of the highest probability (ties go to the lower class).
 template <class T>
-int argmax(const T* p) {
+int argmax(const T* p, int classes) {
   int best = 0;
-  for (int c = 1; c < kC; ++c)
+  for (int c = 1; c < classes; ++c)
     if (p[c] > p[best]) best = c;
   return best;
 }
@@ -35,16 +33,19 @@ EnsembleTrainer::EnsembleTrainer(const runtime::Context& ctx, const EnsembleOpti
     : ctx_(ctx),
       options_(o),
       members_(ctx.total_devices()),
-      defining_options_(ensemble_defining_options(o, ctx.total_devices())) {
+      defining_options_(ensemble_defining_options(o, ctx.total_devices())),
+      classes_(o.model.classes),
+      pixels_(static_cast<int>(o.model.input_size())) {
   const auto d = static_cast<std::size_t>(ctx.devices_per_rank());
   member_.resize(d);
-  params_.resize(d);
-  momentum_.resize(d);
-  train_out_.assign(d, std::vector<float>(1 + static_cast<std::size_t>(o.batch_size) * kC));
-  test_probs_.assign(d, std::vector<float>(static_cast<std::size_t>(o.eval_batch) * kC));
+  const models::CnnParams zero(o.model);
+  params_.assign(d, zero);
+  momentum_.assign(d, zero);
+  train_out_.assign(d, std::vector<float>(1 + static_cast<std::size_t>(o.batch_size) * classes_));
+  test_probs_.assign(d, std::vector<float>(static_cast<std::size_t>(o.eval_batch) * classes_));
   ctx.pool().run([&](int i) {
     const auto k = static_cast<std::size_t>(i);
-    member_[k] = models::make_cnn_member(ctx.devices()[k], std::max(o.batch_size, o.eval_batch), o.batch_size);
+    member_[k] = models::make_cnn_member(ctx.devices()[k], o.model, std::max(o.batch_size, o.eval_batch), o.batch_size);
     models::cnn_init(params_[k], models::ensemble_member_key(o.seed, ctx.global_device(i), members_));
     momentum_[k].set_zero();
   });
@@ -90,7 +91,7 @@ TrainStepResult EnsembleTrainer::step(const float* images, const std::int32_t* l
   const auto sum = runtime::psum_ordered(ctx_, spans_of(train_out_));
   TrainStepResult r;
   r.loss = sum[0];
-  for (int j = 0; j < B; ++j) r.correct += argmax(sum.data() + 1 + static_cast<size_t>(j) * kC) == labels[j];
+  for (int j = 0; j < B; ++j) r.correct += argmax(sum.data() + 1 + static_cast<size_t>(j) * classes_, classes_) == labels[j];
   return r;
 }
 
@@ -99,7 +100,7 @@ TestResult EnsembleTrainer::evaluate(const data::LoadedShard& test) {
   TestResult r;
   r.rows = test.rows;
   std::vector<std::int64_t> member_correct(static_cast<size_t>(ctx_.devices_per_rank()), 0);
-  // Every member forwards the whole padded batch [E, 784] (the ensemble is replicated, not
+  // Every member forwards the whole padded batch [E, H*W*C] (the ensemble is replicated, not
   // sharded: pad_shard_unpad over one "device"); only the real rows are counted.
   auto step = [&](const sharding::ShardedArgs& a, const PaddedStep&) -> std::vector<sharding::HostArray> {
     const float* images = a.arg(0).array().at(0).data<float>().data();
@@ -109,12 +110,12 @@ TestResult EnsembleTrainer::evaluate(const data::LoadedShard& test) {
       float* probs = test_probs_[static_cast<size_t>(i)].data();
       member_[static_cast<size_t>(i)]->forward(images, E, probs);
       for (std::int64_t row = 0; row < real; ++row)
-        member_correct[static_cast<size_t>(i)] += argmax(probs + row * kC) == labels[row];
+        member_correct[static_cast<size_t>(i)] += argmax(probs + row * classes_, classes_) == labels[row];
     });
     const auto sum = runtime::psum_ordered(ctx_, spans_of(test_probs_));
     for (std::int64_t row = 0; row < real; ++row) {
-      const double* p = sum.data() + row * kC;
-      r.correct += argmax(p) == labels[row];
+      const double* p = sum.data() + row * classes_;
+      r.correct += argmax(p, classes_) == labels[row];
       r.loss -= std::log(std::max(p[labels[row]] / members_, 1e-30));
     }
     return {};
@@ -127,9 +128,9 @@ TestResult EnsembleTrainer::evaluate(const data::LoadedShard& test) {
   po.static_return = true;
   PaddedEvalLoop loop(step, po);
   const std::vector<sharding::ConstHostView> columns{
-      sharding::ConstHostView(sharding::DType::Float32, {test.rows, kPixels}, reinterpret_cast<const std::byte*>(test.features.data())),
+      sharding::ConstHostView(sharding::DType::Float32, {test.rows, pixels_}, reinterpret_cast<const std::byte*>(test.features.data())),
       sharding::ConstHostView(sharding::DType::Int32, {test.rows}, reinterpret_cast<const std::byte*>(test.labels.data()))};
-  RowBlocks blocks(in_memory_blocks(columns, block_rows_for(E, kPixels * sizeof(float) + sizeof(std::int32_t))),
+  RowBlocks blocks(in_memory_blocks(columns, block_rows_for(E, pixels_ * sizeof(float) + sizeof(std::int32_t))),
                    kBlockPrefetchDepth);
   loop.run(ctx_, blocks, test.rows, (test.rows + E - 1) / E);
   runtime::PerDevice<std::span<const std::int64_t>> mc;
@@ -142,7 +143,7 @@ std::uint64_t EnsembleTrainer::params_digest() {
   download();
   std::vector<std::int64_t> local;
   for (const auto& p : params_) {
-    const std::string bytes(reinterpret_cast<const char*>(p.data()), models::CnnParams::size() * sizeof(float));
+    const std::string bytes(reinterpret_cast<const char*>(p.data()), p.size() * sizeof(float));
     local.push_back(static_cast<std::int64_t>(runtime::stable_hash(bytes)));
   }
   runtime::PerDevice<std::span<const std::int64_t>> spans;

@@ -1,5 +1,7 @@
 // The CNN ensemble member on a GPU against the CPU member: the same initial state, the same
-// batches; probabilities, losses, parameters and momentum must agree to float rounding.
+// batches; probabilities, losses, parameters and momentum must agree to float rounding. The
+// default geometry throughout, and two others (multi-channel input, widths that are not
+// multiples of 16, odd sizes that the pooling floors) for forward and training steps.
 // Skipped visibly where no GPU is visible (the no-GPU error is in cuda_logreg_test.cpp).
 #include <gtest/gtest.h>
 
@@ -14,8 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "spmd/backends/cuda/cuda_device.hpp"
-#include "spmd//models/cnn_init.hpp"
+#include "spmd/models/cnn_init.hpp"
 #include "spmd/models/cnn_params.hpp"
 #include "spmd/models/device_models.hpp"
 #include "spmd/runtime/devices.hpp"
@@ -23,9 +24,10 @@
 
 namespace {
 
+using spmd::models::CnnConfig;
 using spmd::models::CnnParams;
-using spmd::models::CnnTensor;
-using spmd::models::kCnnParamCount;
+
+const CnnConfig kDefault = CnnConfig::seed_default();
 
 spmd::runtime::DeviceInfo cpu_device() {
   spmd::runtime::DeviceInfo d;
@@ -34,27 +36,28 @@ spmd::runtime::DeviceInfo cpu_device() {
 }
 
 struct Batch {
-  std::vector<float> images;  // [n, 784] in [0, 1]
+  std::vector<float> images;  // [n, H * W * C] in [0, 1]
   std::vector<std::int32_t> labels;
 };
 
-Batch random_batch(int n, std::uint32_t seed) {
+Batch random_batch(int n, std::uint32_t seed, const CnnConfig& config = kDefault) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> pixel(0.0f, 1.0f);
-  std::uniform_int_distribution<std::int32_t> label(0, 9);
+  std::uniform_int_distribution<std::int32_t> label(0, config.classes - 1);
   Batch b;
-  b.images.resize(static_cast<std::size_t>(n) * 784);
+  b.images.resize(static_cast<std::size_t>(n) * static_cast<std::size_t>(config.input_size()));
   for (float& v : b.images) v = pixel(rng);
   b.labels.resize(static_cast<std::size_t>(n));
   for (auto& v : b.labels) v = label(rng);
   return b;
 }
 
-void expect_probs_near(const std::vector<float>& gpu, const std::vector<float>& cpu, int rows, const std::string& context) {
+void expect_probs_near(const std::vector<float>& gpu, const std::vector<float>& cpu, int rows, const std::string& context,
+                       int classes = 10) {
   for (int r = 0; r < rows; ++r) {
     double sum = 0;
-    for (int j = 0; j < 10; ++j) {
-      const std::size_t i = static_cast<std::size_t>(r) * 10 + j;
+    for (int j = 0; j < classes; ++j) {
+      const std::size_t i = static_cast<std::size_t>(r) * static_cast<std::size_t>(classes) + static_cast<std::size_t>(j);
       ASSERT_NEAR(gpu[i], cpu[i], 1e-4) << context << " row " << r << " class " << j;
       sum += gpu[i];
     }
@@ -71,8 +74,9 @@ double max_abs(std::span<const float> s) {
 // Each tensor of a against b, to 1e-3 of `scale`'s largest entry in that tensor (the
 // size of what the steps changed), so that a wrong gradient anywhere shows.
 void expect_state_near(const CnnParams& a, const CnnParams& b, const CnnParams& scale, const std::string& context) {
-  for (const auto& info : spmd::models::cnn_tensor_table()) {
-    const auto t = static_cast<CnnTensor>(&info - spmd::models::cnn_tensor_table().data());
+  const auto& tensors = a.layout().tensors();
+  for (std::size_t t = 0; t < tensors.size(); ++t) {
+    const auto& info = tensors[t];
     const auto x = a.tensor(t), y = b.tensor(t);
     const double tolerance = 1e-3 * max_abs(scale.tensor(t)) + 1e-7;
     double worst = 0;
@@ -85,15 +89,15 @@ void expect_state_near(const CnnParams& a, const CnnParams& b, const CnnParams& 
 
 TEST(CudaCnnMember, ForwardMatchesCpuIncludingTiledBatches) {
   SKIP_WITHOUT_GPU();
-  CnnParams params, zero;
+  CnnParams params(kDefault), zero(kDefault);
   spmd::models::cnn_init(params, spmd::models::ensemble_member_key(3, 1, 4));
   zero.set_zero();
   // 600 rows is more than one 512-row forward pass: the tiles must join seamlessly.
   const int max_batch = 600;
-  auto cpu = spmd::models::make_cnn_member(cpu_device(), max_batch, 0);
+  auto cpu = spmd::models::make_cnn_member(cpu_device(), kDefault, max_batch, 0);
   cpu->set_state(params, zero);
   for (int max_train : {0, 32}) {
-    auto gpu = spmd::models::make_cnn_member(spmd::test::cuda_device(), max_batch, max_train);
+    auto gpu = spmd::models::make_cnn_member(spmd::test::cuda_device(), kDefault, max_batch, max_train);
     gpu->set_state(params, zero);
     for (int n : {1, 7, 64, 513, 600}) {
       const Batch b = random_batch(n, static_cast<std::uint32_t>(n));
@@ -109,68 +113,106 @@ TEST(CudaCnnMember, ForwardMatchesCpuIncludingTiledBatches) {
   }
 }
 
-TEST(CudaCnnMember, TrainStepsMatchCpu) {
-  SKIP_WITHOUT_GPU();
-  CnnParams init, zero;
+// Five training steps on CPU and GPU members of `config` from the same state.
+void expect_train_steps_match_cpu(const CnnConfig& config) {
+  const int classes = config.classes;
+  CnnParams init(config), zero(config);
   spmd::models::cnn_init(init, spmd::models::ensemble_member_key(0, 0, 2));
   zero.set_zero();
   const int max_batch = 64, max_train = 32;
-  auto cpu = spmd::models::make_cnn_member(cpu_device(), max_batch, max_train);
-  auto gpu = spmd::models::make_cnn_member(spmd::test::cuda_device(), max_batch, max_train);
+  auto cpu = spmd::models::make_cnn_member(cpu_device(), config, max_batch, max_train);
+  auto gpu = spmd::models::make_cnn_member(spmd::test::cuda_device(), config, max_batch, max_train);
   cpu->set_state(init, zero);
   gpu->set_state(init, zero);
   const spmd::optim::SgdMomentum sgd{0.1f, 0.9f};
-  CnnParams cpu_params, cpu_trace, gpu_params, gpu_trace, change;
+  CnnParams cpu_params(config), cpu_trace(config), gpu_params(config), gpu_trace(config), change(config);
   // Full batches, a short one, an empty one (only the momentum moves), a full one.
   const int sizes[] = {32, 32, 17, 0, 32};
   for (int step = 0; step < 5; ++step) {
     const int n = sizes[step];
-    const Batch b = random_batch(std::max(n, 1), 100 + static_cast<std::uint32_t>(step));
-    std::vector<float> want(static_cast<std::size_t>(std::max(n, 1)) * 10), got(want.size(), -1.0f);
+    const Batch b = random_batch(std::max(n, 1), 100 + static_cast<std::uint32_t>(step), config);
+    std::vector<float> want(static_cast<std::size_t>(std::max(n, 1) * classes)), got(want.size(), -1.0f);
     const float cpu_loss = cpu->train_step(b.images.data(), b.labels.data(), n, sgd, want.data());
     const float gpu_loss = gpu->train_step(b.images.data(), b.labels.data(), n, sgd, got.data());
-    const std::string context = "step " + std::to_string(step) + " (batch " + std::to_string(n) + ")";
+    const std::string context =
+        config.describe() + " step " + std::to_string(step) + " (batch " + std::to_string(n) + ")";
     EXPECT_NEAR(gpu_loss, cpu_loss, 1e-4 * std::max(1.0f, cpu_loss)) << context;
     if (n == 0) {
       EXPECT_EQ(gpu_loss, 0.0f) << context;
     }
-    expect_probs_near(got, want, n, context);
+    expect_probs_near(got, want, n, context, classes);
     cpu->get_state(cpu_params, cpu_trace);
     gpu->get_state(gpu_params, gpu_trace);
-    for (std::size_t i = 0; i < kCnnParamCount; ++i) change.data()[i] = cpu_params.data()[i] - init.data()[i];
+    for (std::size_t i = 0; i < init.size(); ++i) change.data()[i] = cpu_params.data()[i] - init.data()[i];
     expect_state_near(gpu_params, cpu_params, change, context + " params");
     expect_state_near(gpu_trace, cpu_trace, cpu_trace, context + " momentum");
   }
   // Training moved every tensor (a gradient that stayed zero would pass the checks above).
-  for (const auto& info : spmd::models::cnn_tensor_table()) {
-    const auto t = static_cast<CnnTensor>(&info - spmd::models::cnn_tensor_table().data());
-    EXPECT_GT(max_abs(gpu_trace.tensor(t)), 0.0) << info.name;
+  const auto& tensors = gpu_trace.layout().tensors();
+  for (std::size_t t = 0; t < tensors.size(); ++t)
+    EXPECT_GT(max_abs(gpu_trace.tensor(t)), 0.0) << config.describe() << " " << tensors[t].name;
+}
+
+TEST(CudaCnnMember, TrainStepsMatchCpu) {
+  SKIP_WITHOUT_GPU();
+  expect_train_steps_match_cpu(kDefault);
+}
+
+// The geometries of the CPU's non-default test (cnn_geometry_test.cpp).
+std::vector<CnnConfig> other_configs() {
+  CnnConfig rgb;
+  rgb.height = 32, rgb.width = 32, rgb.channels = 3, rgb.conv_features = {8, 16}, rgb.dense_features = {32};
+  rgb.classes = 5;
+  CnnConfig odd;
+  odd.height = 30, odd.width = 26, odd.channels = 2, odd.conv_features = {5, 7}, odd.dense_features = {12};
+  odd.classes = 3;
+  return {rgb, odd};
+}
+
+TEST(CudaCnnMember, OtherGeometriesMatchCpu) {
+  SKIP_WITHOUT_GPU();
+  for (const CnnConfig& config : other_configs()) {
+    CnnParams params(config), zero(config);
+    spmd::models::cnn_init(params, spmd::models::ensemble_member_key(7, 0, 1));
+    auto cpu = spmd::models::make_cnn_member(cpu_device(), config, 40, 0);
+    auto gpu = spmd::models::make_cnn_member(spmd::test::cuda_device(), config, 40, 0);
+    cpu->set_state(params, zero);
+    gpu->set_state(params, zero);
+    const Batch b = random_batch(40, 9, config);
+    std::vector<float> want(static_cast<std::size_t>(40 * config.classes)), got(want.size(), -1.0f);
+    cpu->forward(b.images.data(), 40, want.data());
+    gpu->forward(b.images.data(), 40, got.data());
+    expect_probs_near(got, want, 40, config.describe() + " forward", config.classes);
+    expect_train_steps_match_cpu(config);
   }
 }
 
 TEST(CudaCnnMember, StateRoundTripsBitwise) {
   SKIP_WITHOUT_GPU();
-  CnnParams params, trace, back_params, back_trace;
+  CnnParams params(kDefault), trace(kDefault), back_params(kDefault), back_trace(kDefault);
   std::mt19937 rng(5);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   for (float& v : params.flat()) v = normal(rng);
   for (float& v : trace.flat()) v = normal(rng);
-  auto gpu = spmd::models::make_cnn_member(spmd::test::cuda_device(), 4, 4);
+  auto gpu = spmd::models::make_cnn_member(spmd::test::cuda_device(), kDefault, 4, 4);
   gpu->set_state(params, trace);
   gpu->get_state(back_params, back_trace);
-  EXPECT_EQ(std::memcmp(params.data(), back_params.data(), kCnnParamCount * sizeof(float)), 0);
-  EXPECT_EQ(std::memcmp(trace.data(), back_trace.data(), kCnnParamCount * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp(params.data(), back_params.data(), params.size() * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp(trace.data(), back_trace.data(), trace.size() * sizeof(float)), 0);
+  // State of another geometry is refused, not copied.
+  CnnParams other(other_configs().front());
+  EXPECT_THROW(gpu->set_state(other, other), spmd::Error);
 }
 
 TEST(CudaCnnMember, RefusesBadCalls) {
   SKIP_WITHOUT_GPU();
-  EXPECT_THROW(spmd::models::make_cnn_member(spmd::test::cuda_device(), 4, 8), spmd::Error);  // train batch > max batch
-  EXPECT_THROW(spmd::models::make_cnn_member(spmd::test::cuda_device(), -1, 0), spmd::Error);
+  EXPECT_THROW(spmd::models::make_cnn_member(spmd::test::cuda_device(), kDefault, 4, 8), spmd::Error);  // train batch > max batch
+  EXPECT_THROW(spmd::models::make_cnn_member(spmd::test::cuda_device(), kDefault, -1, 0), spmd::Error);
   const spmd::optim::SgdMomentum sgd{0.1f, 0.9f};
   Batch b = random_batch(8, 1);
-  auto forward_only = spmd::models::make_cnn_member(spmd::test::cuda_device(), 8, 0);
+  auto forward_only = spmd::models::make_cnn_member(spmd::test::cuda_device(), kDefault, 8, 0);
   EXPECT_THROW(forward_only->train_step(b.images.data(), b.labels.data(), 1, sgd, nullptr), spmd::Error);
-  auto member = spmd::models::make_cnn_member(spmd::test::cuda_device(), 8, 4);
+  auto member = spmd::models::make_cnn_member(spmd::test::cuda_device(), kDefault, 8, 4);
   EXPECT_THROW(member->train_step(b.images.data(), b.labels.data(), 5, sgd, nullptr), spmd::Error);
   b.labels[2] = 10;
   try {

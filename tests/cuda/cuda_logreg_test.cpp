@@ -14,8 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "spmd/backends/cuda/cuda_device.hpp"
-#include "spmd//models/device_models.hpp"
+#include "spmd/models/device_models.hpp"
 #include "spmd/models/logreg.hpp"
 #include "spmd/runtime/devices.hpp"
 #include "spmd/runtime/error.hpp"
@@ -216,7 +215,7 @@ TEST(CudaDeviceModels, NoGpuIsAClearError) {
   };
   expect_clear([&] { spmd::models::make_logreg_shard(spmd::test::cuda_device(0), X.data(), y.data(), 4, 2, 2, 2048); },
                "make_logreg_shard");
-  expect_clear([&] { spmd::models::make_cnn_member(spmd::test::cuda_device(0), 8, 4); }, "make_cnn_member");
+  expect_clear([&] { spmd::models::make_cnn_member(spmd::test::cuda_device(0), spmd::models::CnnConfig::seed_default(), 8, 4); }, "make_cnn_member");
   expect_clear([&] { spmd::models::make_logreg_predictor_cuda(spmd::test::cuda_device(0), W, 2, 2, 16); },
                "make_logreg_predictor_cuda");
 }
@@ -228,7 +227,8 @@ TEST(CudaDeviceModels, OrdinalPastTheVisibleGpusIsAnError) {
   const std::vector<std::int32_t> y(4, 1);
   EXPECT_THROW(spmd::models::make_logreg_shard(spmd::test::cuda_device(visible + 2), X.data(), y.data(), 4, 2, 2, 2048),
                spmd::Error);
-  EXPECT_THROW(spmd::models::make_cnn_member(spmd::test::cuda_device(visible + 2), 8, 4), spmd::Error);
+  EXPECT_THROW(spmd::models::make_cnn_member(spmd::test::cuda_device(visible + 2), spmd::models::CnnConfig::seed_default(), 8, 4),
+               spmd::Error);
 }
 
 }  // namespace

@@ -17,8 +17,9 @@
 using namespace spmd;
 
 namespace {
-constexpr int kC = models::cnn::kClasses;
-constexpr int kPixels = models::cnn::kImagePixels;
+const models::CnnConfig kModel = models::CnnConfig::seed_default();
+const int kC = kModel.classes;
+const int kPixels = static_cast<int>(kModel.input_size());
 
 // n images with pixels in [0, 1] that differ from row to row, labels i % 10.
 data::LoadedShard images(std::int64_t n) {
@@ -66,11 +67,11 @@ TEST_P(Trainer, EvaluateMatchesPlainLoopOverMembers) {
   ASSERT_LE(M, 64);
   if (ctx.is_root()) {
     std::vector<std::unique_ptr<models::CnnMember>> members;
-    models::CnnParams params, zero;
+    models::CnnParams params(kModel), zero(kModel);
     zero.set_zero();
     for (int g = 0; g < M; ++g) {
       models::cnn_init(params, models::ensemble_member_key(o.seed, g, M));
-      members.push_back(models::make_cnn_member(ctx.devices()[0], E, 1));
+      members.push_back(models::make_cnn_member(ctx.devices()[0], kModel, E, 1));
       members.back()->set_state(params, zero);
     }
     double loss = 0;

@@ -10,11 +10,15 @@
 
 namespace {
 
+using spmd::models::CnnConfig;
+using spmd::models::CnnLayout;
 using spmd::models::CnnParams;
-using spmd::models::CnnTensor;
+
+const CnnConfig kDefault = CnnConfig::seed_default();
 
 TEST(CnnParamsLayout, TableMatchesTheSeedModel) {
-  const auto& t = spmd::models::cnn_tensor_table();
+  const CnnLayout layout(kDefault);
+  const auto& t = layout.tensors();
   std::size_t offset = 0;
   const std::size_t sizes[] = {3 * 3 * 1 * 32, 32, 3 * 3 * 32 * 64, 64, 3136 * 256, 256, 256 * 10, 10};
   const int fan_ins[] = {9, 0, 288, 0, 3136, 0, 256, 0};
@@ -25,19 +29,20 @@ TEST(CnnParamsLayout, TableMatchesTheSeedModel) {
     EXPECT_EQ(t[i].offset % 16, 0u) << t[i].name << " starts off a cache line";
     offset += t[i].size;
   }
-  EXPECT_EQ(offset, spmd::models::kCnnParamCount);
+  EXPECT_EQ(offset, 824458u);
+  EXPECT_EQ(offset, layout.param_count());
   EXPECT_EQ(t[2].name, "Conv_1/kernel");
   EXPECT_EQ((std::array<int, 4>{3, 3, 32, 64}), t[2].shape);
-  CnnParams p;
+  CnnParams p(kDefault);
   EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p.data()) % 64, 0u);
-  EXPECT_EQ(p.tensor(CnnTensor::Dense1Kernel).data(), p.data() + t[4].offset);
+  EXPECT_EQ(p.tensor(layout.denses()[0].kernel).data(), p.data() + t[4].offset);
   EXPECT_TRUE(std::all_of(p.flat().begin(), p.flat().end(), [](float v) { return v == 0.0f; }));
 }
 
 TEST(CnnInit, KernelsAreTruncatedLecunNormalAndBiasesZero) {
-  CnnParams p;
+  CnnParams p(kDefault);
   spmd::models::cnn_init(p, spmd::models::ensemble_member_key(0, 0, 1));
-  for (const auto& info : spmd::models::cnn_tensor_table()) {
+  for (const auto& info : p.layout().tensors()) {
     const auto v = p.flat().subspan(info.offset, info.size);
     if (info.fan_in == 0) {
       EXPECT_TRUE(std::all_of(v.begin(), v.end(), [](float x) { return x == 0.0f; })) << info.name;
@@ -66,7 +71,7 @@ TEST(CnnInit, MemberDependsOnSeedAndGlobalIndexOnlyNotOnLayout) {
   const std::uint64_t seed = 17;
   const int members = 5;
   // Every member generated alone...
-  std::vector<CnnParams> alone(members);
+  std::vector<CnnParams> alone(members, CnnParams(kDefault));
   for (int g = 0; g < members; ++g) spmd::models::cnn_init(alone[g], spmd::models::ensemble_member_key(seed, g, members));
   // ...and as ranks would hold them: the key of member g is the same whatever the layout,
   // and the parameters generated from the full split list are the same as alone.
@@ -79,24 +84,26 @@ TEST(CnnInit, MemberDependsOnSeedAndGlobalIndexOnlyNotOnLayout) {
     }
   }
   for (int g : {0, members - 1}) {
-    CnnParams p;
+    CnnParams p(kDefault);
     spmd::models::cnn_init(p, keys[static_cast<std::size_t>(g)]);
     ASSERT_TRUE(std::equal(p.flat().begin(), p.flat().end(), alone[g].flat().begin())) << "member " << g;
   }
   // Different members, and different seeds, differ in every kernel.
+  const CnnLayout& layout = alone[0].layout();
+  const std::size_t conv1_kernel = layout.convs()[0].kernel, conv2_kernel = layout.convs()[1].kernel;
   for (int g = 1; g < members; ++g) {
-    for (CnnTensor t : {CnnTensor::Conv1Kernel, CnnTensor::Conv2Kernel, CnnTensor::Dense1Kernel, CnnTensor::Dense2Kernel}) {
+    for (std::size_t t : {conv1_kernel, conv2_kernel, layout.denses()[0].kernel, layout.denses()[1].kernel}) {
       const auto a = alone[0].tensor(t), b = alone[g].tensor(t);
       std::size_t same = 0;
       for (std::size_t i = 0; i < a.size(); ++i) same += a[i] == b[i];
       EXPECT_LT(same, a.size() / 50 + 2) << "members 0 and " << g;
     }
   }
-  CnnParams other_seed;
+  CnnParams other_seed(kDefault);
   spmd::models::cnn_init(other_seed, spmd::models::ensemble_member_key(seed + 1, 0, members));
   EXPECT_FALSE(std::equal(other_seed.flat().begin(), other_seed.flat().end(), alone[0].flat().begin()));
   // The kernels of one member are not copies of each other's streams.
-  EXPECT_NE(alone[0].tensor(CnnTensor::Conv1Kernel)[0], alone[0].tensor(CnnTensor::Conv2Kernel)[0]);
+  EXPECT_NE(alone[0].tensor(conv1_kernel)[0], alone[0].tensor(conv2_kernel)[0]);
   EXPECT_THROW(spmd::models::ensemble_member_key(seed, members, members), std::invalid_argument);
 }
 

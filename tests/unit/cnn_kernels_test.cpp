@@ -87,8 +87,11 @@ TEST_P(CnnKernels, GemmMatchesScalarReferenceOverShapesLayoutsAndEpilogues) {
 TEST_P(CnnKernels, GemmWithFusedSgdEqualsGemmThenSgdStep) {
   std::mt19937 rng(14);
   const spmd::optim::SgdMomentum opt{0.1f, 0.9f};
+  // The last four have columns past the last whole vector (the masked tail).
   for (auto [m, n, kk, a_t] : {std::array{7, 48, 5, 1}, std::array{13, 256, 32, 1}, std::array{6, 64, 200, 0},
-                               std::array{1, 16, 1, 0}, std::array{9, 80, 400, 1}, std::array{4, 32, 0, 1}}) {
+                               std::array{1, 16, 1, 0}, std::array{9, 80, 400, 1}, std::array{4, 32, 0, 1},
+                               std::array{7, 12, 5, 1}, std::array{5, 37, 200, 0}, std::array{3, 9, 1, 1},
+                               std::array{13, 100, 300, 1}}) {
     const long lda = a_t ? m : kk, ldc = n + 16;  // params and trace share C's row stride
     const auto a = random_vector(static_cast<std::size_t>((a_t ? kk : m) * (lda ? lda : 1)), rng);
     const auto b = random_vector(static_cast<std::size_t>(kk * n + 1), rng);
@@ -110,6 +113,54 @@ TEST_P(CnnKernels, GemmWithFusedSgdEqualsGemmThenSgdStep) {
       // Columns past n (row padding) must be left alone; the rest equal the two-pass result.
       ASSERT_NEAR(w[i], w_ref[i], 1e-6f * (1 + std::abs(w_ref[i]))) << "m=" << m << " n=" << n << " k=" << kk << " at " << i;
       ASSERT_NEAR(t[i], t_ref[i], 1e-6f * (1 + std::abs(t_ref[i]))) << "m=" << m << " n=" << n << " k=" << kk << " at " << i;
+    }
+  }
+}
+
+TEST_P(CnnKernels, GemmTailColumnsMatchScalarReferenceAndStayInsideC) {
+  // n not a multiple of the vector width: the right-edge columns go through masked loads and
+  // stores. Each row of B and C is followed by sentinel floats that must be neither read
+  // into the result (B's are NaN) nor written (C's stay 42). (The fused SGD epilogue on
+  // such columns: GemmWithFusedSgdEqualsGemmThenSgdStep.)
+  std::mt19937 rng(15);
+  for (int n : {1, 3, 5, 7, 9, 12, 15, 17, 24, 31, 33, 72, 100}) {
+    for (auto [m, kk, a_t] : {std::array{1, 1, 0}, std::array{7, 18, 0}, std::array{13, 200, 1}, std::array{6, 0, 1}}) {
+      const long lda = (a_t ? m : kk) + 1, ldb = n + 5, ldc = n + 7;
+      const auto a = random_vector(static_cast<std::size_t>((a_t ? kk : m) * lda + 1), rng);
+      auto b = random_vector(static_cast<std::size_t>(kk * ldb + 1), rng);
+      for (int p = 0; p < kk; ++p)
+        for (long j = n; j < ldb; ++j) b[static_cast<std::size_t>(p * ldb + j)] = std::nanf("");
+      const auto bias = random_vector(static_cast<std::size_t>(n), rng);
+      auto c = random_vector(static_cast<std::size_t>(m * ldc), rng);
+      for (int i = 0; i < m; ++i)
+        for (long j = n; j < ldc; ++j) c[static_cast<std::size_t>(i * ldc + j)] = 42.0f;
+      const auto c0 = c;
+      for (int variant = 0; variant < 3; ++variant) {
+        c = c0;
+        const bool accumulate = variant == 1, epilogue = variant == 2;
+        k().gemm(a_t, m, n, kk, a.data(), lda, b.data(), ldb, c.data(), ldc, accumulate,
+                 {epilogue ? bias.data() : nullptr, epilogue});
+        for (int i = 0; i < m; ++i)
+          for (long j = 0; j < ldc; ++j) {
+            const std::size_t at = static_cast<std::size_t>(i * ldc + j);
+            if (j >= n) {
+              ASSERT_EQ(c[at], 42.0f) << "wrote outside C: n=" << n << " row " << i << " col " << j;
+              continue;
+            }
+            double ref = accumulate ? c0[at] : 0.0, mag = std::abs(ref);
+            for (int p = 0; p < kk; ++p) {
+              const double av = a_t ? a[static_cast<std::size_t>(p * lda + i)] : a[static_cast<std::size_t>(i * lda + p)];
+              ref += av * b[static_cast<std::size_t>(p * ldb + j)];
+              mag += std::abs(av * b[static_cast<std::size_t>(p * ldb + j)]);
+            }
+            if (epilogue) {
+              ref = std::max(ref + bias[static_cast<std::size_t>(j)], 0.0);
+              mag += std::abs(bias[static_cast<std::size_t>(j)]);
+            }
+            ASSERT_NEAR(c[at], ref, 1e-5 * mag + 1e-7) << "m=" << m << " n=" << n << " k=" << kk << " a_t=" << a_t
+                                                       << " variant " << variant << " at (" << i << "," << j << ")";
+          }
+      }
     }
   }
 }
@@ -155,7 +206,7 @@ TEST_P(CnnKernels, Conv1ForwardMatchesScalarReference) {
     const auto w = random_vector(9 * 32, rng, -0.5f, 0.5f);
     const auto bias = random_vector(32, rng, -0.3f, 0.3f);
     std::vector<float> out(28 * 28 * 32, -7.0f);
-    k().conv1_forward(xp.data(), w.data(), bias.data(), out.data());
+    k().conv1_forward(xp.data(), 28, 28, w.data(), bias.data(), 32, out.data());
     const auto ref = conv1_reference(xp, w, bias);
     int zeros = 0;
     for (std::size_t i = 0; i < out.size(); ++i) {
@@ -175,7 +226,7 @@ TEST_P(CnnKernels, Conv1WeightGradAccumulatesTheAdjointOfConv1) {
   auto dk = random_vector(9 * 32, rng);  // accumulated into
   auto db = random_vector(32, rng);
   const auto dk0 = dk, db0 = db;
-  k().conv1_weight_grad(xp.data(), dout.data(), dk.data(), db.data());
+  k().conv1_weight_grad(xp.data(), 28, 28, dout.data(), 32, dk.data(), db.data());
   for (int c = 0; c < 32; ++c) {
     double sb = db0[static_cast<std::size_t>(c)], mb = std::abs(sb);
     for (int p = 0; p < 784; ++p) sb += dout[static_cast<std::size_t>(p * 32 + c)], mb += std::abs(dout[static_cast<std::size_t>(p * 32 + c)]);
@@ -193,6 +244,53 @@ TEST_P(CnnKernels, Conv1WeightGradAccumulatesTheAdjointOfConv1) {
           }
         ASSERT_NEAR(dk[t], s, 2e-5 * m) << "tap " << dy << "," << dx << " channel " << c;
       }
+  }
+}
+
+TEST_P(CnnKernels, Conv1KernelsHandleAnyImageSizeAndChannelMultiple) {
+  // Rows that are not a whole number of the forward kernel's pixel tiles, and more than
+  // one channel block.
+  std::mt19937 rng(16);
+  const int multiple = k().direct_conv_channels;
+  ASSERT_GT(multiple, 0);
+  for (auto [h, w, c] : {std::array{1, 1, multiple}, std::array{5, 9, 2 * multiple}, std::array{15, 13, multiple},
+                         std::array{3, 30, 3 * multiple}}) {
+    const long pw = w + 2;
+    std::vector<float> xp(static_cast<std::size_t>((h + 2) * pw), 0.0f);
+    for (int y = 0; y < h; ++y)
+      for (int x = 0; x < w; ++x) xp[static_cast<std::size_t>((y + 1) * pw + x + 1)] = random_vector(1, rng)[0];
+    const auto kernel = random_vector(static_cast<std::size_t>(9 * c), rng, -0.5f, 0.5f);
+    const auto bias = random_vector(static_cast<std::size_t>(c), rng, -0.3f, 0.3f);
+    std::vector<float> out(static_cast<std::size_t>(h * w * c), -7.0f);
+    k().conv1_forward(xp.data(), h, w, kernel.data(), bias.data(), c, out.data());
+    const auto dout = random_vector(out.size(), rng);
+    std::vector<float> dk(kernel.size(), 0.0f), db(bias.size(), 0.0f);
+    k().conv1_weight_grad(xp.data(), h, w, dout.data(), c, dk.data(), db.data());
+    for (int ch = 0; ch < c; ++ch) {
+      double sb = 0, mb = 0;
+      for (int y = 0; y < h; ++y)
+        for (int x = 0; x < w; ++x) {
+          double s = bias[static_cast<std::size_t>(ch)];
+          const double g = dout[static_cast<std::size_t>((y * w + x) * c + ch)];
+          sb += g, mb += std::abs(g);
+          for (int t = 0; t < 9; ++t)
+            s += static_cast<double>(xp[static_cast<std::size_t>((y + t / 3) * pw + x + t % 3)]) *
+                 kernel[static_cast<std::size_t>(t * c + ch)];
+          ASSERT_NEAR(out[static_cast<std::size_t>((y * w + x) * c + ch)], std::max(s, 0.0), 1e-5)
+              << h << "x" << w << "x" << c << " at (" << y << "," << x << "," << ch << ")";
+        }
+      ASSERT_NEAR(db[static_cast<std::size_t>(ch)], sb, 2e-5 * mb + 1e-7);
+      for (int t = 0; t < 9; ++t) {
+        double s = 0, m = 0;
+        for (int y = 0; y < h; ++y)
+          for (int x = 0; x < w; ++x) {
+            const double term = static_cast<double>(xp[static_cast<std::size_t>((y + t / 3) * pw + x + t % 3)]) *
+                                dout[static_cast<std::size_t>((y * w + x) * c + ch)];
+            s += term, m += std::abs(term);
+          }
+        ASSERT_NEAR(dk[static_cast<std::size_t>(t * c + ch)], s, 2e-5 * m + 1e-7) << "tap " << t << " channel " << ch;
+      }
+    }
   }
 }
 

@@ -37,7 +37,7 @@ TEST(CnnLayers, PadImagePlacesTheImageInsideAZeroBorder) {
   std::mt19937 rng(1);
   const auto img = random_vector(784, rng);
   std::vector<float> xp(900, 0.0f);
-  cc::pad_image(img.data(), xp.data());
+  cc::pad_image(img.data(), 28, 28, 1, xp.data());
   for (int y = 0; y < 30; ++y)
     for (int x = 0; x < 30; ++x) {
       const bool border = y == 0 || x == 0 || y == 29 || x == 29;
@@ -89,6 +89,70 @@ TEST(CnnLayers, PoolReluBackwardMatchesFiniteDifferences) {
   };
   const std::vector<double> x(pre.begin(), pre.end());
   for (std::size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(dpre[i], finite_difference(f, x, i), 1e-6) << i;
+}
+
+TEST(CnnLayers, PoolOfOddSizesFloorsAndItsBackwardZeroesTheDroppedRowAndColumn) {
+  // As Flax's avg_pool with VALID padding: 5x7 pools to 2x3; the last row and column feed
+  // nothing, so their gradient is zero.
+  std::mt19937 rng(7);
+  const int h = 5, w = 7, c = 3;
+  const auto pre = random_vector(static_cast<std::size_t>(h * w * c), rng);
+  std::vector<float> act(pre.size());
+  for (std::size_t i = 0; i < pre.size(); ++i) act[i] = std::max(pre[i], 0.0f);
+  const int ph = h / 2, pw = w / 2;
+  std::vector<float> pooled(static_cast<std::size_t>(ph * pw * c), 9.0f);
+  cc::avg_pool2x2(act.data(), h, w, c, pooled.data(), pw * c);
+  for (int y = 0; y < ph; ++y)
+    for (int x = 0; x < pw; ++x)
+      for (int ch = 0; ch < c; ++ch) {
+        double s = 0;
+        for (int d = 0; d < 4; ++d) s += act[static_cast<std::size_t>(((2 * y + d / 2) * w + 2 * x + d % 2) * c + ch)];
+        EXPECT_NEAR(pooled[static_cast<std::size_t>((y * pw + x) * c + ch)], s / 4, 1e-6);
+      }
+  const auto g = random_vector(pooled.size(), rng);
+  std::vector<float> dpre(pre.size(), 5.0f);  // every entry must be written
+  cc::avg_pool2x2_relu_backward(act.data(), g.data(), pw * c, h, w, c, dpre.data());
+  const auto f = [&](const std::vector<double>& x) {
+    double s = 0;
+    for (int y = 0; y < 2 * ph; ++y)
+      for (int xx = 0; xx < 2 * pw; ++xx)
+        for (int ch = 0; ch < c; ++ch)
+          s += g[static_cast<std::size_t>(((y / 2) * pw + xx / 2) * c + ch)] * 0.25 *
+               std::max(x[static_cast<std::size_t>((y * w + xx) * c + ch)], 0.0);
+    return s;
+  };
+  const std::vector<double> x(pre.begin(), pre.end());
+  for (std::size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(dpre[i], finite_difference(f, x, i), 1e-6) << i;
+  for (int ch = 0; ch < c; ++ch) EXPECT_EQ(dpre[static_cast<std::size_t>(((h - 1) * w + 2) * c + ch)], 0.0f);
+}
+
+TEST(CnnLayers, SoftmaxCrossEntropyHandlesManyClasses) {
+  // More classes than the kernel keeps on its stack.
+  std::mt19937 rng(8);
+  const int rows = 2, classes = 150;
+  const auto logits = random_vector(rows * classes, rng, -3.0f, 3.0f);
+  const std::vector<std::int32_t> labels = {149, 3};
+  std::vector<float> probs(rows * classes), dlogits(rows * classes);
+  const auto sum = cc::softmax_cross_entropy(logits.data(), labels.data(), nullptr, rows, classes, probs.data(),
+                                             dlogits.data(), 0.5f);
+  EXPECT_EQ(sum.count, 2);
+  double loss = 0;
+  for (int r = 0; r < rows; ++r) {
+    double m = -1e300, s = 0, total = 0;
+    const float* z = logits.data() + r * classes;
+    for (int j = 0; j < classes; ++j) m = std::max(m, static_cast<double>(z[j]));
+    for (int j = 0; j < classes; ++j) s += std::exp(z[j] - m);
+    loss += std::log(s) + m - z[labels[static_cast<std::size_t>(r)]];
+    for (int j = 0; j < classes; ++j) {
+      const std::size_t i = static_cast<std::size_t>(r * classes + j);
+      const double p = std::exp(logits[i] - m) / s;
+      total += probs[i];
+      EXPECT_NEAR(probs[i], p, 1e-6);
+      EXPECT_NEAR(dlogits[i], 0.5 * (p - (j == labels[static_cast<std::size_t>(r)])), 1e-6);
+    }
+    EXPECT_NEAR(total, 1.0, 1e-5);
+  }
+  EXPECT_NEAR(sum.loss_sum, loss, 1e-4);
 }
 
 TEST(CnnLayers, Im2colMatchesReferenceAndCol2imIsItsAdjoint) {

@@ -10,16 +10,21 @@
 #include <string>
 #include <vector>
 
+#include "cnn_gradient_check.hpp"
 #include "spmd/models/cnn_cpu.hpp"
 #include "spmd/models/cnn_init.hpp"
 #include "spmd/runtime/error.hpp"
 
 namespace {
 
+using spmd::models::CnnConfig;
+using spmd::models::CnnLayout;
 using spmd::models::CnnParams;
-using spmd::models::CnnTensor;
 using spmd::models::CnnWorkspace;
 using spmd::models::cnn_cpu::Isa;
+
+const CnnConfig kDefault = CnnConfig::seed_default();
+const CnnLayout kLayout(kDefault);
 
 // ---- the reference: plain loops in double, NHWC, Flax layouts -------------------------
 
@@ -28,9 +33,8 @@ struct RefTensors {
 };
 
 RefTensors ref_views(const std::vector<double>& p) {
-  const auto at = [&](CnnTensor t) { return p.data() + spmd::models::cnn_tensor_info(t).offset; };
-  return {at(CnnTensor::Conv1Kernel), at(CnnTensor::Conv1Bias), at(CnnTensor::Conv2Kernel), at(CnnTensor::Conv2Bias),
-          at(CnnTensor::Dense1Kernel), at(CnnTensor::Dense1Bias), at(CnnTensor::Dense2Kernel), at(CnnTensor::Dense2Bias)};
+  const auto at = [&](std::size_t t) { return p.data() + kLayout.tensors()[t].offset; };
+  return {at(0), at(1), at(2), at(3), at(4), at(5), at(6), at(7)};  // conv 0, conv 1, dense 0, dense 1
 }
 
 // 3x3 SAME convolution + bias + ReLU of in [s, s, cin] with kernel [3,3,cin,cout].
@@ -126,11 +130,11 @@ Batch random_batch(int batch, std::mt19937& rng) {
 
 // Flax-initialised parameters with non-zero biases, so that every bias path is exercised.
 CnnParams test_params(std::uint64_t seed) {
-  CnnParams p;
+  CnnParams p(kDefault);
   spmd::models::cnn_init(p, spmd::models::ensemble_member_key(seed, 0, 1));
   std::mt19937 rng(static_cast<unsigned>(seed));
   std::uniform_real_distribution<float> small(-0.05f, 0.05f);
-  for (CnnTensor t : {CnnTensor::Conv1Bias, CnnTensor::Conv2Bias, CnnTensor::Dense1Bias, CnnTensor::Dense2Bias})
+  for (std::size_t t : {kLayout.convs()[0].bias, kLayout.convs()[1].bias, kLayout.denses()[0].bias, kLayout.denses()[1].bias})
     for (float& v : p.tensor(t)) v = small(rng);
   return p;
 }
@@ -150,7 +154,7 @@ TEST_P(CnnModel, ForwardMatchesDoubleReferenceForOddBatches) {
   std::mt19937 rng(21);
   const CnnParams p = test_params(3);
   const auto pd = to_double(p);
-  CnnWorkspace ws(9, 0, GetParam());
+  CnnWorkspace ws(kDefault, 9, 0, GetParam());
   for (int batch : {1, 2, 5, 9}) {
     const Batch b = random_batch(batch, rng);
     std::vector<float> probs(static_cast<std::size_t>(batch) * 10);
@@ -174,36 +178,14 @@ TEST_P(CnnModel, GradientOfEveryTensorMatchesFiniteDifferencesOfTheReference) {
   const int batch = 3;
   const CnnParams p = test_params(4);
   const Batch b = random_batch(batch, rng);
-  CnnWorkspace ws(batch, batch, GetParam());
-  CnnParams grad;
+  CnnWorkspace ws(kDefault, batch, batch, GetParam());
+  CnnParams grad(kDefault);
   const float loss = spmd::models::cnn_loss_and_grad(p, b.images.data(), b.labels.data(), nullptr, batch, grad, nullptr, ws);
   std::vector<double> pd = to_double(p);
   EXPECT_NEAR(loss, ref_loss(pd, b.images, b.labels, nullptr), 1e-5);
 
-  for (const auto& info : spmd::models::cnn_tensor_table()) {
-    const auto g = grad.flat().subspan(info.offset, info.size);
-    double rms = 0;
-    for (float v : g) rms += static_cast<double>(v) * v;
-    rms = std::sqrt(rms / static_cast<double>(g.size()));
-    ASSERT_GT(rms, 0.0) << info.name << " has an all-zero gradient";
-    // The largest entry and a few random ones of each tensor.
-    std::vector<std::size_t> picks = {static_cast<std::size_t>(
-        std::max_element(g.begin(), g.end(), [](float a, float c) { return std::abs(a) < std::abs(c); }) - g.begin())};
-    std::uniform_int_distribution<std::size_t> any(0, info.size - 1);
-    for (int i = 0; i < 3; ++i) picks.push_back(any(rng));
-    for (std::size_t i : picks) {
-      const std::size_t at = info.offset + i;
-      const double saved = pd[at];
-      const double eps = 1e-6;
-      pd[at] = saved + eps;
-      const double up = ref_loss(pd, b.images, b.labels, nullptr);
-      pd[at] = saved - eps;
-      const double down = ref_loss(pd, b.images, b.labels, nullptr);
-      pd[at] = saved;
-      const double fd = (up - down) / (2 * eps);
-      EXPECT_NEAR(g[i], fd, 2e-3 * std::abs(fd) + 1e-3 * rms) << info.name << "[" << i << "]";
-    }
-  }
+  spmd::test::expect_gradient_matches_finite_differences(
+      grad, pd, [&](const std::vector<double>& q) { return ref_loss(q, b.images, b.labels, nullptr); }, rng, 3);
 }
 
 TEST_P(CnnModel, MaskedRowsChangeNeitherLossNorGradientAndBatchZeroIsEmpty) {
@@ -217,8 +199,8 @@ TEST_P(CnnModel, MaskedRowsChangeNeitherLossNorGradientAndBatchZeroIsEmpty) {
     real.images.insert(real.images.end(), full.images.begin() + r * 784, full.images.begin() + (r + 1) * 784);
     real.labels.push_back(full.labels[static_cast<std::size_t>(r)]);
   }
-  CnnWorkspace ws(5, 5, GetParam());
-  CnnParams g_masked, g_real;
+  CnnWorkspace ws(kDefault, 5, 5, GetParam());
+  CnnParams g_masked(kDefault), g_real(kDefault);
   std::vector<float> probs(50);
   const float l_masked = spmd::models::cnn_loss_and_grad(p, full.images.data(), full.labels.data(), mask.data(), 5,
                                                           g_masked, probs.data(), ws);
@@ -240,7 +222,7 @@ TEST_P(CnnModel, MaskedRowsChangeNeitherLossNorGradientAndBatchZeroIsEmpty) {
   EXPECT_NEAR(sum.loss_sum / 3, l_real, 1e-6 * std::abs(l_real));
   // Nothing counted: loss 0, gradient 0.
   const std::vector<std::uint8_t> none(5, 0);
-  CnnParams g_none;
+  CnnParams g_none(kDefault);
   g_none.flat()[7] = 3.0f;
   EXPECT_EQ(spmd::models::cnn_loss_and_grad(p, full.images.data(), full.labels.data(), none.data(), 5, g_none, nullptr, ws), 0.0f);
   EXPECT_TRUE(std::all_of(g_none.flat().begin(), g_none.flat().end(), [](float v) { return v == 0.0f; }));
@@ -253,8 +235,8 @@ TEST_P(CnnModel, TrainStepEqualsLossAndGradThenSgdStep) {
   std::mt19937 rng(25);
   const spmd::optim::SgdMomentum opt{0.1f, 0.9f};
   for (int batch : {5, 170}) {  // 170 > the GEMM's k block: the fused update spans k blocks
-    CnnParams p_fused = test_params(6), p_ref = p_fused, t_fused, t_ref, grad;
-    CnnWorkspace ws(batch, batch, GetParam());
+    CnnParams p_fused = test_params(6), p_ref = p_fused, t_fused(kDefault), t_ref(kDefault), grad(kDefault);
+    CnnWorkspace ws(kDefault, batch, batch, GetParam());
     for (int step = 0; step < 2; ++step) {
       const Batch b = random_batch(batch, rng);
       std::vector<float> probs_fused(static_cast<std::size_t>(batch) * 10), probs_ref(probs_fused.size());
@@ -265,7 +247,7 @@ TEST_P(CnnModel, TrainStepEqualsLossAndGradThenSgdStep) {
       spmd::optim::sgd_momentum_step(p_ref.flat(), t_ref.flat(), grad.flat(), opt);
       EXPECT_NEAR(l_fused, l_ref, 1e-6 * l_ref) << "batch " << batch << " step " << step;
       for (std::size_t i = 0; i < probs_ref.size(); ++i) ASSERT_NEAR(probs_fused[i], probs_ref[i], 1e-6);
-      for (std::size_t i = 0; i < CnnParams::size(); ++i) {
+      for (std::size_t i = 0; i < p_ref.size(); ++i) {
         ASSERT_NEAR(p_fused.flat()[i], p_ref.flat()[i], 1e-6f * (1 + std::abs(p_ref.flat()[i])))
             << "batch " << batch << " step " << step << " parameter " << i;
         ASSERT_NEAR(t_fused.flat()[i], t_ref.flat()[i], 1e-6f * (1 + std::abs(t_ref.flat()[i])))
@@ -279,10 +261,10 @@ TEST_P(CnnModel, LossAtInitIsNearLn10) {
   std::mt19937 rng(24);
   const int batch = 64;
   const Batch b = random_batch(batch, rng);
-  CnnWorkspace ws(batch, 0, GetParam());
+  CnnWorkspace ws(kDefault, batch, 0, GetParam());
   // Initialised once for all kernel sets (initialisation is the slow part here).
   static const std::vector<CnnParams> members = [] {
-    std::vector<CnnParams> m(3);
+    std::vector<CnnParams> m(3, CnnParams(kDefault));
     for (int g = 0; g < 3; ++g) spmd::models::cnn_init(m[static_cast<std::size_t>(g)], spmd::models::ensemble_member_key(0, g, 3));
     return m;
   }();
@@ -297,15 +279,15 @@ INSTANTIATE_TEST_SUITE_P(Isas, CnnModel, ::testing::ValuesIn(testable_isas()),
                          [](const auto& info) { return std::string(spmd::models::cnn_cpu::to_string(info.param)); });
 
 TEST(CnnModelChecks, BatchLimitsAndWorkspaceKindAreEnforced) {
-  CnnWorkspace eval_only(4, 0, Isa::Auto);
-  CnnParams p, g;
+  CnnWorkspace eval_only(kDefault, 4, 0, Isa::Auto);
+  CnnParams p(kDefault), g(kDefault);
   std::vector<float> images(5 * 784, 0.0f);
   std::vector<std::int32_t> labels(5, 0);
   EXPECT_THROW(spmd::models::cnn_forward(p, images.data(), 5, nullptr, eval_only), spmd::Error);
   EXPECT_THROW(spmd::models::cnn_loss_and_grad(p, images.data(), labels.data(), nullptr, 1, g, nullptr, eval_only),
                spmd::Error);
-  EXPECT_THROW(CnnWorkspace(2, 3, Isa::Auto), spmd::Error);
-  CnnWorkspace train(4, 2, Isa::Auto);
+  EXPECT_THROW(CnnWorkspace(kDefault, 2, 3, Isa::Auto), spmd::Error);
+  CnnWorkspace train(kDefault, 4, 2, Isa::Auto);
   EXPECT_THROW(spmd::models::cnn_loss_and_grad(p, images.data(), labels.data(), nullptr, 3, g, nullptr, train),
                spmd::Error);
   labels[1] = 11;

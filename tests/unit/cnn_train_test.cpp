@@ -53,9 +53,10 @@ double mean_loss(const CnnParams& p, const Examples& ex, CnnWorkspace& ws) {
 // ex before and after.
 std::pair<double, double> train(const Examples& ex, int epochs) {
   const int batch = 32;
-  CnnParams params, trace;
+  const auto config = spmd::models::CnnConfig::seed_default();
+  CnnParams params(config), trace(config);
   spmd::models::cnn_init(params, spmd::models::ensemble_member_key(0, 0, 2));
-  CnnWorkspace ws(ex.count(), batch);
+  CnnWorkspace ws(config, ex.count(), batch);
   const double before = mean_loss(params, ex, ws);
   const spmd::optim::SgdMomentum opt{0.1f, 0.9f};
   std::vector<float> images(static_cast<std::size_t>(batch) * 784);

@@ -33,11 +33,20 @@ namespace {
 
 using namespace spmd::models;
 
-// Multiply-adds x 2 per image, from the layer shapes.
-constexpr double kForwardFlops = 2.0 * (784.0 * 32 * 9 + 196.0 * 64 * 288 + 3136.0 * 256 + 256.0 * 10);
-constexpr double kBackwardFlops =
-    2.0 * (2 * 196.0 * 64 * 288 + 2 * 3136.0 * 256 + 2 * 256.0 * 10 + 784.0 * 32 * 9);  // no conv1 input grad
-constexpr double kTrainFlops = kForwardFlops + kBackwardFlops;
+// The model benchmarked: the default geometry.
+const CnnLayout kLayout(CnnConfig::seed_default());
+
+// Multiply-adds x 2 per image, from the layer shapes. The backward pass has a weight
+// gradient and an input gradient per layer, each as large as the forward product, except
+// the first conv layer, whose input (the images) needs no gradient.
+double forward_flops(const CnnLayout& layout) { return 2.0 * static_cast<double>(layout.forward_multiply_adds()); }
+double backward_flops(const CnnLayout& layout) {
+  const auto& first = layout.convs().front();
+  const double first_conv = static_cast<double>(first.pixels()) * first.patch() * first.out_channels;
+  return 2.0 * (2.0 * static_cast<double>(layout.forward_multiply_adds()) - first_conv);
+}
+const double kForwardFlops = forward_flops(kLayout);
+const double kTrainFlops = kForwardFlops + backward_flops(kLayout);
 
 struct Options {
   std::vector<cnn_cpu::Isa> isas;
@@ -91,16 +100,20 @@ Result bench_isa(cnn_cpu::Isa isa, const Options& opt) {
   // Distinct batches so that caches do not hold one batch's images across steps.
   const int pool_batches = 8;
   const int pool = std::max(opt.train_batch * pool_batches, opt.eval_batch);
-  std::vector<float> images(static_cast<std::size_t>(pool) * 784);
+  const std::size_t pixels = static_cast<std::size_t>(kLayout.input_size());
+  const int classes = kLayout.classes();
+  std::vector<float> images(static_cast<std::size_t>(pool) * pixels);
   std::vector<std::int32_t> labels(static_cast<std::size_t>(pool));
   RandomStream stream(Key(99));
   for (std::size_t i = 0; i < images.size(); ++i) images[i] = static_cast<float>(uniform_open01(stream.word(i)));
-  for (std::size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<std::int32_t>(stream.word(images.size() + i) % 10);
+  for (std::size_t i = 0; i < labels.size(); ++i)
+    labels[i] = static_cast<std::int32_t>(stream.word(images.size() + i) % static_cast<std::uint64_t>(classes));
 
-  CnnParams params, trace;
+  CnnParams params(kLayout.config()), trace(params.shared_layout());
   cnn_init(params, ensemble_member_key(0, 0, 1));
-  CnnWorkspace ws(std::max(opt.train_batch, opt.eval_batch), opt.train_batch, isa);
-  std::vector<float> probs(static_cast<std::size_t>(std::max(opt.train_batch, opt.eval_batch)) * 10);
+  CnnWorkspace ws(params.shared_layout(), std::max(opt.train_batch, opt.eval_batch), opt.train_batch, isa);
+  std::vector<float> probs(static_cast<std::size_t>(std::max(opt.train_batch, opt.eval_batch)) *
+                           static_cast<std::size_t>(classes));
   // A small learning rate keeps the parameters finite over many benchmark steps.
   const spmd::optim::SgdMomentum sgd{0.01f, 0.9f};
 
@@ -108,7 +121,8 @@ Result bench_isa(cnn_cpu::Isa isa, const Options& opt) {
   res.train = measure(
       [&](int i) {
         const std::size_t b = static_cast<std::size_t>(i % pool_batches) * static_cast<std::size_t>(opt.train_batch);
-        cnn_train_step(params, trace, sgd, images.data() + b * 784, labels.data() + b, opt.train_batch, probs.data(), ws);
+        cnn_train_step(params, trace, sgd, images.data() + b * pixels, labels.data() + b, opt.train_batch, probs.data(),
+                       ws);
       },
       opt.train_batch, std::max(1, 640 / opt.train_batch), opt.runs, 10);
   res.eval = measure([&](int) { cnn_forward(params, images.data(), opt.eval_batch, probs.data(), ws); },
@@ -185,8 +199,8 @@ int main(int argc, char** argv) {
     const Options opt = parse(argc, argv);
     // The Blas kernel set must not fan out over the other (shared) core.
     openblas_set_num_threads(1);
-    std::printf("# bench_cnn: ensemble CNN, one thread; train = fwd+bwd+SGD at batch %d, eval = fwd at batch %d\n",
-                opt.train_batch, opt.eval_batch);
+    std::printf("# bench_cnn: ensemble CNN (%s), one thread; train = fwd+bwd+SGD at batch %d, eval = fwd at batch %d\n",
+                kLayout.config().describe().c_str(), opt.train_batch, opt.eval_batch);
     std::printf("# %.1f MFLOP per training image, %.1f per eval image; median of %d runs after warm-up\n",
                 kTrainFlops / 1e6, kForwardFlops / 1e6, opt.runs);
     std::printf("# %-8s %12s %12s %14s %9s %12s %12s %9s\n", "kernels", "train img/s", "(cpu time)", "(min..max)",

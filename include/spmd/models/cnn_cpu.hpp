@@ -1,10 +1,15 @@
 #pragma once
-// The ensemble CNN (seed 001) on one CPU core: forward, softmax cross-entropy, backward
-// and a fused SGD-momentum step, on host buffers.
+// The ensemble CNN on one CPU core: forward, softmax cross-entropy, backward and a fused
+// SGD-momentum step, on host buffers, for any geometry a CnnConfig describes
+// (cnn_config.hpp). For the default config:
 //
 //   images [B, 28, 28, 1] float32 NHWC -> conv 3x3 SAME 1->32, ReLU, avg-pool 2x2
 //   -> conv 3x3 SAME 32->64, ReLU, avg-pool 2x2 -> flatten [B, 3136] (NHWC order)
 //   -> dense 3136->256, ReLU -> dense 256->10 = logits [B, 10]
+//
+// A first conv layer with one input channel runs a direct kernel (when its width is a
+// multiple of Kernels::direct_conv_channels); the other conv layers are im2col + GEMM,
+// hidden dense layers GEMMs, the classifier a narrow dense loop.
 //
 // Every buffer a call needs lives in a CnnWorkspace allocated once for the largest batch
 // and reused: no allocation, no page fault during a step. One workspace per thread; the
@@ -12,12 +17,14 @@
 // workloads use (models/device_models.hpp, CnnMember) wraps these functions on a CPU
 // device; its CUDA implementation keeps the same semantics.
 //
+// Parameters, gradients and the workspace must share one geometry (spmd::Error otherwise).
 // Masks: mask [B] uint8 (nullptr = every row counts). Rows with mask 0 (padding) add
 // nothing to the loss, its count or the gradient, but they still get probabilities; their
 // images must be finite (padding is zeros).
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <vector>
 
 #include "spmd/models/cnn_aligned.hpp"
 #include "spmd/models/cnn_kernels.hpp"
@@ -34,65 +41,73 @@ class CnnWorkspace {
   // max_batch: the largest batch of any call (eval at 512, say). max_train_batch: the
   // largest batch of cnn_loss_and_grad / cnn_train_step (0: this workspace only runs
   // forward passes; backward calls throw). isa: the kernel set (cnn_kernels.hpp).
-  // Throws spmd::Error for negative sizes or an unsupported ISA.
-  CnnWorkspace(int max_batch, int max_train_batch, cnn_cpu::Isa isa = cnn_cpu::Isa::Auto);
+  // Throws spmd::Error for negative sizes, an invalid config or an unsupported ISA.
+  CnnWorkspace(std::shared_ptr<const CnnLayout> layout, int max_batch, int max_train_batch,
+               cnn_cpu::Isa isa = cnn_cpu::Isa::Auto);
+  CnnWorkspace(const CnnConfig& config, int max_batch, int max_train_batch, cnn_cpu::Isa isa = cnn_cpu::Isa::Auto)
+      : CnnWorkspace(CnnLayout::make(config), max_batch, max_train_batch, isa) {}
 
+  const CnnLayout& layout() const { return *layout_; }
   int max_batch() const { return max_batch_; }
   int max_train_batch() const { return max_train_batch_; }
   cnn_cpu::Isa isa() const { return kernels_->isa; }
   std::size_t bytes() const;  // host memory held
-  // Logits [batch, 10] of the last forward pass.
-  std::span<const float> logits(int batch) const { return logits_.span().first(static_cast<std::size_t>(batch) * 10); }
+  // Logits [batch, classes] of the last forward pass.
+  std::span<const float> logits(int batch) const {
+    const auto classes = static_cast<std::size_t>(layout_->classes());
+    return dense_out_.back().span().first(static_cast<std::size_t>(batch) * classes);
+  }
 
  private:
   friend struct CnnCpuPass;
+  // One conv layer's buffers; "slot" = an image whose activations are kept for a backward
+  // pass (max(1, max_train_batch) slots; forward-only passes use slot 0).
+  struct ConvBuffers {
+    AlignedFloats in_pad;    // [slots, h+2, w+2, in] the layer's input with a zero border
+    AlignedFloats act;       // [slots, h, w, out] post-ReLU; layer 0: one image (recomputed in backward)
+    AlignedFloats kernel_t;  // [out, 9*in] the transposed kernel (backward, layers >= 1)
+    AlignedFloats d_in_pad;  // [h+2, w+2, in] one image's input gradient (backward, layers >= 1)
+  };
+  std::shared_ptr<const CnnLayout> layout_;
   int max_batch_;
   int max_train_batch_;
-  int slots_;      // images whose activations are kept for a backward pass (>= 1)
-  int train_pad_;  // max_train_batch rounded up to 16 (GEMM column width)
+  int slots_;       // images whose activations are kept for a backward pass (>= 1)
+  int train_pad_;   // max_train_batch rounded up to 16 (GEMM column width)
   const cnn_cpu::Kernels* kernels_;
-  // Forward, per kept image (slot) unless noted.
-  AlignedFloats x_pad_;   // [slots, 30, 30], zero border
-  AlignedFloats a1_;      // [28, 28, 32] post-ReLU, one image (recomputed in backward)
-  AlignedFloats p1_pad_;  // [slots, 16, 16, 32], zero border
-  AlignedFloats col_;     // [196, 288] im2col of one image
-  AlignedFloats a2_;      // [slots, 14, 14, 64] post-ReLU
-  AlignedFloats p2_;      // [max_batch, 3136]
-  AlignedFloats h_;       // [max_batch, 256] post-ReLU
-  AlignedFloats logits_;  // [max_batch, 10]
+  bool direct_conv0_;  // layer 0 by kernels_->conv1_forward (one input channel)
+  std::vector<ConvBuffers> conv_;
+  AlignedFloats col_;                    // [pixels, 9*in] im2col of one image, the largest layer's
+  AlignedFloats flat_;                   // [max_batch, flat_features]
+  std::vector<AlignedFloats> dense_out_; // [max_batch, out] per dense layer (post-ReLU); the last: logits
   // Backward (sized by max_train_batch).
-  AlignedFloats dlogits_;  // [T, 10]
-  AlignedFloats dh_;       // [T, 256]
-  AlignedFloats dh_t_;     // [256, train_pad] zero-padded columns
-  AlignedFloats dp2_t_;    // [3136, train_pad]
-  AlignedFloats dp2_;      // [T, 3136]
-  AlignedFloats w2_t_;     // [64, 288]
-  AlignedFloats da2_;      // [196, 64] one image
-  AlignedFloats dcol_;     // [196, 288] one image
-  AlignedFloats dp1_pad_;  // [16, 16, 32] one image
-  AlignedFloats da1_;      // [28, 28, 32] one image
+  std::vector<AlignedFloats> dense_dout_;  // [T, out] per dense layer: gradient w.r.t. its pre-activation
+  AlignedFloats dout_t_;  // [max hidden out, train_pad] zero-padded columns
+  AlignedFloats din_t_;   // [max hidden in, train_pad]
+  AlignedFloats dflat_;   // [T, flat_features]
+  AlignedFloats da_;      // [pixels, out] one image, the largest layer's
+  AlignedFloats dcol_;    // [pixels, 9*in] one image, the largest layer >= 1
   std::unique_ptr<CnnParams> grad_;  // cnn_train_step's gradient (training workspaces only)
 };
 
-// Forward pass; probs_out [batch, 10] (nullable) receives softmax(logits).
+// Forward pass; probs_out [batch, classes] (nullable) receives softmax(logits).
 // 0 <= batch <= ws.max_batch() (spmd::Error otherwise).
 void cnn_forward(const CnnParams& params, const float* images, int batch, float* probs_out, CnnWorkspace& ws);
 
 // Forward pass and the loss summed over counted rows: the eval step. labels [batch] in
-// [0, 10) for counted rows (spmd::Error otherwise); probs_out nullable.
+// [0, classes) for counted rows (spmd::Error otherwise); probs_out nullable.
 CnnLossSum cnn_evaluate(const CnnParams& params, const float* images, const std::int32_t* labels,
                         const std::uint8_t* mask, int batch, float* probs_out, CnnWorkspace& ws);
 
 // Mean softmax cross-entropy over the counted rows (0 when none) and its gradient, written
-// to grad (overwritten, same layout as params). probs_out nullable.
-// batch <= ws.max_train_batch().
+// to grad (every float overwritten, the gaps between tensors with 0; same layout as params).
+// probs_out nullable. batch <= ws.max_train_batch().
 float cnn_loss_and_grad(const CnnParams& params, const float* images, const std::int32_t* labels,
                         const std::uint8_t* mask, int batch, CnnParams& grad, float* probs_out, CnnWorkspace& ws);
 
 // One training step of one ensemble member: the result of cnn_loss_and_grad (every row
-// counts) followed by optim::sgd_momentum_step on params and trace, with the update of
-// dense1's kernel fused into its gradient computation. Returns the batch's mean loss
-// (before the update).
+// counts) followed by optim::sgd_momentum_step on params and trace (tensor by tensor; the
+// gaps stay as they are), with the update of each hidden dense kernel fused into its
+// gradient computation. Returns the batch's mean loss (before the update).
 float cnn_train_step(CnnParams& params, CnnParams& trace, const optim::SgdMomentum& opt, const float* images,
                      const std::int32_t* labels, int batch, float* probs_out, CnnWorkspace& ws);
 

@@ -1,5 +1,5 @@
 #pragma once
-// Initialisation and the randomness schedule of the CNN ensemble (seed 001).
+// Initialisation and the randomness schedule of the CNN ensemble.
 //
 // Key schedule, following the seed's use of jax.random (Key mirrors PRNGKey/split/fold_in):
 //   root            = Key(seed)
@@ -8,9 +8,10 @@
 //   epoch e (1..)   : rng_0 = root.split(2)[0]; rng_e, input_e = rng_{e-1}.split(2);
 //                     the epoch's shuffle is random_permutation(input_e, n)
 //   tensor t of a member (Flax splits per module; we fold in the layer's position):
-//                     member.fold_in(t) for t = 0..7 in cnn_tensor_table() order
-// Member g's parameters depend only on (seed, g, num_members): never on the rank or device
-// that holds the member. The shuffle depends only on (seed, epoch): every member and every
+//                     member.fold_in(t) for t = 0, 1, ... in CnnLayout::tensors() order
+//                     (0..7 for the default config)
+// Member g's parameters depend only on (seed, g, num_members) and the config: never on the
+// rank or device that holds the member. The shuffle depends only on (seed, epoch): every member and every
 // rank sees the same batches.
 #include <cstdint>
 #include <vector>

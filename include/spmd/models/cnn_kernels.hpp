@@ -3,10 +3,10 @@
 // chosen at run time. Public so that tests can check each against a scalar reference;
 // the model code (cnn_cpu.hpp) is their only other user.
 //
-// Why own kernels instead of cblas_sgemm: the CNN's GEMMs are small and fixed (N <= 288,
-// K <= 3136), bias + ReLU can be fused into the store, and Debian's OpenBLAS 0.3.21 does
-// not recognise recent Xeons (it falls back to its "Prescott" SSE3 kernels, ~30 GFLOP/s,
-// unless OPENBLAS_CORETYPE is set before the program starts). Isa::Blas keeps the cblas path
+// Why own kernels instead of cblas_sgemm: the CNN's GEMMs are small (N <= 288, K <= 3136
+// for the default geometry), bias + ReLU can be fused into the store, and Debian's OpenBLAS
+// 0.3.21 does not recognise recent Xeons (it falls back to its "Prescott" SSE3 kernels,
+// ~30 GFLOP/s, unless OPENBLAS_CORETYPE is set before the program starts). Isa::Blas keeps the cblas path
 // for comparison.
 #include <cstdint>
 #include <string>
@@ -46,25 +46,33 @@ struct GemmEpilogue {
 //   a_transposed = false: A is [m, k] with row stride lda  (op(A) = A)
 //   a_transposed = true:  A is [k, m] with row stride lda  (op(A) = A^T)
 //   B is [k, n] with row stride ldb; C is [m, n] with row stride ldc.
-// n must be a multiple of 16 (every GEMM of the model satisfies this); m, k >= 0 arbitrary.
+// m, n, k >= 0 arbitrary. Columns past the last whole vector (n % 8 with AVX2, n % 16 with
+// AVX-512) go through masked loads and stores, so no float beyond column n - 1 of any row
+// is read or written.
 using GemmFn = void (*)(bool a_transposed, int m, int n, int k, const float* a, long lda, const float* b,
                         long ldb, float* c, long ldc, bool accumulate, GemmEpilogue epilogue);
 
-// conv1 on one image: 3x3 SAME, 1 -> 32 channels, + bias, ReLU.
-//   x_padded [30, 30]: the 28x28 image with a zero border of 1
-//   kernel [3, 3, 1, 32] (HWIO), bias [32], out [28, 28, 32] (NHWC, post-ReLU)
-using Conv1ForwardFn = void (*)(const float* x_padded, const float* kernel, const float* bias, float* out);
+// A direct 3x3 SAME convolution for ONE input channel (a grayscale first layer), + bias,
+// ReLU, on one image. Faster than im2col + GEMM there: the GEMM's k would be 9.
+//   x_padded [h + 2, w + 2]: the h x w image with a zero border of 1
+//   kernel [3, 3, 1, c] (HWIO), bias [c], out [h, w, c] (NHWC, post-ReLU)
+// Requires c % Kernels::direct_conv_channels == 0; any h, w >= 1.
+using Conv1ForwardFn = void (*)(const float* x_padded, int h, int w, const float* kernel, const float* bias, int c,
+                                float* out);
 
-// conv1's parameter gradients for one image, ACCUMULATED into dkernel [3,3,1,32], dbias [32]:
-//   dkernel[dy,dx,0,c] += sum_{y,x} x_padded[y+dy, x+dx] * dout[y, x, c];  dbias[c] += sum dout
-// dout [28, 28, 32] is the gradient w.r.t. conv1's pre-activation output.
-using Conv1WeightGradFn = void (*)(const float* x_padded, const float* dout, float* dkernel, float* dbias);
+// That convolution's parameter gradients for one image, ACCUMULATED into dkernel [3,3,1,c]
+// and dbias [c]:
+//   dkernel[dy,dx,0,ch] += sum_{y,x} x_padded[y+dy, x+dx] * dout[y, x, ch];  dbias[ch] += sum dout
+// dout [h, w, c] is the gradient w.r.t. the pre-activation output. Same requirement on c.
+using Conv1WeightGradFn = void (*)(const float* x_padded, int h, int w, const float* dout, int c, float* dkernel,
+                                   float* dbias);
 
 struct Kernels {
   Isa isa;
   GemmFn gemm;
   Conv1ForwardFn conv1_forward;
   Conv1WeightGradFn conv1_weight_grad;
+  int direct_conv_channels;  // the output-channel multiple conv1_forward/conv1_weight_grad need
 };
 
 // The table for a resolved, supported ISA (see resolve_isa). Throws spmd::Error otherwise.

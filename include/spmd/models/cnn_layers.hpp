@@ -1,24 +1,26 @@
 #pragma once
-// The CNN's memory-bound layer steps on the CPU (pooling, im2col, the 10-way head,
-// softmax cross-entropy): plain loops the compiler vectorises, shared by every kernel set
+// The CNN's memory-bound layer steps on the CPU (pooling, im2col, the narrow classifier
+// layer, softmax cross-entropy): plain loops the compiler vectorises, shared by every kernel set
 // in cnn_kernels.hpp. All tensors are float32, NHWC / row-major, owned by the caller.
 // "Padded" frames have a border of one zero pixel on each side: [(H+2), (W+2), C].
 #include <cstdint>
 
 namespace spmd::models::cnn_cpu {
 
-// image [28, 28] -> interior of x_padded [30, 30]. The border is left untouched: the
-// caller keeps it zero.
-void pad_image(const float* image, float* x_padded);
+// image [h, w, c] -> interior of x_padded [h + 2, w + 2, c]. The border is left untouched:
+// the caller keeps it zero.
+void pad_image(const float* image, int h, int w, int c, float* x_padded);
 
-// 2x2 average pooling with stride 2 of in [h, w, c] (h, w even) into an output frame whose
-// rows are out_row_stride floats apart: out[py * out_row_stride + px * c + ch].
+// 2x2 average pooling with stride 2 of in [h, w, c] into [h/2, w/2, c] (rounded down: as
+// Flax's avg_pool with its default VALID padding, an odd last row or column is dropped),
+// written to a frame whose rows are out_row_stride floats apart:
+// out[py * out_row_stride + px * c + ch].
 void avg_pool2x2(const float* in, int h, int w, int c, float* out, long out_row_stride);
 
 // Backward of ReLU followed by avg_pool2x2: given the post-ReLU activation [h, w, c] and
 // the gradient w.r.t. the pooled output (same frame convention as avg_pool2x2), writes
 // dpre[y, x, ch] = (activation > 0) * dpooled[y/2, x/2, ch] / 4, the gradient w.r.t. the
-// pre-activation.
+// pre-activation; 0 in the odd last row or column that the pooling dropped.
 void avg_pool2x2_relu_backward(const float* activation, const float* dpooled, long dpooled_row_stride, int h,
                                int w, int c, float* dpre);
 
@@ -48,7 +50,7 @@ struct LossSum {
   std::int64_t count = 0;   // rows counted (mask != 0, or all rows without a mask)
 };
 
-// Softmax cross-entropy of logits [rows, classes] against int labels in [0, classes).
+// Softmax cross-entropy of logits [rows, classes >= 1] against int labels in [0, classes).
 // probs (nullable) [rows, classes] receives softmax(logits) for EVERY row (padding too).
 // mask (nullable) [rows]: rows with 0 are not counted. labels may be nullptr when only
 // probabilities are wanted (count stays 0). When dlogits is non-null it receives

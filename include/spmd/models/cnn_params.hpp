@@ -1,81 +1,133 @@
 #pragma once
-// The ensemble CNN's parameters (seed 001, Flax linen CNN) as ONE flat float32 buffer with
-// named views, so that checkpoints, SGD updates and gathers handle a single array.
+// The CNN's parameters as ONE flat float32 buffer with named views, so that checkpoints,
+// SGD updates and gathers handle a single array. The table of tensors is derived from a
+// CnnConfig (cnn_config.hpp); for the seed's default config it is
 //
-//   tensor          Flax name        shape (Flax layout)   fan_in
-//   conv1 kernel    Conv_0/kernel    [3, 3, 1, 32]  HWIO   9
-//   conv1 bias      Conv_0/bias      [32]
-//   conv2 kernel    Conv_1/kernel    [3, 3, 32, 64] HWIO   288
-//   conv2 bias      Conv_1/bias      [64]
-//   dense1 kernel   Dense_0/kernel   [3136, 256]  [in,out] 3136
-//   dense1 bias     Dense_0/bias     [256]
-//   dense2 kernel   Dense_1/kernel   [256, 10]    [in,out] 256
-//   dense2 bias     Dense_1/bias     [10]
+//   tensor          Flax name        shape (Flax layout)   offset    fan_in
+//   conv 0 kernel   Conv_0/kernel    [3, 3, 1, 32]  HWIO   0         9
+//   conv 0 bias     Conv_0/bias      [32]                  288
+//   conv 1 kernel   Conv_1/kernel    [3, 3, 32, 64] HWIO   320       288
+//   conv 1 bias     Conv_1/bias      [64]                  18752
+//   dense 0 kernel  Dense_0/kernel   [3136, 256]  [in,out] 18816     3136
+//   dense 0 bias    Dense_0/bias     [256]                 821632
+//   dense 1 kernel  Dense_1/kernel   [256, 10]    [in,out] 821888    256
+//   dense 1 bias    Dense_1/bias     [10]                  824448
 //
-// The tensors lie back to back in this order (824458 floats). Every offset happens to be a
-// multiple of 16 floats, so with the 64-byte aligned buffer each tensor starts on a cache
-// line.
+// 824458 floats. In general: Conv_l/{kernel,bias} for each conv layer, then Dense_j for
+// each hidden dense layer and the classifier, in network order (the order cnn_init folds
+// into the member's key). Each tensor starts at a multiple of 16 floats (64 bytes, the
+// buffer's alignment), so every tensor begins on a cache line and vector loads of a row
+// start aligned; the gap before a tensor whose natural offset is not a multiple of 16 is
+// zero and belongs to no tensor. The default config's natural offsets are all multiples of
+// 16, so its layout, and the checkpoints written before configs existed, are unchanged.
+// The buffer ends with the last tensor (no tail padding).
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
-#include <string_view>
+#include <string>
+#include <vector>
 
 #include "spmd/models/cnn_aligned.hpp"
+#include "spmd/models/cnn_config.hpp"
 
 namespace spmd::models {
 
-// Model geometry: NHWC images [B, 28, 28, 1] float32, 10 classes.
-namespace cnn {
-inline constexpr int kImageSide = 28;
-inline constexpr int kImagePixels = kImageSide * kImageSide;  // 784 floats per image
-inline constexpr int kConv1Channels = 32;
-inline constexpr int kPool1Side = 14;
-inline constexpr int kConv2Channels = 64;
-inline constexpr int kPool2Side = 7;
-inline constexpr int kFlatFeatures = kPool2Side * kPool2Side * kConv2Channels;  // 3136
-inline constexpr int kHidden = 256;
-inline constexpr int kClasses = 10;
-}  // namespace cnn
-
-enum class CnnTensor : int {
-  Conv1Kernel, Conv1Bias, Conv2Kernel, Conv2Bias, Dense1Kernel, Dense1Bias, Dense2Kernel, Dense2Bias
-};
-inline constexpr int kCnnTensorCount = 8;
-
 struct CnnTensorInfo {
-  std::string_view name;        // Flax path, e.g. "Conv_1/kernel"
-  int rank;                     // 1, 2 or 4
-  std::array<int, 4> shape;     // first `rank` entries used
-  std::size_t offset;           // in floats from the start of the flat buffer
-  std::size_t size;             // floats
-  int fan_in;                   // for kernels (lecun_normal); 0 for biases
+  std::string name;          // Flax path, e.g. "Conv_1/kernel"
+  int rank;                  // 1, 2 or 4
+  std::array<int, 4> shape;  // first `rank` entries used
+  std::size_t offset;        // in floats from the start of the flat buffer (a multiple of 16)
+  std::size_t size;          // floats
+  int fan_in;                // for kernels (lecun_normal); 0 for biases
 };
 
-// Layout table, in buffer order.
-const std::array<CnnTensorInfo, kCnnTensorCount>& cnn_tensor_table();
-const CnnTensorInfo& cnn_tensor_info(CnnTensor t);
-inline constexpr std::size_t kCnnParamCount = 824458;
+// One conv layer: 3x3 SAME convolution [height, width, in] -> [height, width, out], ReLU,
+// then 2x2 average pooling with stride 2 (VALID: floor) -> [pooled_height, pooled_width, out].
+struct CnnConvLayer {
+  int height, width;
+  int in_channels, out_channels;
+  int pooled_height, pooled_width;
+  std::size_t kernel, bias;  // indices into CnnLayout::tensors()
 
-// Owns a 64-byte aligned, zero-initialised flat buffer of kCnnParamCount floats. Used for
-// parameters, gradients and the momentum trace alike. Copies are deep.
+  long pixels() const { return static_cast<long>(height) * width; }
+  int patch() const { return 9 * in_channels; }  // im2col columns: the GEMM's k
+  long padded_input_size() const { return static_cast<long>(height + 2) * (width + 2) * in_channels; }
+  long output_size() const { return pixels() * out_channels; }
+  long pooled_size() const { return static_cast<long>(pooled_height) * pooled_width * out_channels; }
+};
+
+// One dense layer: [in] -> [out], + bias, then ReLU for the hidden layers (not the last).
+struct CnnDenseLayer {
+  int in_features, out_features;
+  bool relu;
+  std::size_t kernel, bias;  // indices into CnnLayout::tensors()
+};
+
+// Everything the config implies, computed once. Immutable; shared by the parameter
+// buffers, workspaces and devices that use the same geometry.
+class CnnLayout {
+ public:
+  // Validates the config (spmd::Error naming the field).
+  explicit CnnLayout(CnnConfig config);
+  static std::shared_ptr<const CnnLayout> make(const CnnConfig& config);
+
+  const CnnConfig& config() const { return config_; }
+  const std::vector<CnnConvLayer>& convs() const { return convs_; }
+  const std::vector<CnnDenseLayer>& denses() const { return denses_; }  // hidden layers, then the classifier
+  const std::vector<CnnTensorInfo>& tensors() const { return tensors_; }
+  std::size_t param_count() const { return param_count_; }  // floats of the flat buffer, gaps included
+
+  int input_size() const { return convs_.front().height * convs_.front().width * convs_.front().in_channels; }
+  int flat_features() const { return denses_.front().in_features; }
+  int classes() const { return denses_.back().out_features; }
+
+  // Floats of one row's forward activations, each layer's zero-bordered input and output
+  // included: what an eval batch needs per row (the --dry-run estimate).
+  std::int64_t forward_floats_per_row() const;
+  // Multiply-adds of one image's forward pass.
+  std::int64_t forward_multiply_adds() const;
+
+ private:
+  CnnConfig config_;
+  std::vector<CnnConvLayer> convs_;
+  std::vector<CnnDenseLayer> denses_;
+  std::vector<CnnTensorInfo> tensors_;
+  std::size_t param_count_ = 0;
+};
+
+// Owns a 64-byte aligned, zero-initialised flat buffer of layout().param_count() floats.
+// Used for parameters, gradients and the momentum trace alike. Copies are deep (the layout
+// is shared).
 class CnnParams {
  public:
-  CnnParams() : buffer_(kCnnParamCount) {}
+  explicit CnnParams(std::shared_ptr<const CnnLayout> layout);
+  explicit CnnParams(const CnnConfig& config) : CnnParams(CnnLayout::make(config)) {}
 
-  static constexpr std::size_t size() { return kCnnParamCount; }
+  const CnnLayout& layout() const { return *layout_; }
+  const std::shared_ptr<const CnnLayout>& shared_layout() const { return layout_; }
+  const CnnConfig& config() const { return layout_->config(); }
+
+  std::size_t size() const { return buffer_.size(); }
   std::span<float> flat() { return buffer_.span(); }
   std::span<const float> flat() const { return buffer_.span(); }
   float* data() { return buffer_.data(); }
   const float* data() const { return buffer_.data(); }
 
-  std::span<float> tensor(CnnTensor t);
-  std::span<const float> tensor(CnnTensor t) const;
+  // Tensor `index` of layout().tensors().
+  std::span<float> tensor(std::size_t index);
+  std::span<const float> tensor(std::size_t index) const;
 
   void set_zero();
 
  private:
+  std::shared_ptr<const CnnLayout> layout_;
   AlignedFloats buffer_;
 };
+
+// Throws spmd::Error, naming `what` and both configs, unless params has this layout's
+// geometry (the same layout object, or an equal config).
+void require_geometry(const CnnParams& params, const CnnLayout& layout, const char* what);
 
 }  // namespace spmd::models

@@ -20,16 +20,16 @@ namespace spmd::models {
 class CnnMember {
  public:
   virtual ~CnnMember() = default;
-  // Host -> device: parameters and SGD momentum (both kCnnParamCount floats).
+  // Host -> device: parameters and SGD momentum (both of the member's config).
   virtual void set_state(const CnnParams& params, const CnnParams& momentum) = 0;
   // Device -> host, for checkpoints and digests.
   virtual void get_state(CnnParams& params, CnnParams& momentum) const = 0;
-  // One SGD-momentum step on a batch in host memory: images [batch, 784] in [0, 1],
-  // labels [batch]. probs_out [batch, 10] (host) receives the softmax of the forward pass
-  // before the update. Returns the mean cross-entropy loss. batch <= max_train_batch.
+  // One SGD-momentum step on a batch in host memory: images [batch, H * W * C] in [0, 1],
+  // labels [batch]. probs_out [batch, classes] (host) receives the softmax of the forward
+  // pass before the update. Returns the mean cross-entropy loss. batch <= max_train_batch.
   virtual float train_step(const float* images, const std::int32_t* labels, int batch, const optim::SgdMomentum& sgd,
                            float* probs_out) = 0;
-  // Forward only: probs_out [batch, 10] (host). batch <= max_batch.
+  // Forward only: probs_out [batch, classes] (host). batch <= max_batch.
   virtual void forward(const float* images, int batch, float* probs_out) = 0;
 };
 
@@ -48,8 +48,8 @@ class LogregShard {
 class DeviceModels {
  public:
   virtual ~DeviceModels();
-  virtual std::unique_ptr<CnnMember> make_cnn_member(const runtime::DeviceInfo& device, int max_batch,
-                                                     int max_train_batch) const = 0;
+  virtual std::unique_ptr<CnnMember> make_cnn_member(const runtime::DeviceInfo& device, const CnnConfig& config,
+                                                     int max_batch, int max_train_batch) const = 0;
   virtual std::unique_ptr<LogregShard> make_logreg_shard(const runtime::DeviceInfo& device, const float* X,
                                                          const std::int32_t* labels, std::int64_t rows, int features,
                                                          int classes, std::int64_t chunk_rows) const = 0;
@@ -62,9 +62,9 @@ class DeviceModels {
 // (src/backends/registry.cpp), which sits above this layer: models name no backend.
 const DeviceModels& device_models(const runtime::DeviceInfo& device);
 
-inline std::unique_ptr<CnnMember> make_cnn_member(const runtime::DeviceInfo& device, int max_batch,
-                                                  int max_train_batch) {
-  return device_models(device).make_cnn_member(device, max_batch, max_train_batch);
+inline std::unique_ptr<CnnMember> make_cnn_member(const runtime::DeviceInfo& device, const CnnConfig& config,
+                                                  int max_batch, int max_train_batch) {
+  return device_models(device).make_cnn_member(device, config, max_batch, max_train_batch);
 }
 inline std::unique_ptr<LogregShard> make_logreg_shard(const runtime::DeviceInfo& device, const float* X,
                                                       const std::int32_t* labels, std::int64_t rows, int features,

@@ -3,11 +3,15 @@
 // and what defined the run. One HDF5 file, written by rank 0 through a temporary file and
 // a rename: a crash mid-write leaves the previous checkpoint intact.
 //
-//   /params    float32 [members, kCnnParamCount]   (Flax layout, see models/cnn_params.hpp)
-//   /momentum  float32 [members, kCnnParamCount]
-//   attributes on /: model "cnn-ensemble", members, param_count, epochs_done, step,
-//   train_loss_sum, train_correct, train_seen, train_seconds, seed, options (text),
-//   history (JSON text of the finished epochs' metrics)
+//   /params    float32 [members, P]   (Flax layout, see models/cnn_params.hpp)
+//   /momentum  float32 [members, P]
+//   attributes on /: model "cnn-ensemble", cnn_config (JSON text of the models::CnnConfig,
+//   e.g. {"height":28,"width":28,"channels":1,"conv_features":[32,64],...}), members,
+//   param_count (P, derived from cnn_config), epochs_done, step, train_loss_sum,
+//   train_correct, train_seen, train_seconds, seed, options (text), history (JSON text of
+//   the finished epochs' metrics)
+// A checkpoint without cnn_config (written before geometry was data) holds the default
+// config, CnnConfig::seed_default(), whose layout has not changed.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -30,17 +34,25 @@ struct CheckpointState {
   std::string history;  // JSON array of finished epochs
 };
 
-// Collective. params/momentum: this rank's local members (devices_per_rank of them).
+// Collective. params/momentum: this rank's local members (devices_per_rank of them), all of
+// one config, which the file records.
 void write_checkpoint(const runtime::Context& ctx, const std::string& path, const CheckpointState& state,
                       const std::vector<models::CnnParams>& params, const std::vector<models::CnnParams>& momentum);
 
-// Collective. Reads on rank 0, checks it against this run (members, parameter count,
-// defining options: the message names what differs), and hands each rank its members.
+// Collective. Reads on rank 0, checks it against this run (members, CNN config, parameter
+// count, defining options: the message names what differs; the expected config is that of
+// params), and hands each rank its members.
 // Throws CollectiveError on every rank for a missing, corrupt or foreign checkpoint.
 CheckpointState read_checkpoint(const runtime::Context& ctx, const std::string& path, const std::string& expected_options,
                                 std::vector<models::CnnParams>& params, std::vector<models::CnnParams>& momentum);
 
-// Collective, rank 0 only reads: every member's parameters, for spmd eval --model cnn.
-std::vector<std::vector<float>> read_checkpoint_params(const runtime::Context& ctx, const std::string& path);
+// Every member's parameters and the config they belong to, for spmd eval --model cnn.
+struct CheckpointParams {
+  models::CnnConfig config;
+  std::vector<std::vector<float>> members;  // [members][config's parameter count]
+};
+
+// Collective, rank 0 only reads.
+CheckpointParams read_checkpoint_params(const runtime::Context& ctx, const std::string& path);
 
 }  // namespace spmd::workloads

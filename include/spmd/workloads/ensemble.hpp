@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "spmd/data/dataset.hpp"
+#include "spmd/models/cnn_config.hpp"
 #include "spmd/optim/sgd.hpp"
 #include "spmd/runtime/context.hpp"
 
@@ -37,6 +38,7 @@ struct EnsembleOptions {
   int eval_batch = 512;          // test-set batch per device (padded, masked)
   std::string checkpoint;        // written after every epoch (and on SIGTERM/SIGINT)
   bool resume = false;
+  models::CnnConfig model = models::CnnConfig::seed_default();  // each member's geometry
 };
 
 // The text that defines a run of `members` members (seed, optimiser, training data and its

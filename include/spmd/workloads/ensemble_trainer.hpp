@@ -76,6 +76,7 @@ class EnsembleTrainer {
   std::vector<std::unique_ptr<models::CnnMember>> member_;  // one per local device
   // Host copies of the members' state: initialisation, checkpoints, digests. Training itself
   // runs on the members' devices.
+  int classes_, pixels_;  // of options.model
   std::vector<models::CnnParams> params_, momentum_;
   std::vector<std::vector<float>> train_out_;  // per device: [loss, probabilities [batch_size][classes]]
   std::vector<std::vector<float>> test_probs_;  // per device: [eval_batch][classes]

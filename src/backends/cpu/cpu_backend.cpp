@@ -16,12 +16,17 @@ using namespace spmd::models;
 
 class CpuCnnMember final : public CnnMember {
  public:
-  CpuCnnMember(int max_batch, int max_train_batch) : ws_(max_batch, max_train_batch) {}
+  CpuCnnMember(const CnnConfig& config, int max_batch, int max_train_batch)
+      : params_(config), trace_(params_.shared_layout()), ws_(params_.shared_layout(), max_batch, max_train_batch) {}
   void set_state(const CnnParams& params, const CnnParams& momentum) override {
+    require_geometry(params, params_.layout(), "CPU CNN member");
+    require_geometry(momentum, params_.layout(), "CPU CNN member");
     std::copy(params.flat().begin(), params.flat().end(), params_.data());
     std::copy(momentum.flat().begin(), momentum.flat().end(), trace_.data());
   }
   void get_state(CnnParams& params, CnnParams& momentum) const override {
+    require_geometry(params, params_.layout(), "CPU CNN member");
+    require_geometry(momentum, params_.layout(), "CPU CNN member");
     std::copy(params_.flat().begin(), params_.flat().end(), params.data());
     std::copy(trace_.flat().begin(), trace_.flat().end(), momentum.data());
   }
@@ -74,9 +79,9 @@ class CpuBackend final : public Backend {
   std::vector<std::pair<std::string, std::string>> library_versions() const override {
     return {};  // OpenBLAS is the runtime's (runtime::library_versions)
   }
-  std::unique_ptr<CnnMember> make_cnn_member(const runtime::DeviceInfo&, int max_batch,
+  std::unique_ptr<CnnMember> make_cnn_member(const runtime::DeviceInfo&, const CnnConfig& config, int max_batch,
                                              int max_train_batch) const override {
-    return std::make_unique<CpuCnnMember>(max_batch, max_train_batch);
+    return std::make_unique<CpuCnnMember>(config, max_batch, max_train_batch);
   }
   std::unique_ptr<LogregShard> make_logreg_shard(const runtime::DeviceInfo&, const float* X,
                                                  const std::int32_t* labels, std::int64_t rows, int features,

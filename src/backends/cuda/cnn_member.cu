@@ -4,7 +4,10 @@
 // (cnn_cpu.cpp); results agree to float rounding, not bitwise (cuBLAS sums in its own
 // order), except the SGD update, which rounds exactly as optim::sgd_momentum_step.
 //
-// Layout: NHWC activations, rows of a batch back to back. Both convolutions are im2col +
+// The geometry comes from the member's CnnConfig (cnn_config.hpp) at run time: one set of
+// buffers per layer, sized from its CnnLayout.
+//
+// Layout: NHWC activations, rows of a batch back to back. Every convolution is im2col +
 // one GEMM over the whole batch (col [pixels, 9 * Cin] times the HWIO kernel viewed as
 // [9 * Cin, Cout], exactly the parameter layout); the backward pass mirrors that:
 //   dW = col^T da,  dcol = da W^T,  d_in = col2im(dcol) (a gather: no atomics),
@@ -13,8 +16,10 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "spmd/models/cnn_params.hpp"
 #include "spmd/models/device_models.hpp"
@@ -30,19 +35,17 @@ namespace spmd::models {
 
 namespace {
 
-using namespace cnn;
 using tensor::blocks_for;
 using tensor::kThreadsPerBlock;
 using tensor::RowMajorGemm;
 
-constexpr int kConv1Pixels = kImageSide * kImageSide;  // 784 per image
-constexpr int kConv2Pixels = kPool1Side * kPool1Side;  // 196 per image
-constexpr int kConv1K = 9;                             // 3x3 taps x 1 input channel
-constexpr int kConv2K = 9 * kConv1Channels;            // 288
-// Rows per forward pass when forward() gets a larger batch: bounds the activation memory
-// of eval members (~200 MiB at 512 rows) whatever max_batch is.
+// Forward passes over more rows than this run in tiles: bounds the activation memory of
+// eval members (~230 MiB at 512 rows of the default geometry) whatever max_batch is; a
+// larger geometry gets fewer rows per tile (kForwardTileBytes).
 constexpr int kForwardTileRows = 512;
-// Keeps every GEMM dimension (rows * 784 at most) inside cuBLAS's int.
+constexpr std::int64_t kForwardTileBytes = std::int64_t{256} << 20;
+// Caps the rows of one pass so that every GEMM dimension (rows * H * W at most) fits
+// cuBLAS's int.
 constexpr int kMaxRowsPerPass = 1 << 20;
 
 __device__ inline std::int64_t grid_start() {
@@ -104,7 +107,8 @@ __global__ void add_bias_kernel(float* x, std::int64_t rows, int cols, const flo
   }
 }
 
-// 2x2 average pooling, stride 2: in [n, h, w, c] -> out [n, h/2, w/2, c], summed in the CPU
+// 2x2 average pooling, stride 2: in [n, h, w, c] -> out [n, h/2, w/2, c] (rounded down:
+// an odd last row or column is dropped, as Flax's VALID avg_pool), summed in the CPU
 // kernel's order.
 __global__ void avg_pool2x2_kernel(const float* in, std::int64_t n, int h, int w, int c, float* out) {
   const int ho = h / 2, wo = w / 2;
@@ -123,10 +127,12 @@ __global__ void avg_pool2x2_kernel(const float* in, std::int64_t n, int h, int w
 }
 
 // Backward of ReLU then 2x2 average pooling: dpre [n, h, w, c] = (act > 0) * dpooled[b,
-// y/2, x/2, ch] / 4, with act the post-ReLU activation [n, h, w, c].
+// y/2, x/2, ch] / 4, with act the post-ReLU activation [n, h, w, c]; 0 in an odd last row
+// or column, which the pooling dropped.
 __global__ void avg_pool2x2_relu_backward_kernel(const float* act, const float* dpooled, std::int64_t n, int h, int w,
                                                  int c, float* dpre) {
   const std::int64_t total = n * h * w * c;
+  const int ho = h / 2, wo = w / 2;
   for (std::int64_t i = grid_start(); i < total; i += grid_stride()) {
     const int ch = static_cast<int>(i % c);
     const std::int64_t pixel = i / c;
@@ -134,7 +140,11 @@ __global__ void avg_pool2x2_relu_backward_kernel(const float* act, const float* 
     const std::int64_t q = pixel / w;
     const int y = static_cast<int>(q % h);
     const std::int64_t b = q / h;
-    const float g = dpooled[((b * (h / 2) + y / 2) * (w / 2) + x / 2) * c + ch];
+    if (y >= 2 * ho || x >= 2 * wo) {
+      dpre[i] = 0.0f;
+      continue;
+    }
+    const float g = dpooled[((b * ho + y / 2) * wo + x / 2) * c + ch];
     dpre[i] = act[i] > 0.0f ? 0.25f * g : 0.0f;
   }
 }
@@ -177,28 +187,26 @@ __global__ void sum_kernel(const double* x, std::int64_t n, double* out) {
   if (threadIdx.x == 0) *out = partial[0];
 }
 
-// Per row of logits [rows, 10]: probs = softmax (every row). With labels: row_loss[r] =
-// logsumexp - z[label] (double) and dlogits = (probs - onehot) * scale, as
-// cnn_cpu::softmax_cross_entropy. Labels were checked on the host.
+// Per row of logits [rows, classes]: probs = softmax (every row). With labels: row_loss[r]
+// = logsumexp - z[label] (double) and dlogits = (probs - onehot) * scale, as
+// cnn_cpu::softmax_cross_entropy. Labels were checked on the host. exp() is evaluated twice
+// per logit instead of kept: no per-thread array whose size would depend on `classes`.
 __global__ void softmax_cross_entropy_kernel(const float* logits, const std::int32_t* labels, std::int64_t rows,
-                                             float scale, float* probs, double* row_loss, float* dlogits) {
+                                             int classes, float scale, float* probs, double* row_loss,
+                                             float* dlogits) {
   for (std::int64_t r = grid_start(); r < rows; r += grid_stride()) {
-    const float* z = logits + r * kClasses;
+    const float* z = logits + r * classes;
     float zmax = z[0];
-    for (int j = 1; j < kClasses; ++j) zmax = fmaxf(zmax, z[j]);
-    float e[kClasses];
+    for (int j = 1; j < classes; ++j) zmax = fmaxf(zmax, z[j]);
     float total = 0.0f;
-    for (int j = 0; j < kClasses; ++j) {
-      e[j] = expf(z[j] - zmax);
-      total += e[j];
-    }
+    for (int j = 0; j < classes; ++j) total += expf(z[j] - zmax);
     const float inv_total = 1.0f / total;
-    for (int j = 0; j < kClasses; ++j) probs[r * kClasses + j] = e[j] * inv_total;
+    for (int j = 0; j < classes; ++j) probs[r * classes + j] = expf(z[j] - zmax) * inv_total;
     if (labels == nullptr) continue;
     const std::int32_t label = labels[r];
     row_loss[r] = static_cast<double>(logf(total) - (z[label] - zmax));
-    for (int j = 0; j < kClasses; ++j) dlogits[r * kClasses + j] = e[j] * inv_total * scale;
-    dlogits[r * kClasses + label] -= scale;
+    for (int j = 0; j < classes; ++j) dlogits[r * classes + j] = probs[r * classes + j] * scale;
+    dlogits[r * classes + label] -= scale;
   }
 }
 
@@ -220,57 +228,62 @@ void check_batch(int batch, int limit, const char* what, const char* limit_name)
 
 class CudaCnnMember final : public CnnMember {
  public:
-  CudaCnnMember(const runtime::DeviceInfo& device, int max_batch, int max_train_batch)
+  CudaCnnMember(const runtime::DeviceInfo& device, std::shared_ptr<const CnnLayout> layout, int max_batch,
+                int max_train_batch, int rows_per_pass)
       : ordinal_((tensor::use_cuda_device(device, "CUDA CNN member"), device.ordinal)),
+        layout_(std::move(layout)),
         max_batch_(max_batch),
         max_train_batch_(max_train_batch),
-        rows_per_pass_(std::max({1, max_train_batch, std::min(max_batch, kForwardTileRows)})),
+        rows_per_pass_(rows_per_pass),
         cublas_(stream_.get()),
-        params_(kCnnParamCount, "CNN parameters"),
-        trace_(kCnnParamCount, "CNN momentum trace"),
-        grad_(max_train_batch > 0 ? kCnnParamCount : 0, "CNN gradient"),
-        x_(rows(kConv1Pixels), "CNN input images"),
+        params_(layout_->param_count(), "CNN parameters"),
+        trace_(layout_->param_count(), "CNN momentum trace"),
+        grad_(max_train_batch > 0 ? layout_->param_count() : 0, "CNN gradient"),
+        x_(rows(layout_->input_size()), "CNN input images"),
         labels_(rows(1), "CNN labels"),
-        col1_(rows(kConv1Pixels * kConv1K), "CNN conv1 im2col"),
-        a1_(rows(kConv1Pixels * kConv1Channels), "CNN conv1 activations"),
-        p1_(rows(kConv2Pixels * kConv1Channels), "CNN pool1 activations"),
-        col2_(rows(kConv2Pixels * kConv2K), "CNN conv2 im2col (and its gradient)"),
-        a2_(rows(kConv2Pixels * kConv2Channels), "CNN conv2 activations"),
-        p2_(rows(kFlatFeatures), "CNN pool2 activations"),
-        h_(rows(kHidden), "CNN hidden activations"),
-        logits_(rows(kClasses), "CNN logits"),
-        probs_(rows(kClasses), "CNN probabilities"),
+        probs_(rows(layout_->classes()), "CNN probabilities"),
         row_loss_(rows(1), "CNN per-row losses"),
         loss_sum_(1, "CNN loss sum"),
-        dlogits_(train_rows(kClasses), "CNN logits gradient"),
-        dh_(train_rows(kHidden), "CNN hidden gradient"),
-        dp2_(train_rows(kFlatFeatures), "CNN pool2 gradient"),
-        da2_(train_rows(kConv2Pixels * kConv2Channels), "CNN conv2 gradient"),
-        dp1_(train_rows(kConv2Pixels * kConv1Channels), "CNN pool1 gradient"),
-        da1_(train_rows(kConv1Pixels * kConv1Channels), "CNN conv1 gradient"),
-        images_host_(rows(kConv1Pixels), "CNN batch staging"),
+        images_host_(rows(layout_->input_size()), "CNN batch staging"),
         labels_host_(rows(1), "CNN label staging"),
-        probs_host_(rows(kClasses), "CNN probability staging"),
+        probs_host_(rows(layout_->classes()), "CNN probability staging"),
         loss_host_(1, "CNN loss staging") {
-    // Zero state until set_state: a member is never used uninitialised by accident.
+    for (const auto& c : layout_->convs()) {
+      col_.emplace_back(rows(c.pixels() * c.patch()), "CNN conv im2col (and its gradient)");
+      act_.emplace_back(rows(c.output_size()), "CNN conv activations");
+      pool_.emplace_back(rows(c.pooled_size()), "CNN pooled activations");
+      dact_.emplace_back(train_rows(c.output_size()), "CNN conv gradient");
+      dpool_.emplace_back(train_rows(c.pooled_size()), "CNN pooled gradient");
+    }
+    for (const auto& d : layout_->denses()) {
+      out_.emplace_back(rows(d.out_features), "CNN dense outputs");
+      dout_.emplace_back(train_rows(d.out_features), "CNN dense gradients");
+    }
+    // Zero state until set_state: a member is never used uninitialised by accident. The
+    // gradient's gaps between tensors (cnn_params.hpp) are never written: zero them once.
     params_.zero(stream_.get());
     trace_.zero(stream_.get());
+    grad_.zero(stream_.get());
     stream_.synchronize("initialising the CNN member's state on the GPU");
   }
 
   ~CudaCnnMember() override { tensor::set_current_gpu_noexcept(ordinal_); }
 
   void set_state(const CnnParams& params, const CnnParams& momentum) override {
+    require_geometry(params, *layout_, "CUDA CNN member");
+    require_geometry(momentum, *layout_, "CUDA CNN member");
     tensor::set_current_gpu(ordinal_);
-    params_.upload(params.data(), kCnnParamCount, stream_.get());
-    trace_.upload(momentum.data(), kCnnParamCount, stream_.get());
+    params_.upload(params.data(), params_.size(), stream_.get());
+    trace_.upload(momentum.data(), trace_.size(), stream_.get());
     stream_.synchronize("copying the CNN member's parameters and momentum to the GPU");
   }
 
   void get_state(CnnParams& params, CnnParams& momentum) const override {
+    require_geometry(params, *layout_, "CUDA CNN member");
+    require_geometry(momentum, *layout_, "CUDA CNN member");
     tensor::set_current_gpu(ordinal_);
-    params_.download(params.data(), kCnnParamCount, stream_.get());
-    trace_.download(momentum.data(), kCnnParamCount, stream_.get());
+    params_.download(params.data(), params_.size(), stream_.get());
+    trace_.download(momentum.data(), trace_.size(), stream_.get());
     stream_.synchronize("copying the CNN member's parameters and momentum from the GPU");
   }
 
@@ -280,10 +293,11 @@ class CudaCnnMember final : public CnnMember {
       throw Error("CUDA CNN train step: this member was made for forward passes only (max_train_batch = 0)");
     check_batch(batch, max_train_batch_, "CUDA CNN train step", "max_train_batch");
     if (batch > 0 && labels == nullptr) throw Error("CUDA CNN train step: labels are required");
+    const int classes = layout_->classes();
     for (int r = 0; r < batch; ++r)
-      if (labels[r] < 0 || labels[r] >= kClasses)
+      if (labels[r] < 0 || labels[r] >= classes)
         throw Error("CNN loss: label " + std::to_string(labels[r]) + " of batch row " + std::to_string(r) +
-                    " is outside [0, " + std::to_string(kClasses) + ")");
+                    " is outside [0, " + std::to_string(classes) + ")");
     tensor::set_current_gpu(ordinal_);
     const cudaStream_t s = stream_.get();
     float mean_loss = 0.0f;
@@ -297,18 +311,18 @@ class CudaCnnMember final : public CnnMember {
       sum_kernel<<<1, kThreadsPerBlock, 0, s>>>(row_loss_.data(), batch, loss_sum_.data());
       SPMD_CHECK_CUDA_LAUNCH("CNN loss sum kernel");
       // Queued now, overlapping the backward pass; read after the final synchronize.
-      probs_.download(probs_host_.data(), static_cast<std::size_t>(batch) * kClasses, s);
+      probs_.download(probs_host_.data(), static_cast<std::size_t>(batch) * classes, s);
       loss_sum_.download(loss_host_.data(), 1, s);
       backward_pass(batch);
     }
-    sgd_momentum_kernel<<<blocks_for(kCnnParamCount), kThreadsPerBlock, 0, s>>>(
-        params_.data(), trace_.data(), grad_.data(), static_cast<std::int64_t>(kCnnParamCount), sgd.learning_rate,
-        sgd.momentum);
+    const auto count = static_cast<std::int64_t>(params_.size());
+    sgd_momentum_kernel<<<blocks_for(count), kThreadsPerBlock, 0, s>>>(params_.data(), trace_.data(), grad_.data(),
+                                                                       count, sgd.learning_rate, sgd.momentum);
     SPMD_CHECK_CUDA_LAUNCH("CNN SGD momentum kernel");
     stream_.synchronize("running a CNN training step on the GPU");
     if (batch > 0) {
       if (probs_out != nullptr)
-        std::memcpy(probs_out, probs_host_.data(), static_cast<std::size_t>(batch) * kClasses * sizeof(float));
+        std::memcpy(probs_out, probs_host_.data(), static_cast<std::size_t>(batch) * classes * sizeof(float));
       mean_loss = static_cast<float>(loss_host_.data()[0] / static_cast<double>(batch));
     }
     return mean_loss;
@@ -318,26 +332,31 @@ class CudaCnnMember final : public CnnMember {
     check_batch(batch, max_batch_, "CUDA CNN forward", "max_batch");
     if (batch == 0) return;
     tensor::set_current_gpu(ordinal_);
+    const std::int64_t pixels = layout_->input_size(), classes = layout_->classes();
     for (int first = 0; first < batch; first += rows_per_pass_) {
       const int n = std::min(rows_per_pass_, batch - first);
-      upload_batch(images + static_cast<std::int64_t>(first) * kConv1Pixels, nullptr, n);
+      upload_batch(images + first * pixels, nullptr, n);
       forward_pass(n);
       softmax(n, false, 0.0f);
-      probs_.download(probs_host_.data(), static_cast<std::size_t>(n) * kClasses, stream_.get());
+      probs_.download(probs_host_.data(), static_cast<std::size_t>(n * classes), stream_.get());
       // Also frees the staging buffers for the next pass.
       stream_.synchronize("running the CNN forward pass on the GPU");
       if (probs_out != nullptr)
-        std::memcpy(probs_out + static_cast<std::int64_t>(first) * kClasses, probs_host_.data(),
-                    static_cast<std::size_t>(n) * kClasses * sizeof(float));
+        std::memcpy(probs_out + first * classes, probs_host_.data(),
+                    static_cast<std::size_t>(n * classes) * sizeof(float));
     }
   }
 
  private:
-  std::size_t rows(std::size_t per_row) const { return static_cast<std::size_t>(rows_per_pass_) * per_row; }
-  std::size_t train_rows(std::size_t per_row) const { return static_cast<std::size_t>(max_train_batch_) * per_row; }
+  std::size_t rows(std::int64_t per_row) const {
+    return static_cast<std::size_t>(rows_per_pass_) * static_cast<std::size_t>(per_row);
+  }
+  std::size_t train_rows(std::int64_t per_row) const {
+    return static_cast<std::size_t>(max_train_batch_) * static_cast<std::size_t>(per_row);
+  }
 
-  float* param(CnnTensor t) { return params_.data() + cnn_tensor_info(t).offset; }
-  float* grad(CnnTensor t) { return grad_.data() + cnn_tensor_info(t).offset; }
+  float* param(std::size_t tensor) { return params_.data() + layout_->tensors()[tensor].offset; }
+  float* grad(std::size_t tensor) { return grad_.data() + layout_->tensors()[tensor].offset; }
 
   void gemm(const RowMajorGemm& g, const float* A, const float* B, float* C, const char* what) {
     tensor::sgemm_row_major(cublas_.get(), g, 1.0f, A, B, 0.0f, C, what);
@@ -346,7 +365,7 @@ class CudaCnnMember final : public CnnMember {
   // Host batch -> pinned staging -> GPU (x_, and labels_ when labels != nullptr).
   // Precondition: the stream has finished with the staging buffers.
   void upload_batch(const float* images, const std::int32_t* labels, int n) {
-    const std::size_t pixels = static_cast<std::size_t>(n) * kConv1Pixels;
+    const std::size_t pixels = static_cast<std::size_t>(n) * static_cast<std::size_t>(layout_->input_size());
     std::memcpy(images_host_.data(), images, pixels * sizeof(float));
     x_.upload(images_host_.data(), pixels, stream_.get());
     if (labels != nullptr) {
@@ -355,35 +374,32 @@ class CudaCnnMember final : public CnnMember {
     }
   }
 
-  // x_ [n, 28, 28, 1] -> logits_ [n, 10], keeping every activation for the backward pass.
+  // x_ [n, H, W, C] -> out_.back() (logits) [n, classes], keeping every activation for the
+  // backward pass.
   void forward_pass(int n) {
     const cudaStream_t s = stream_.get();
-    const std::int64_t n1 = static_cast<std::int64_t>(n) * kConv1Pixels, n2 = static_cast<std::int64_t>(n) * kConv2Pixels;
-    im2col3x3_kernel<<<blocks_for(n1 * kConv1K), kThreadsPerBlock, 0, s>>>(x_.data(), n, kImageSide, kImageSide, 1,
-                                                                          col1_.data());
-    SPMD_CHECK_CUDA_LAUNCH("CNN conv1 im2col kernel");
-    gemm({false, false, n1, kConv1Channels, kConv1K, kConv1K, kConv1Channels, kConv1Channels}, col1_.data(),
-         param(CnnTensor::Conv1Kernel), a1_.data(), "CNN conv1 forward GEMM");
-    bias(a1_.data(), n1, kConv1Channels, param(CnnTensor::Conv1Bias), true);
-    avg_pool2x2_kernel<<<blocks_for(n2 * kConv1Channels), kThreadsPerBlock, 0, s>>>(a1_.data(), n, kImageSide,
-                                                                                   kImageSide, kConv1Channels,
-                                                                                   p1_.data());
-    SPMD_CHECK_CUDA_LAUNCH("CNN pool1 kernel");
-    im2col3x3_kernel<<<blocks_for(n2 * kConv2K), kThreadsPerBlock, 0, s>>>(p1_.data(), n, kPool1Side, kPool1Side,
-                                                                          kConv1Channels, col2_.data());
-    SPMD_CHECK_CUDA_LAUNCH("CNN conv2 im2col kernel");
-    gemm({false, false, n2, kConv2Channels, kConv2K, kConv2K, kConv2Channels, kConv2Channels}, col2_.data(),
-         param(CnnTensor::Conv2Kernel), a2_.data(), "CNN conv2 forward GEMM");
-    bias(a2_.data(), n2, kConv2Channels, param(CnnTensor::Conv2Bias), true);
-    avg_pool2x2_kernel<<<blocks_for(static_cast<std::int64_t>(n) * kFlatFeatures), kThreadsPerBlock, 0, s>>>(
-        a2_.data(), n, kPool1Side, kPool1Side, kConv2Channels, p2_.data());
-    SPMD_CHECK_CUDA_LAUNCH("CNN pool2 kernel");
-    gemm({false, false, n, kHidden, kFlatFeatures, kFlatFeatures, kHidden, kHidden}, p2_.data(),
-         param(CnnTensor::Dense1Kernel), h_.data(), "CNN dense1 forward GEMM");
-    bias(h_.data(), n, kHidden, param(CnnTensor::Dense1Bias), true);
-    gemm({false, false, n, kClasses, kHidden, kHidden, kClasses, kClasses}, h_.data(), param(CnnTensor::Dense2Kernel),
-         logits_.data(), "CNN dense2 forward GEMM");
-    bias(logits_.data(), n, kClasses, param(CnnTensor::Dense2Bias), false);
+    const float* in = x_.data();
+    for (std::size_t l = 0; l < layout_->convs().size(); ++l) {
+      const auto& c = layout_->convs()[l];
+      const std::int64_t pix = n * c.pixels();
+      im2col3x3_kernel<<<blocks_for(pix * c.patch()), kThreadsPerBlock, 0, s>>>(in, n, c.height, c.width,
+                                                                              c.in_channels, col_[l].data());
+      SPMD_CHECK_CUDA_LAUNCH("CNN conv im2col kernel");
+      gemm({false, false, pix, c.out_channels, c.patch(), c.patch(), c.out_channels, c.out_channels}, col_[l].data(),
+           param(c.kernel), act_[l].data(), "CNN conv forward GEMM");
+      bias(act_[l].data(), pix, c.out_channels, param(c.bias), true);
+      avg_pool2x2_kernel<<<blocks_for(n * c.pooled_size()), kThreadsPerBlock, 0, s>>>(
+          act_[l].data(), n, c.height, c.width, c.out_channels, pool_[l].data());
+      SPMD_CHECK_CUDA_LAUNCH("CNN pool kernel");
+      in = pool_[l].data();
+    }
+    for (std::size_t j = 0; j < layout_->denses().size(); ++j) {
+      const auto& d = layout_->denses()[j];
+      gemm({false, false, n, d.out_features, d.in_features, d.in_features, d.out_features, d.out_features}, in,
+           param(d.kernel), out_[j].data(), "CNN dense forward GEMM");
+      bias(out_[j].data(), n, d.out_features, param(d.bias), d.relu);
+      in = out_[j].data();
+    }
   }
 
   void bias(float* x, std::int64_t num_rows, int cols, const float* b, bool relu) {
@@ -391,11 +407,12 @@ class CudaCnnMember final : public CnnMember {
     SPMD_CHECK_CUDA_LAUNCH("CNN bias kernel");
   }
 
-  // probs_ from logits_; with_labels: also row_loss_ and dlogits_ (scaled by grad_scale).
+  // probs_ from the logits; with_labels: also row_loss_ and the logits' gradient (scaled by
+  // grad_scale) into dout_.back().
   void softmax(int n, bool with_labels, float grad_scale) {
     softmax_cross_entropy_kernel<<<blocks_for(n), kThreadsPerBlock, 0, stream_.get()>>>(
-        logits_.data(), with_labels ? labels_.data() : nullptr, n, grad_scale, probs_.data(),
-        with_labels ? row_loss_.data() : nullptr, with_labels ? dlogits_.data() : nullptr);
+        out_.back().data(), with_labels ? labels_.data() : nullptr, n, layout_->classes(), grad_scale, probs_.data(),
+        with_labels ? row_loss_.data() : nullptr, with_labels ? dout_.back().data() : nullptr);
     SPMD_CHECK_CUDA_LAUNCH("CNN softmax cross-entropy kernel");
   }
 
@@ -404,74 +421,74 @@ class CudaCnnMember final : public CnnMember {
     SPMD_CHECK_CUDA_LAUNCH("CNN bias gradient kernel");
   }
 
-  // The whole gradient into grad_ (every tensor overwritten), from dlogits_ and the
-  // activations of forward_pass(n) on the same batch.
+  // The whole gradient into grad_ (every tensor overwritten), from the logits' gradient and
+  // the activations of forward_pass(n) on the same batch.
   void backward_pass(int n) {
     const cudaStream_t s = stream_.get();
-    const std::int64_t n1 = static_cast<std::int64_t>(n) * kConv1Pixels, n2 = static_cast<std::int64_t>(n) * kConv2Pixels;
-    // Dense2: dW = h^T dlogits, db = column sums, dh = dlogits W^T masked by ReLU(h).
-    gemm({true, false, kHidden, kClasses, n, kHidden, kClasses, kClasses}, h_.data(), dlogits_.data(),
-         grad(CnnTensor::Dense2Kernel), "CNN dense2 weight gradient GEMM");
-    column_sums(dlogits_.data(), n, kClasses, grad(CnnTensor::Dense2Bias));
-    gemm({false, true, n, kHidden, kClasses, kClasses, kClasses, kHidden}, dlogits_.data(),
-         param(CnnTensor::Dense2Kernel), dh_.data(), "CNN dense2 input gradient GEMM");
-    relu_mask_kernel<<<blocks_for(static_cast<std::int64_t>(n) * kHidden), kThreadsPerBlock, 0, s>>>(
-        dh_.data(), h_.data(), static_cast<std::int64_t>(n) * kHidden);
-    SPMD_CHECK_CUDA_LAUNCH("CNN dense1 ReLU mask kernel");
-    // Dense1: dW = p2^T dh, db = column sums, dp2 = dh W^T.
-    column_sums(dh_.data(), n, kHidden, grad(CnnTensor::Dense1Bias));
-    gemm({true, false, kFlatFeatures, kHidden, n, kFlatFeatures, kHidden, kHidden}, p2_.data(), dh_.data(),
-         grad(CnnTensor::Dense1Kernel), "CNN dense1 weight gradient GEMM");
-    gemm({false, true, n, kFlatFeatures, kHidden, kHidden, kHidden, kFlatFeatures}, dh_.data(),
-         param(CnnTensor::Dense1Kernel), dp2_.data(), "CNN dense1 input gradient GEMM");
-    // Pool2 + ReLU, then conv2: dW = col2^T da2, db = column sums, dcol2 = da2 W^T (into
-    // col2_, whose forward contents the weight GEMM has consumed: same stream), dp1 =
-    // col2im(dcol2).
-    avg_pool2x2_relu_backward_kernel<<<blocks_for(n2 * kConv2Channels), kThreadsPerBlock, 0, s>>>(
-        a2_.data(), dp2_.data(), n, kPool1Side, kPool1Side, kConv2Channels, da2_.data());
-    SPMD_CHECK_CUDA_LAUNCH("CNN pool2 backward kernel");
-    column_sums(da2_.data(), n2, kConv2Channels, grad(CnnTensor::Conv2Bias));
-    gemm({true, false, kConv2K, kConv2Channels, n2, kConv2K, kConv2Channels, kConv2Channels}, col2_.data(),
-         da2_.data(), grad(CnnTensor::Conv2Kernel), "CNN conv2 weight gradient GEMM");
-    gemm({false, true, n2, kConv2K, kConv2Channels, kConv2Channels, kConv2Channels, kConv2K}, da2_.data(),
-         param(CnnTensor::Conv2Kernel), col2_.data(), "CNN conv2 input gradient GEMM");
-    col2im3x3_kernel<<<blocks_for(n2 * kConv1Channels), kThreadsPerBlock, 0, s>>>(col2_.data(), n, kPool1Side,
-                                                                                 kPool1Side, kConv1Channels,
-                                                                                 dp1_.data());
-    SPMD_CHECK_CUDA_LAUNCH("CNN conv2 col2im kernel");
-    // Pool1 + ReLU, then conv1's weights and bias (its input needs no gradient).
-    avg_pool2x2_relu_backward_kernel<<<blocks_for(n1 * kConv1Channels), kThreadsPerBlock, 0, s>>>(
-        a1_.data(), dp1_.data(), n, kImageSide, kImageSide, kConv1Channels, da1_.data());
-    SPMD_CHECK_CUDA_LAUNCH("CNN pool1 backward kernel");
-    column_sums(da1_.data(), n1, kConv1Channels, grad(CnnTensor::Conv1Bias));
-    gemm({true, false, kConv1K, kConv1Channels, n1, kConv1K, kConv1Channels, kConv1Channels}, col1_.data(),
-         da1_.data(), grad(CnnTensor::Conv1Kernel), "CNN conv1 weight gradient GEMM");
+    const auto& convs = layout_->convs();
+    const auto& denses = layout_->denses();
+    // Dense layers from the classifier back: dW = x^T dz, db = column sums, dx = dz W^T,
+    // masked by the ReLU of x for a hidden layer's input.
+    for (std::size_t j = denses.size(); j-- > 0;) {
+      const auto& d = denses[j];
+      const float* x = j > 0 ? out_[j - 1].data() : pool_.back().data();
+      const float* dz = dout_[j].data();
+      float* dx = j > 0 ? dout_[j - 1].data() : dpool_.back().data();
+      gemm({true, false, d.in_features, d.out_features, n, d.in_features, d.out_features, d.out_features}, x, dz,
+           grad(d.kernel), "CNN dense weight gradient GEMM");
+      column_sums(dz, n, d.out_features, grad(d.bias));
+      gemm({false, true, n, d.in_features, d.out_features, d.out_features, d.out_features, d.in_features}, dz,
+           param(d.kernel), dx, "CNN dense input gradient GEMM");
+      if (j > 0) {
+        const std::int64_t count = static_cast<std::int64_t>(n) * d.in_features;
+        relu_mask_kernel<<<blocks_for(count), kThreadsPerBlock, 0, s>>>(dx, out_[j - 1].data(), count);
+        SPMD_CHECK_CUDA_LAUNCH("CNN dense ReLU mask kernel");
+      }
+    }
+    // Conv layers from the last: pool + ReLU backward, then dW = col^T da, db = column
+    // sums, and for all but the first layer dcol = da W^T (into col_, whose forward contents
+    // the weight GEMM has consumed: same stream) and d_in = col2im(dcol). The images need
+    // no gradient.
+    for (std::size_t l = convs.size(); l-- > 0;) {
+      const auto& c = convs[l];
+      const std::int64_t pix = n * c.pixels();
+      avg_pool2x2_relu_backward_kernel<<<blocks_for(pix * c.out_channels), kThreadsPerBlock, 0, s>>>(
+          act_[l].data(), dpool_[l].data(), n, c.height, c.width, c.out_channels, dact_[l].data());
+      SPMD_CHECK_CUDA_LAUNCH("CNN pool backward kernel");
+      column_sums(dact_[l].data(), pix, c.out_channels, grad(c.bias));
+      gemm({true, false, c.patch(), c.out_channels, pix, c.patch(), c.out_channels, c.out_channels}, col_[l].data(),
+           dact_[l].data(), grad(c.kernel), "CNN conv weight gradient GEMM");
+      if (l == 0) continue;
+      gemm({false, true, pix, c.patch(), c.out_channels, c.out_channels, c.out_channels, c.patch()}, dact_[l].data(),
+           param(c.kernel), col_[l].data(), "CNN conv input gradient GEMM");
+      col2im3x3_kernel<<<blocks_for(pix * c.in_channels), kThreadsPerBlock, 0, s>>>(
+          col_[l].data(), n, c.height, c.width, c.in_channels, dpool_[l - 1].data());
+      SPMD_CHECK_CUDA_LAUNCH("CNN conv col2im kernel");
+    }
   }
 
   int ordinal_;
+  std::shared_ptr<const CnnLayout> layout_;
   int max_batch_, max_train_batch_;
   int rows_per_pass_;  // activation buffers' rows: max_train_batch, or a forward tile
   tensor::Stream stream_;
   tensor::CublasHandle cublas_;
-  // State, flat in CnnParams layout (cnn_tensor_table offsets).
+  // State, flat in CnnParams layout (CnnLayout::tensors() offsets).
   tensor::DeviceBuffer<float> params_, trace_;
   tensor::DeviceBuffer<float> grad_;  // training members only
-  // Forward, [rows_per_pass, ...] each.
-  tensor::DeviceBuffer<float> x_;                // [., 28, 28, 1]
+  // Forward, [rows_per_pass, ...] each; per conv layer l and dense layer j.
+  tensor::DeviceBuffer<float> x_;                // [., H, W, C]
   tensor::DeviceBuffer<std::int32_t> labels_;    // [.]
-  tensor::DeviceBuffer<float> col1_;             // [. * 784, 9]
-  tensor::DeviceBuffer<float> a1_;               // [., 28, 28, 32] post-ReLU
-  tensor::DeviceBuffer<float> p1_;               // [., 14, 14, 32]
-  tensor::DeviceBuffer<float> col2_;             // [. * 196, 288]; conv2's input gradient in backward
-  tensor::DeviceBuffer<float> a2_;               // [., 14, 14, 64] post-ReLU
-  tensor::DeviceBuffer<float> p2_;               // [., 3136]
-  tensor::DeviceBuffer<float> h_;                // [., 256] post-ReLU
-  tensor::DeviceBuffer<float> logits_;           // [., 10]
-  tensor::DeviceBuffer<float> probs_;            // [., 10]
+  std::vector<tensor::DeviceBuffer<float>> col_;   // [. * h * w, 9 * in]; the input gradient's im2col in backward
+  std::vector<tensor::DeviceBuffer<float>> act_;   // [., h, w, out] post-ReLU
+  std::vector<tensor::DeviceBuffer<float>> pool_;  // [., h/2, w/2, out]; the last: the flattened features
+  std::vector<tensor::DeviceBuffer<float>> out_;   // [., out] (post-ReLU for hidden layers); the last: logits
+  tensor::DeviceBuffer<float> probs_;            // [., classes]
   tensor::DeviceBuffer<double> row_loss_;        // [.]
   tensor::DeviceBuffer<double> loss_sum_;        // [1]
-  // Backward, [max_train_batch, ...] each.
-  tensor::DeviceBuffer<float> dlogits_, dh_, dp2_, da2_, dp1_, da1_;
+  // Backward, [max_train_batch, ...] each: gradients w.r.t. act_ (pre-ReLU), pool_, and each
+  // dense layer's pre-activation output (the last: the logits).
+  std::vector<tensor::DeviceBuffer<float>> dact_, dpool_, dout_;
   // Host staging (page-locked) of a pass's inputs and outputs.
   tensor::PinnedBuffer<float> images_host_;
   tensor::PinnedBuffer<std::int32_t> labels_host_;
@@ -481,14 +498,28 @@ class CudaCnnMember final : public CnnMember {
 
 }  // namespace
 
-std::unique_ptr<CnnMember> make_cnn_member_cuda(const runtime::DeviceInfo& device, int max_batch, int max_train_batch) {
+std::unique_ptr<CnnMember> make_cnn_member_cuda(const runtime::DeviceInfo& device, const CnnConfig& config,
+                                                int max_batch, int max_train_batch) {
+  auto layout = CnnLayout::make(config);
   if (max_batch < 0 || max_train_batch < 0 || max_train_batch > max_batch)
     throw Error("CUDA CNN member: need 0 <= max_train_batch <= max_batch, got max_batch=" + std::to_string(max_batch) +
                 " max_train_batch=" + std::to_string(max_train_batch));
-  if (max_train_batch > kMaxRowsPerPass)
+  const auto& first = layout->convs().front();
+  const int max_rows = static_cast<int>(
+      std::min<std::int64_t>(kMaxRowsPerPass, std::numeric_limits<int>::max() / first.pixels()));
+  if (max_train_batch > max_rows)
     throw Error("CUDA CNN member: max_train_batch = " + std::to_string(max_train_batch) + " is above the " +
-                std::to_string(kMaxRowsPerPass) + " rows one pass supports");
-  return std::make_unique<CudaCnnMember>(device, max_batch, max_train_batch);
+                std::to_string(max_rows) + " rows one pass supports for " + config.describe());
+  // Bytes of one row's forward buffers: input, per conv layer im2col + activation + pooled,
+  // dense outputs, probabilities.
+  std::int64_t row_bytes = layout->input_size() + 2 * layout->classes();
+  for (const auto& c : layout->convs()) row_bytes += c.pixels() * c.patch() + c.output_size() + c.pooled_size();
+  for (const auto& d : layout->denses()) row_bytes += d.out_features;
+  row_bytes *= static_cast<std::int64_t>(sizeof(float));
+  const int tile = static_cast<int>(
+      std::clamp<std::int64_t>(kForwardTileBytes / row_bytes, 1, std::min(kForwardTileRows, max_rows)));
+  const int rows_per_pass = std::max({1, max_train_batch, std::min(max_batch, tile)});
+  return std::make_unique<CudaCnnMember>(device, std::move(layout), max_batch, max_train_batch, rows_per_pass);
 }
 
 }  // namespace spmd::models

@@ -27,9 +27,10 @@ class CudaBackend final : public Backend {
                          std::to_string(cublas_minor) + ", driver " +
                          (has_driver ? version_text(driver_version) : std::string("none"))}};
   }
-  std::unique_ptr<models::CnnMember> make_cnn_member(const runtime::DeviceInfo& device, int max_batch,
+  std::unique_ptr<models::CnnMember> make_cnn_member(const runtime::DeviceInfo& device,
+                                                     const models::CnnConfig& config, int max_batch,
                                                      int max_train_batch) const override {
-    return models::make_cnn_member_cuda(device, max_batch, max_train_batch);
+    return models::make_cnn_member_cuda(device, config, max_batch, max_train_batch);
   }
   std::unique_ptr<models::LogregShard> make_logreg_shard(const runtime::DeviceInfo& device, const float* X,
                                                          const std::int32_t* labels, std::int64_t rows, int features,

@@ -14,7 +14,8 @@
 namespace spmd::models {
 
 // Defined in cnn_member.cu.
-std::unique_ptr<CnnMember> make_cnn_member_cuda(const runtime::DeviceInfo& device, int max_batch, int max_train_batch);
+std::unique_ptr<CnnMember> make_cnn_member_cuda(const runtime::DeviceInfo& device, const CnnConfig& config,
+                                                int max_batch, int max_train_batch);
 
 // Defined in logreg.cu. X and labels are copied to the GPU once.
 std::unique_ptr<LogregShard> make_logreg_shard_cuda(const runtime::DeviceInfo& device, const float* X,
