@@ -1,10 +1,14 @@
 // spmd ensemble: CNN ensemble training, one member per device (workloads/ensemble.hpp).
 #include <algorithm>
 #include <csignal>
+#include <string>
+#include <vector>
 
 #include "command.hpp"
 #include "commands.hpp"
+#include "spmd/data/dataset.hpp"
 #include "spmd/runtime/error.hpp"
+#include "spmd/models/cnn_params.hpp"
 #include "spmd/workloads/ensemble.hpp"
 #include "spmd/workloads/report.hpp"
 
@@ -12,14 +16,44 @@ namespace spmd::cli {
 
 namespace {
 extern "C" void request_stop(int) { workloads::ensemble_stop_request().store(1); }
+
+// "32,64" -> {32, 64}, as Flax's `features` of each layer; "none" (or "") -> {} when allowed.
+std::vector<int> parse_widths(const po::variables_map& vm, const std::string& name, bool may_be_empty) {
+  const std::string text = vm[name].as<std::string>();
+  std::vector<int> widths;
+  if (text.empty() || text == "none") {
+    if (!may_be_empty) throw Error("--" + name + " needs at least one width (e.g. 32,64)");
+    return widths;
+  }
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t comma = std::min(text.find(',', start), text.size());
+    const std::string item = text.substr(start, comma - start);
+    std::size_t used = 0;
+    long value = 0;
+    try {
+      value = std::stol(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (item.empty() || used != item.size() || value < 1 || value > 65536)
+      throw Error("--" + name + " must be a comma-separated list of widths between 1 and 65536 (got '" + text + "')");
+    widths.push_back(static_cast<int>(value));
+    start = comma + 1;
+  }
+  return widths;
+}
 }  // namespace
 
 int cmd_ensemble(const Args& args) {
   po::options_description options("spmd ensemble options");
-  options.add_options()("train", po::value<std::string>(), "HDF5 training set: images [N,28,28,1], labels [N] (required)")(
+  options.add_options()("train", po::value<std::string>(),
+                        "HDF5 training set: images [N,H,W,C] or [N,H,W] (channels last), labels [N] (required)")(
       "test", po::value<std::string>(), "HDF5 test set, same layout (required)")(
       "features-key", po::value<std::string>()->default_value("images"), "dataset of the images")(
       "labels-key", po::value<std::string>()->default_value("labels"), "dataset of the labels")(
+      "test-features-key", po::value<std::string>(), "dataset of the test images (default: --features-key)")(
+      "test-labels-key", po::value<std::string>(), "dataset of the test labels (default: --labels-key)")(
       "epochs", po::value<int>()->default_value(1), "epochs to train in total (a resumed run continues up to this)")(
       "batch-size", po::value<int>()->default_value(32), "training batch, the same for every member")(
       "learning-rate", po::value<float>()->default_value(0.1f), "SGD learning rate (> 0)")(
@@ -28,6 +62,11 @@ int cmd_ensemble(const Args& args) {
       "train-limit", po::value<std::int64_t>()->default_value(0), "use only the first N training examples (0: all)")(
       "test-limit", po::value<std::int64_t>()->default_value(0), "evaluate only the first N test examples (0: all)")(
       "eval-batch", po::value<int>()->default_value(512), "test-set batch per device")(
+      "conv-features", po::value<std::string>()->default_value("32,64"),
+      "output channels of each 3x3 conv layer (each followed by ReLU and 2x2 average pooling), input side first")(
+      "dense-features", po::value<std::string>()->default_value("256"),
+      "widths of the hidden dense layers (ReLU) before the classifier; 'none' for no hidden layer")(
+      "classes", po::value<int>()->default_value(0), "number of classes (0: 1 + the largest training label)")(
       "checkpoint", po::value<std::string>(), "HDF5 checkpoint written after every epoch and on SIGTERM/SIGINT (atomic)")(
       "resume", po::bool_switch(), "continue from --checkpoint (refused if it comes from other options)")(
       "metrics-csv", po::value<std::string>(), "per-epoch CSV of the metrics")(
@@ -45,6 +84,10 @@ int cmd_ensemble(const Args& args) {
         require_non_negative(vm, "train-limit");
         require_non_negative(vm, "test-limit");
         require_non_negative(vm, "progress-every");
+        require_non_negative(vm, "classes");
+        require_at_most(vm, "classes", data::kMaxClasses, "labels are class indices below it");
+        parse_widths(vm, "conv-features", false);
+        parse_widths(vm, "dense-features", true);
         optim::validate(optim::SgdMomentum{vm["learning-rate"].as<float>(), vm["momentum"].as<float>()});
         if (vm["resume"].as<bool>()) {
           require_present(vm, "checkpoint", "--resume continues from it");
@@ -63,6 +106,8 @@ int cmd_ensemble(const Args& args) {
   o.train = vm["train"].as<std::string>();
   o.test = vm["test"].as<std::string>();
   o.keys = {vm["features-key"].as<std::string>(), vm["labels-key"].as<std::string>()};
+  o.test_keys = {vm.count("test-features-key") ? vm["test-features-key"].as<std::string>() : o.keys.features,
+                 vm.count("test-labels-key") ? vm["test-labels-key"].as<std::string>() : o.keys.labels};
   o.epochs = vm["epochs"].as<int>();
   o.batch_size = vm["batch-size"].as<int>();
   o.sgd = {vm["learning-rate"].as<float>(), vm["momentum"].as<float>()};
@@ -72,6 +117,10 @@ int cmd_ensemble(const Args& args) {
   o.eval_batch = vm["eval-batch"].as<int>();
   if (vm.count("checkpoint")) o.checkpoint = vm["checkpoint"].as<std::string>();
   o.resume = vm["resume"].as<bool>();
+  o.model.height = o.model.width = o.model.channels = 0;  // from the training images
+  o.model.conv_features = parse_widths(vm, "conv-features", false);
+  o.model.dense_features = parse_widths(vm, "dense-features", true);
+  o.model.classes = vm["classes"].as<int>();
 
   std::signal(SIGTERM, request_stop);
   std::signal(SIGINT, request_stop);
@@ -107,6 +156,12 @@ int cmd_ensemble(const Args& args) {
   };
   const auto r = workloads::run_ensemble(ctx, o, on_epoch, on_progress);
   progress.close();
+  print_root(workloads::format("# model %s, %lld parameters per member\n# train %s %s/%s (%lld examples), test %s %s/%s (%lld)\n",
+                               r.model.describe().c_str(),
+                               static_cast<long long>(models::CnnLayout(r.model).param_count()), o.train.c_str(),
+                               o.keys.features.c_str(), o.keys.labels.c_str(), static_cast<long long>(r.train_examples),
+                               o.test.c_str(), o.test_keys.features.c_str(), o.test_keys.labels.c_str(),
+                               static_cast<long long>(r.test_examples)));
   if (r.resumed_from_epoch >= 0)
     print_root(workloads::format("# resumed from %s at epoch %d step %lld\n", o.checkpoint.c_str(), r.resumed_from_epoch + 1,
                                  static_cast<long long>(r.resumed_from_step)));

@@ -1,10 +1,13 @@
 #include "spmd/workloads/ensemble.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 
 #include "spmd/data/file_identity.hpp"
 #include "spmd/models/cnn_init.hpp"
+#include "spmd/models/cnn_params.hpp"
 #include "spmd/runtime/collectives.hpp"
 #include "spmd/runtime/error.hpp"
 #include "spmd/workloads/ensemble_trainer.hpp"
@@ -54,11 +57,16 @@ struct EnsembleData {
   std::int64_t steps_per_epoch = 0;
 };
 
-EnsembleData load_data(const runtime::Context& ctx, const EnsembleOptions& o) {
+// Loads both sets and completes o.model from them (image shape; classes when 0).
+EnsembleData load_data(const runtime::Context& ctx, EnsembleOptions& o) {
   const auto train_shape = data::probe_shape(ctx, o.train, o.keys);
+  const int requested_classes = o.model.classes;
+  if (requested_classes == 0) o.model.classes = 2;  // a placeholder for validation; set from the labels below
+  o.model = model_for_images(o.model, train_shape.sample_shape, o.train, o.keys.features);
+  o.model.classes = requested_classes;
   require_images(o.model, train_shape, o.train, o.keys.features);
-  const auto test_shape = data::probe_shape(ctx, o.test, o.keys);
-  require_images(o.model, test_shape, o.test, o.keys.features);
+  const auto test_shape = data::probe_shape(ctx, o.test, o.test_keys);
+  require_images(o.model, test_shape, o.test, o.test_keys.features);
   const std::int64_t n_train = o.train_limit > 0 ? std::min(o.train_limit, train_shape.rows) : train_shape.rows;
   if (n_train < o.batch_size)
     throw CollectiveError("--train-limit/--train: " + std::to_string(n_train) + " training examples are fewer than one batch of " +
@@ -66,8 +74,14 @@ EnsembleData load_data(const runtime::Context& ctx, const EnsembleOptions& o) {
   ctx.set_phase("ensemble: loading data");
   EnsembleData d;
   d.train = data::load_shard(ctx, o.train, o.keys, 0, n_train, o.model.classes);
+  if (o.model.classes == 0) {
+    o.model.classes = d.train.classes;
+    if (o.model.classes < 2)
+      throw CollectiveError("'" + o.train + "': the labels of the training set hold " + std::to_string(o.model.classes) +
+                            " class(es); a classifier needs at least 2 (set --classes)");
+  }
   const std::int64_t n_test = o.test_limit > 0 ? std::min(o.test_limit, test_shape.rows) : test_shape.rows;
-  d.test = data::load_shard(ctx, o.test, o.keys, 0, n_test, o.model.classes);
+  d.test = data::load_shard(ctx, o.test, o.test_keys, 0, n_test, o.model.classes);
   d.steps_per_epoch = n_train / o.batch_size;
   return d;
 }
@@ -166,6 +180,35 @@ std::atomic<int>& ensemble_stop_request() {
   return stop;
 }
 
+models::CnnConfig model_for_images(models::CnnConfig requested, const std::vector<std::int64_t>& shape,
+                                   const std::string& path, const std::string& key) {
+  const std::string where = "'" + path + "' dataset '" + key + "'";
+  const auto shape_text = [&] {
+    std::string t = "[N";
+    for (auto e : shape) t += ", " + std::to_string(e);
+    return t + "]";
+  };
+  if (shape.size() != 2 && shape.size() != 3)
+    throw CollectiveError(where + " has shape " + shape_text() + "; the CNN takes images [N, H, W, C] or [N, H, W]");
+  // [N, C, H, W] (PyTorch's layout) shows as few "rows" and many "channels".
+  if (shape.size() == 3 && shape[0] <= 4 && shape[2] > 4)
+    throw CollectiveError(where + " has shape " + shape_text() + ", which looks channels-first [N, C, H, W]; spmd takes "
+                          "channels-last images [N, H, W, C] (as Flax and TensorFlow): store x.transpose(0, 2, 3, 1) "
+                          "(numpy) instead");
+  const auto fill = [&](int& field, std::int64_t value) {
+    if (field == 0) field = static_cast<int>(std::min<std::int64_t>(value, std::numeric_limits<int>::max()));
+  };
+  fill(requested.height, shape[0]);
+  fill(requested.width, shape[1]);
+  fill(requested.channels, shape.size() == 3 ? shape[2] : 1);
+  try {
+    requested.validate();
+  } catch (const Error& e) {
+    throw CollectiveError(where + " (samples " + shape_text() + "): " + e.what());
+  }
+  return requested;
+}
+
 std::string ensemble_defining_options(const EnsembleOptions& o, int members) {
   return "members=" + std::to_string(members) + "\nseed=" + std::to_string(o.seed) +
          "\nbatch-size=" + std::to_string(o.batch_size) + "\nlearning-rate=" + format("%.9g", o.sgd.learning_rate) +
@@ -173,12 +216,16 @@ std::string ensemble_defining_options(const EnsembleOptions& o, int members) {
          "\ntrain-limit=" + std::to_string(o.train_limit) + "\n";
 }
 
-EnsembleResult run_ensemble(const runtime::Context& ctx, const EnsembleOptions& o, const EpochCallback& on_epoch,
+EnsembleResult run_ensemble(const runtime::Context& ctx, const EnsembleOptions& requested, const EpochCallback& on_epoch,
                             const ProgressCallback& on_progress) {
-  optim::validate(o.sgd);
+  optim::validate(requested.sgd);
+  EnsembleOptions o = requested;
   const EnsembleData data = load_data(ctx, o);
   EnsembleTrainer trainer(ctx, o);
   EnsembleResult result;
+  result.model = o.model;
+  result.train_examples = data.train.rows;
+  result.test_examples = data.test.rows;
   result.members = trainer.members();
   CheckpointState state = trainer.fresh_state();
   if (o.resume) {
@@ -218,6 +265,11 @@ nlohmann::json to_json(const EnsembleResult& r, const EnsembleOptions& o, const 
   j["resumed_from_epoch"] = r.resumed_from_epoch;
   j["resumed_from_step"] = r.resumed_from_step;
   j["params_digest"] = format("%016llx", static_cast<unsigned long long>(r.params_digest));
+  j["model"] = nlohmann::json::parse(r.model.to_json());
+  j["parameters_per_member"] = models::CnnLayout(r.model).param_count();
+  j["train"] = {{"path", o.train}, {"features", o.keys.features}, {"labels", o.keys.labels}, {"examples", r.train_examples}};
+  j["test"] = {{"path", o.test}, {"features", o.test_keys.features}, {"labels", o.test_keys.labels},
+               {"examples", r.test_examples}};
   j["ranks"] = ctx.size();
   j["devices_per_rank"] = ctx.devices_per_rank();
   j["batch_size"] = o.batch_size;

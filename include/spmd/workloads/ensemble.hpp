@@ -28,7 +28,8 @@ namespace spmd::workloads {
 
 struct EnsembleOptions {
   std::string train, test;
-  data::DatasetKeys keys{"images", "labels"};
+  data::DatasetKeys keys{"images", "labels"};       // of --train
+  data::DatasetKeys test_keys{"images", "labels"};  // of --test (one file may hold /train/* and /test/*)
   int epochs = 1;
   int batch_size = 32;
   optim::SgdMomentum sgd;  // learning rate 0.1, momentum 0.9
@@ -38,8 +39,16 @@ struct EnsembleOptions {
   int eval_batch = 512;          // test-set batch per device (padded, masked)
   std::string checkpoint;        // written after every epoch (and on SIGTERM/SIGINT)
   bool resume = false;
-  models::CnnConfig model = models::CnnConfig::seed_default();  // each member's geometry
+  // Each member's architecture. height, width or channels 0: taken from the training images
+  // ([N, H, W, C], or [N, H, W] as C = 1); classes 0: 1 + the largest training label.
+  models::CnnConfig model = models::CnnConfig::seed_default();
 };
+
+// The architecture of a run: `requested` with its data-given fields (0) filled from the
+// training images' sample shape, validated. Throws spmd::CollectiveError naming the file,
+// the dataset and the field (channels-first images are refused with the transpose to apply).
+models::CnnConfig model_for_images(models::CnnConfig requested, const std::vector<std::int64_t>& sample_shape,
+                                   const std::string& path, const std::string& key);
 
 // The text that defines a run of `members` members (seed, optimiser, training data and its
 // size, members): stored in the checkpoint and compared on --resume, which refuses a
@@ -65,6 +74,8 @@ struct EnsembleResult {
   std::int64_t resumed_from_step = 0;
   double images_per_second = 0;      // per member, over this process's training steps
   std::uint64_t params_digest = 0;   // FNV-1a over every member's parameters (reproducibility checks)
+  models::CnnConfig model;           // the members' architecture, as resolved from the data
+  std::int64_t train_examples = 0, test_examples = 0;
 };
 
 // Set by the CLI's signal handler; agreed over ranks after every training step
