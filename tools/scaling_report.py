@@ -161,7 +161,7 @@ def analyse(runs, mode):
 
 
 def per_step_speedups(runs, base):
-    """The seed's figure: mean over iterations (the first skipped) of t_base[i] / t[i]."""
+    """The JAXopt example's figure: mean over iterations (the first skipped) of t_base[i] / t[i]."""
     out = []
     for r in runs:
         if r is base:
@@ -240,7 +240,7 @@ def plot_iterations(path, runs, values, ylabel, log, title):
         ys = values(r)
         if ys:
             ax.plot(range(1, len(ys) + 1), ys, marker=".", label=r.label)
-    if log == "auto":  # linear as in the seed, unless one layout's times dwarf the others'
+    if log == "auto":  # linear as in the JAXopt example, unless one layout's times dwarf the others'
         positive = [y for r in runs for y in values(r) if y > 0]
         log = bool(positive) and max(positive) / min(positive) > 50
         if log:

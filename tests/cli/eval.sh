@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # spmd eval end to end on Fashion-MNIST test (10000 examples, 1000 per class): the zero
 # model must count correct 1000, total 10000 on every layout with pad, pad-metrics and
-# infinite-pad; the guide's numbers for keep-remainder and drop-remainder; the 4097-example
+# infinite-pad; the evaluation guide's numbers for keep-remainder and drop-remainder; the 4097-example
 # multi-host case; dry run; bad inputs.
 source "$(dirname "$0")/../support/cli_lib.sh"
 TEST=$DATA/fashion/test.h5
 jq_py() { /usr/bin/python3 -c "import json,sys; j=json.load(open('$1')); $2"; }
 
-# The guide's problem, reproduced.
+# The evaluation guide's problem, reproduced.
 run keep_remainder 0 60 "$SPMD" eval --data "$TEST" --strategy keep-remainder --per-device-batch 512 --json "$WORK/keep.json"
 run keep_json 0 10 jq_py "$WORK/keep.json" "assert j['batch_shapes']=={'512':19,'272':1}, j['batch_shapes']; assert j['total']==10000 and j['correct']==1000"
 run drop_remainder 0 60 "$SPMD" eval --data "$TEST" --strategy drop-remainder --per-device-batch 512 --json "$WORK/drop.json"
@@ -33,7 +33,7 @@ done
 run benchmark 0 120 mpi 2 "$SPMD" eval --data "$TEST" --benchmark --repeat 3 --passes 2 --json "$WORK/bench.json"
 run benchmark_json 0 10 jq_py "$WORK/bench.json" "b=j['benchmark']; assert set(b)=={'plain-forward','pad','infinite-pad'}, b.keys(); assert all((v['correct'],v['total'])==(2000,20000) for v in b.values()), b; assert all(len(v['ratios'])==3 and v['ratio']>0 for v in b.values()); assert b['plain-forward']['ratios']==[1.0]*3"
 
-# The guide's multi-host case: 4097 examples, 8 hosts x 8 devices, B=128.
+# The evaluation guide's multi-host case: 4097 examples, 8 hosts x 8 devices, B=128.
 run guide_4097 0 300 mpi 8 "$SPMD" eval --data "$DATA/rows4097.h5" --features-key X --labels-key y --classes 3 \
   --devices 8 --per-device-batch 128 --strategy infinite-pad --json "$WORK/g4097.json"
 run guide_4097_total 0 10 jq_py "$WORK/g4097.json" "assert j['total']==4097, j['total']"

@@ -16,7 +16,7 @@ TEST=$DATA/fashion/test.h5
 py() { /usr/bin/python3 -c "$1"; }
 faults=0
 
-# Inputs: the guide's logreg problem size (20000 x 784, 10 classes) and a CNN checkpoint.
+# Inputs: the JAXopt example's logreg problem size (20000 x 784, 10 classes) and a CNN checkpoint.
 "$SPMD" data make-classification --samples 20000 --features 784 --informative 50 --classes 10 --out "$WORK/big.h5" \
   >"$WORK/big.out" 2>&1 || { cat "$WORK/big.out"; echo "FAIL make-classification"; exit 1; }
 "$SPMD" ensemble --train "$TRAIN" --test "$TEST" --train-limit 320 --test-limit 100 --epochs 1 --checkpoint "$WORK/cnn.h5" \

@@ -62,7 +62,7 @@ print('png', img.shape)"
 S=$WORK/strong
 mkdir -p "$S"
 # 1 rank: 0.2 s per step after a slow first step. 2 ranks: the same results (identical),
-# steps 0.125, 0.1, 0.125 -> mean 0.11667 s: speed-up 1.714, efficiency 0.857; the seed's
+# steps 0.125, 0.1, 0.125 -> mean 0.11667 s: speed-up 1.714, efficiency 0.857; the JAXopt example's
 # average of per-step ratios is (1.6 + 2 + 1.6) / 3 = 1.733. 4 ranks: a different objective.
 logreg_json "$S/logreg-r1-d1.json" 1 1 1.5 0.5 0.2 0.2 0.2
 logreg_json "$S/logreg-r2-d1.json" 2 1 1.5 0.4 0.125 0.1 0.125

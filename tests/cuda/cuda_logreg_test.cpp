@@ -135,7 +135,7 @@ TEST(CudaLogregShard, NoRowsLeavesOutputUntouched) {
 
 TEST(CudaLogregShard, SameBitsEveryRunOnAnyLayoutAndFast) {
   SKIP_WITHOUT_GPU();
-  // The seed's problem size: Fashion-MNIST's 50000 x 784 training rows, 10 classes.
+  // The JAXopt example's problem size: Fashion-MNIST's 50000 x 784 training rows, 10 classes.
   const Problem p = make_problem(50000, 784, 10, 99);
   const std::int64_t R = spmd::models::kLogregChunkRows;
   const std::int64_t chunks = (p.rows + R - 1) / R;

@@ -12,7 +12,7 @@ fi
 [ -f "$out/logreg-small.h5" ] ||
   "$spmd" data make-classification --samples 5003 --features 20 --informative 6 --redundant 2 --classes 4 \
     --seed 7 --out "$out/logreg-small.h5"
-# The full-eval guide's multi-host case: 4097 examples.
+# The multi-host case of Flax's full-dataset evaluation guide: 4097 examples.
 [ -f "$out/rows4097.h5" ] ||
   "$spmd" data make-classification --samples 4097 --features 4 --informative 2 --redundant 0 --classes 3 \
     --clusters-per-class 1 --seed 1 --out "$out/rows4097.h5"

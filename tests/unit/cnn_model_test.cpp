@@ -1,5 +1,5 @@
 // The whole CNN (cnn_cpu.hpp) against a double-precision scalar reference written from the
-// seed's model description: forward, loss, probabilities, masks, and the gradient of every
+// ensembling guide's model description: forward, loss, probabilities, masks, and the gradient of every
 // tensor against central finite differences of the reference.
 #include <gtest/gtest.h>
 

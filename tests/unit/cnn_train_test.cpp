@@ -1,4 +1,4 @@
-// Short training runs of one ensemble member (seed 001's step: batch 32, SGD lr 0.1,
+// Short training runs of one ensemble member (the step of Flax's ensembling guide: batch 32, SGD lr 0.1,
 // momentum 0.9, the (seed, epoch) shuffle): the loss on the training images must fall.
 #include <gtest/gtest.h>
 
@@ -61,7 +61,7 @@ std::pair<double, double> train(const Examples& ex, int epochs) {
   const spmd::optim::SgdMomentum opt{0.1f, 0.9f};
   std::vector<float> images(static_cast<std::size_t>(batch) * 784);
   std::vector<std::int32_t> labels(batch);
-  const int steps = ex.count() / batch;  // the remainder is dropped, as in the seed
+  const int steps = ex.count() / batch;  // the remainder is dropped, as in Flax's ensembling guide
   for (int epoch = 1; epoch <= epochs; ++epoch) {
     const auto perm = spmd::models::epoch_permutation(0, epoch, ex.count());
     for (int s = 0; s < steps; ++s) {

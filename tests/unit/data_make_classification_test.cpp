@@ -442,7 +442,7 @@ TEST(DataMakeClassification, LbfgsWorkloadSizeIsFastAndWritesAttributes) {
   const fs::path dir = fs::temp_directory_path() / ("spmd-mkcls-" + std::to_string(::getpid()));
   fs::create_directories(dir);
   const std::string path = (dir / "logreg.h5").string();
-  ClassificationParams p;  // the seed workload: make_classification(50000, 784, 10 classes, 50 informative)
+  ClassificationParams p;  // the JAXopt example's workload: make_classification(50000, 784, 10 classes, 50 informative)
   p.n_samples = 50000;
   p.n_features = 784;
   p.n_classes = 10;

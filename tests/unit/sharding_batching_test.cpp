@@ -224,14 +224,14 @@ TEST(ShardingBatching, KeepRemainderEndsWithTheSmallerBatch) {
 
 TEST(ShardingBatching, ReferenceExampleOfUnevenHosts) {
   // The reference's case: n=4097 over 8 hosts gives the first host 513 rows and the others
-  // 512; with per-host steps of d*b = 512 rows (the seed says d=8, b=128 but counts 512 per
+  // 512; with per-host steps of d*b = 512 rows (the evaluation guide says d=8, b=128 but counts 512 per
   // host step, so d=8, b=64 here) the first host needs 2 steps, the others 1.
   const BatchGeometry g{8, 64};
   EXPECT_EQ(local_step_count(BatchMode::PadWithMask, split_for_process(4097, 0, 8).size, g), 2);
   EXPECT_EQ(local_step_count(BatchMode::PadWithMask, split_for_process(4097, 1, 8).size, g), 1);
   EXPECT_EQ(local_step_count(BatchMode::DropRemainder, split_for_process(4097, 0, 8).size, g), 1);
   EXPECT_EQ(pad_step_count(4097, 8, g), 2);
-  // The seed's single-device numbers: 10000 rows by 512 -> 19 full + 272, or 9728 kept.
+  // The evaluation guide's single-device numbers: 10000 rows by 512 -> 19 full + 272, or 9728 kept.
   const BatchGeometry one{1, 512};
   EXPECT_EQ(local_step_count(BatchMode::KeepRemainder, 10000, one), 20);
   EXPECT_EQ(plan_step(BatchMode::KeepRemainder, 10000, one, 19).rows, 272);

@@ -253,7 +253,7 @@ TEST(ShardingPadShardUnpad, StaticArgumentsPassThroughUntouched) {
 }
 
 TEST(ShardingPadShardUnpad, StaticReturnGivesTheOutputAsReturned) {
-  // An eval step in the seed's style: metrics (correct, total) as a static argument, the
+  // An eval step in the evaluation guide's style: metrics (correct, total) as a static argument, the
   // step adds the masked counts over all devices and returns the new metrics.
   const HostArray metrics = HostArray::from<std::int64_t>({2}, std::vector<std::int64_t>{10, 20});
   const HostArray labels = HostArray::from<std::int32_t>({5}, std::vector<std::int32_t>{0, 1, 0, 2, 0});

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch reference for bench_cnn: the seed-001 ensemble CNN on ONE CPU thread.
+"""PyTorch reference for bench_cnn: the CNN of Flax's ensembling guide on ONE CPU thread.
 
 Same model as SPMD Kit's CNN (conv 3x3 SAME 1->32, ReLU, avg-pool 2, conv 3x3 SAME
 32->64, ReLU, avg-pool 2, dense 3136->256, ReLU, dense 256->10), softmax cross-entropy,

@@ -35,7 +35,7 @@ class Classifier {
   virtual std::int64_t workspace_bytes(std::int64_t rows) const = 0;
 };
 
-// The full-eval guide's fake model: always class 0.
+// The fake model of Flax's full-dataset evaluation guide: always class 0.
 std::unique_ptr<Classifier> make_zero_classifier(int classes);
 
 }  // namespace spmd::models

@@ -11,7 +11,7 @@
 //   for f in dense_features: Dense(f) -> ReLU
 //   Dense(classes) = logits
 // avg_pool's default padding is VALID, so each pool floors: 28 -> 14 -> 7, 30 -> 15 -> 7.
-// seed_default() is the Fashion-MNIST model of the seed (28x28x1, conv 32, 64, dense 256,
+// seed_default() is the Fashion-MNIST model of Flax's ensembling guide (28x28x1, conv 32, 64, dense 256,
 // 10 classes), whose flat parameter layout and checkpoints predate this struct.
 #include <cstdint>
 #include <string>

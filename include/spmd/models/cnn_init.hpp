@@ -1,7 +1,7 @@
 #pragma once
 // Initialisation and the randomness schedule of the CNN ensemble.
 //
-// Key schedule, following the seed's use of jax.random (Key mirrors PRNGKey/split/fold_in):
+// Key schedule, following the ensembling guide's use of jax.random (Key mirrors PRNGKey/split/fold_in):
 //   root            = Key(seed)
 //   init_root       = root.split(2)[1]                    (rng, init_rng = split(rng))
 //   member g        = init_root.split(num_members)[g]      (split(init_rng, device_count))
@@ -31,7 +31,7 @@ double lecun_normal_stddev(int fan_in);
 
 Key ensemble_member_key(std::uint64_t seed, int member, int num_members);
 
-// The key of epoch `epoch` (1-based, as the seed's loop) and its permutation of n examples.
+// The key of epoch `epoch` (1-based, as the ensembling guide's training loop) and its permutation of n examples.
 Key epoch_shuffle_key(std::uint64_t seed, int epoch);
 std::vector<std::int64_t> epoch_permutation(std::uint64_t seed, int epoch, std::int64_t n);
 

@@ -1,7 +1,7 @@
 #pragma once
 // The CNN's parameters as ONE flat float32 buffer with named views, so that checkpoints,
 // SGD updates and gathers handle a single array. The table of tensors is derived from a
-// CnnConfig (cnn_config.hpp); for the seed's default config it is
+// CnnConfig (cnn_config.hpp); for the default config (Flax's ensembling guide's model) it is
 //
 //   tensor          Flax name        shape (Flax layout)   offset    fan_in
 //   conv 0 kernel   Conv_0/kernel    [3, 3, 1, 32]  HWIO   0         9

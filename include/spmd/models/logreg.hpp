@@ -1,11 +1,11 @@
 #pragma once
-// Multiclass logistic regression (the objective of the JAXopt + pjit example, seed 004):
+// Multiclass logistic regression (the objective of JAXopt's data-parallel LBFGS example):
 //
 //   f(W) = (1/n) sum_i [ logsumexp(x_i W) - (x_i W)_{y_i} ]  +  (l2 / 2) ||W||_F^2
 //   grad = (1/n) X^T (softmax(X W) - onehot(y))              +  l2 W
 //
 // X [n, F] float32 row-major, W [F, C] float32 row-major, labels int32 in [0, C). At W = 0
-// f = ln C. The seed has no regularisation (l2 = 0); l2 > 0 is the usual "weight decay"
+// f = ln C. That example has no regularisation (l2 = 0); l2 > 0 is the usual "weight decay"
 // convention (l2/2 times the squared Frobenius norm, so its gradient is l2 W).
 //
 // Data parallelism with bitwise identical results for any number of ranks and devices:

@@ -1,6 +1,6 @@
 #pragma once
 // Parameters and outcomes of the L-BFGS solver (optim/lbfgs.hpp). Defaults follow the
-// JAXopt + pjit example (seed 004): history 10, maxiter 100, tol 1e-3 on the gradient's L2
+// JAXopt + pjit data-parallel example: history 10, maxiter 100, tol 1e-3 on the gradient's L2
 // norm, stepsize 0 (line search), at most 30 objective evaluations per line search.
 #include <cstdint>
 #include <limits>

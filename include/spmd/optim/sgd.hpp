@@ -1,5 +1,5 @@
 #pragma once
-// SGD with momentum, as optax.sgd(learning_rate, momentum) (seed 001):
+// SGD with momentum, as optax.sgd(learning_rate, momentum) (Flax's ensembling guide):
 //   trace = momentum * trace + grad;  params -= learning_rate * trace
 // over flat float spans (the CNN keeps parameters, gradients and the trace as one buffer
 // each, see models/cnn_params.hpp). Header-only: a loop the compiler vectorises.

@@ -30,7 +30,7 @@
 // reused across calls, so the views handed to the wrapped function are valid only during
 // that call, and one wrapper must not be called from two threads at once.
 //
-// Example (the eval step of the seed, metrics as static argument 0 and static_return):
+// Example (the eval step of Flax's full-dataset evaluation guide, metrics as static argument 0 and static_return):
 //   PadShardUnpad step([&](const ShardedArgs& a) {
 //                        const auto images = a.arg(1).array();        // [d, b_dev, 28, 28, 1]
 //                        ctx.pool().run([&](int dev) { ... images.at(dev) ... });
