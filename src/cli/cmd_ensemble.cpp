@@ -67,6 +67,8 @@ int cmd_ensemble(const Args& args) {
       "dense-features", po::value<std::string>()->default_value("256"),
       "widths of the hidden dense layers (ReLU) before the classifier; 'none' for no hidden layer")(
       "classes", po::value<int>()->default_value(0), "number of classes (0: 1 + the largest training label)")(
+      "input-scale", po::value<std::string>()->default_value("auto"),
+      "how stored features become float32: auto (uint8 / 255; other types as stored; images of another type beyond [0, 1] are refused), none (as stored, uint8 too), or a factor such as 1/255")(
       "checkpoint", po::value<std::string>(), "HDF5 checkpoint written after every epoch and on SIGTERM/SIGINT (atomic)")(
       "resume", po::bool_switch(), "continue from --checkpoint (refused if it comes from other options)")(
       "metrics-csv", po::value<std::string>(), "per-epoch CSV of the metrics")(
@@ -85,6 +87,7 @@ int cmd_ensemble(const Args& args) {
         require_non_negative(vm, "test-limit");
         require_non_negative(vm, "progress-every");
         require_non_negative(vm, "classes");
+        data::FeatureScale::parse(vm["input-scale"].as<std::string>(), true);
         require_at_most(vm, "classes", data::kMaxClasses, "labels are class indices below it");
         parse_widths(vm, "conv-features", false);
         parse_widths(vm, "dense-features", true);
@@ -121,6 +124,7 @@ int cmd_ensemble(const Args& args) {
   o.model.conv_features = parse_widths(vm, "conv-features", false);
   o.model.dense_features = parse_widths(vm, "dense-features", true);
   o.model.classes = vm["classes"].as<int>();
+  o.input_scale = data::FeatureScale::parse(vm["input-scale"].as<std::string>(), true);
 
   std::signal(SIGTERM, request_stop);
   std::signal(SIGINT, request_stop);

@@ -68,6 +68,9 @@ int cmd_eval(const Args& args) {
       "infinite-pad: steps whose real rows one count-barrier allreduce sums (1: a barrier on every step, as in Flax's "
       "full-dataset evaluation guide; the stopping step is the same for every value)")(
       "drop-label", po::value<int>(), "drop the examples with this label after loading (per-rank counts become data dependent)")(
+      "input-scale", po::value<std::string>()->default_value("auto"),
+      "how stored features become float32: auto (uint8 / 255; other types as stored; with --model cnn, images of "
+      "another type beyond [0, 1] are refused), none (as stored, uint8 too), or a factor such as 1/255")(
       "dry-run", po::bool_switch(), "read only shapes; print each rank's split, padded batch shape, steps and memory")(
       "benchmark", po::bool_switch(),
       "also time pad and infinite-pad against the plain forward over the same examples and print the ratios")(
@@ -95,6 +98,7 @@ int cmd_eval(const Args& args) {
           require_readable_file(vm, "weights");
         }
         if (vm.count("drop-label") && vm["drop-label"].as<int>() < 0) throw Error("--drop-label must be >= 0");
+        data::FeatureScale::parse(vm["input-scale"].as<std::string>(), false);
       });
   if (cl.help) {
     print_root(cl.help_text);
@@ -110,6 +114,7 @@ int cmd_eval(const Args& args) {
   o.min_device_batch = vm["min-device-batch"].as<std::int64_t>();
   if (vm.count("drop-label")) o.drop_label = vm["drop-label"].as<int>();
   o.count_window = vm["count-window"].as<int>();
+  o.input_scale = data::FeatureScale::parse(vm["input-scale"].as<std::string>(), vm["model"].as<std::string>() == "cnn");
   workloads::require_layout_fits(ctx, o);
 
   print_root(workloads::startup_table(ctx, "eval"));

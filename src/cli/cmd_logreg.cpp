@@ -28,6 +28,8 @@ int cmd_logreg(const Args& args) {
       "features-key", po::value<std::string>()->default_value("X"), "dataset of the features")(
       "labels-key", po::value<std::string>()->default_value("y"), "dataset of the labels")(
       "classes", po::value<int>()->default_value(0), "number of classes C (0: max label + 1)")(
+      "input-scale", po::value<std::string>()->default_value("auto"),
+      "how stored features become float32: auto (uint8 / 255; other types as stored), none (as stored, uint8 too), or a factor such as 1/255")(
       "maxiter", po::value<int>()->default_value(100), "L-BFGS iterations at most (>= 1)")(
       "tol", po::value<double>()->default_value(1e-3), "stop when the gradient's L2 norm is <= tol (JAXopt's state.error)")(
       "history", po::value<int>()->default_value(10), "L-BFGS history size m (>= 1)")(
@@ -45,6 +47,7 @@ int cmd_logreg(const Args& args) {
     require_present(vm, "data");
     require_readable_file(vm, "data");
     require_non_negative(vm, "classes");
+    data::FeatureScale::parse(vm["input-scale"].as<std::string>(), false);
     require_at_most(vm, "classes", data::kMaxClasses, "labels are class indices below it");
     require_non_negative(vm, "l2");
     optim::validate(solver_params(vm));
@@ -61,6 +64,7 @@ int cmd_logreg(const Args& args) {
   o.data = vm["data"].as<std::string>();
   o.keys = {vm["features-key"].as<std::string>(), vm["labels-key"].as<std::string>()};
   o.classes = vm["classes"].as<int>();
+  o.input_scale = data::FeatureScale::parse(vm["input-scale"].as<std::string>(), false);
   o.solver = solver_params(vm);
   o.l2 = vm["l2"].as<double>();
 #ifndef NDEBUG

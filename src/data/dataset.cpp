@@ -258,14 +258,24 @@ void ShardReader::read_features(std::int64_t first_row, std::int64_t count, std:
   };
 
   std::vector<double> doubles;
-  const auto to_float = [](auto v) { return static_cast<float>(v); };
+  const bool scaled = scale_.mode == FeatureScale::Mode::Factor;
+  const double factor = scale_.factor, divisor = scale_.divisor;
+  const auto to_float = [&](auto v) {
+    return scaled ? static_cast<float>(static_cast<double>(v) * factor / divisor) : static_cast<float>(v);
+  };
   auto into_out = [&](std::int64_t local_row) { return out.data() + local_row * elems; };
   const hid_t ds = features_.get(), xfer = features_xfer();
   switch (shape_.features_type) {
     case ElementType::Float32:
       read_in_pieces<float>(
           ctx_, ds, xfer, elems, first_row, count, piece_rows,
-          [&](std::int64_t local_row, std::int64_t) { return into_out(local_row); }, check_finite);
+          [&](std::int64_t local_row, std::int64_t) { return into_out(local_row); },
+          [&](const float* data, std::int64_t row0, std::int64_t rows) {
+            check_finite(data, row0, rows);
+            float* dst = into_out(row0 - first_row);  // the buffer read into (data)
+            if (scaled)
+              for (std::int64_t i = 0; i < rows * elems; ++i) dst[i] = to_float(data[i]);
+          });
       break;
     case ElementType::Float64:
       read_in_pieces<double>(
@@ -278,7 +288,7 @@ void ShardReader::read_features(std::int64_t first_row, std::int64_t count, std:
             float* dst = into_out(row0 - first_row);
             for (std::int64_t i = 0; i < rows * elems; ++i) {
               if (!std::isfinite(data[i])) throw non_finite(row0 + i / elems, i % elems, data[i]);
-              dst[i] = static_cast<float>(data[i]);
+              dst[i] = to_float(data[i]);
               if (!std::isfinite(dst[i])) {
                 std::ostringstream os;
                 os << where << ": row " << row0 + i / elems << " element " << i % elems << " holds " << data[i]
@@ -289,11 +299,15 @@ void ShardReader::read_features(std::int64_t first_row, std::int64_t count, std:
           });
       break;
     case ElementType::UInt8: {
-      const auto& scale = uint8_scale_table();  // images: [0, 255] -> [0, 1]
-      read_converted<std::uint8_t>(first_row, count, piece_rows, out, [&](std::uint8_t v) { return scale[v]; });
+      // Images: [0, 255] -> [0, 1] under auto; any other scale as a table too.
+      std::array<float, 256> table{};
+      if (scale_.mode == FeatureScale::Mode::Auto) table = uint8_scale_table();
+      else
+        for (int v = 0; v < 256; ++v) table[static_cast<std::size_t>(v)] = to_float(v);
+      read_converted<std::uint8_t>(first_row, count, piece_rows, out, [&](std::uint8_t v) { return table[v]; });
       break;
     }
-    // Other integers keep their values (exact below 2^24).
+    // Other integers keep their values (exact below 2^24) unless a factor is given.
     case ElementType::Int8: read_converted<std::int8_t>(first_row, count, piece_rows, out, to_float); break;
     case ElementType::Int16: read_converted<std::int16_t>(first_row, count, piece_rows, out, to_float); break;
     case ElementType::UInt16: read_converted<std::uint16_t>(first_row, count, piece_rows, out, to_float); break;
@@ -301,6 +315,26 @@ void ShardReader::read_features(std::int64_t first_row, std::int64_t count, std:
     case ElementType::UInt32: read_converted<std::uint32_t>(first_row, count, piece_rows, out, to_float); break;
     case ElementType::Int64: read_converted<std::int64_t>(first_row, count, piece_rows, out, to_float); break;
     case ElementType::UInt64: read_converted<std::uint64_t>(first_row, count, piece_rows, out, to_float); break;
+  }
+  // Images whose values say they were never scaled: refused (agreed over ranks) rather than
+  // trained on. uint8 under auto is scaled above; an explicit scale is the user's word.
+  if (scale_.images && scale_.mode == FeatureScale::Mode::Auto && shape_.features_type != ElementType::UInt8) {
+    double range[2] = {0.0, 0.0};  // -min, max over every rank's rows (0 when all lie in [0, 1])
+    for (std::int64_t i = 0; i < count * elems; ++i) {
+      const double v = out[static_cast<std::size_t>(i)];
+      range[0] = std::max(range[0], -v);
+      range[1] = std::max(range[1], v);
+    }
+    runtime::allreduce_max(ctx_, std::span<double>(range, 2));
+    const double lo = range[0] > 0 ? -range[0] : 0.0, hi = range[1];
+    if (hi > 1.0 + 1e-6 || lo < -1.0 - 1e-6) {
+      std::ostringstream os;
+      os << where << " holds " << to_string(shape_.features_type) << " images with values in [" << lo << ", " << hi
+         << "]: images are expected in [0, 1], so these look unscaled. Set --input-scale "
+         << (hi <= 255.0 + 1e-6 && lo >= 0.0 ? "1/255" : "<factor>")
+         << " to scale them, or --input-scale none to use the values as they are";
+      throw CollectiveError(os.str());
+    }
   }
 }
 
@@ -380,6 +414,46 @@ DatasetShape probe_shape(const std::string& path, const DatasetKeys& keys) {
   return inspect(file.get(), path, keys, features, labels);
 }
 
+FeatureScale FeatureScale::parse(const std::string& text, bool images) {
+  FeatureScale s;
+  s.images = images;
+  if (text == "auto") return s;
+  if (text == "none") {
+    s.mode = Mode::None;
+    return s;
+  }
+  const auto number = [&](const std::string& part) {
+    std::size_t used = 0;
+    double v = 0;
+    try {
+      v = std::stod(part, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (part.empty() || used != part.size() || !std::isfinite(v) || v <= 0)
+      throw Error("--input-scale must be auto, none, or a positive factor such as 0.5 or 1/255 (got '" + text + "')");
+    return v;
+  };
+  const auto slash = text.find('/');
+  s.mode = Mode::Factor;
+  if (slash == std::string::npos) {
+    s.factor = number(text);
+  } else {
+    s.factor = number(text.substr(0, slash));
+    s.divisor = number(text.substr(slash + 1));
+  }
+  return s;
+}
+
+std::string FeatureScale::describe() const {
+  if (mode == Mode::Auto) return "auto";
+  if (mode == Mode::None) return "none";
+  std::ostringstream os;
+  os << "x " << factor;
+  if (divisor != 1.0) os << "/" << divisor;
+  return os.str();
+}
+
 std::int64_t label_bound(std::int64_t examples) {
   return std::min<std::int64_t>(kMaxClasses, std::max<std::int64_t>(64 * examples, 1024));
 }
@@ -456,8 +530,9 @@ LoadedShard load(const runtime::Context& ctx, ShardReader& reader, std::int64_t 
 }  // namespace
 
 LoadedShard load_shard(const runtime::Context& ctx, const std::string& path, const DatasetKeys& keys,
-                       std::int64_t first_row, std::int64_t rows, int classes) {
+                       std::int64_t first_row, std::int64_t rows, int classes, const FeatureScale& scale) {
   ShardReader reader(ctx, path, keys);
+  reader.set_feature_scale(scale);
   return load(ctx, reader, first_row, rows, classes);
 }
 

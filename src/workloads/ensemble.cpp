@@ -73,7 +73,7 @@ EnsembleData load_data(const runtime::Context& ctx, EnsembleOptions& o) {
                           std::to_string(o.batch_size));
   ctx.set_phase("ensemble: loading data");
   EnsembleData d;
-  d.train = data::load_shard(ctx, o.train, o.keys, 0, n_train, o.model.classes);
+  d.train = data::load_shard(ctx, o.train, o.keys, 0, n_train, o.model.classes, o.input_scale);
   if (o.model.classes == 0) {
     o.model.classes = d.train.classes;
     if (o.model.classes < 2)
@@ -81,7 +81,7 @@ EnsembleData load_data(const runtime::Context& ctx, EnsembleOptions& o) {
                             " class(es); a classifier needs at least 2 (set --classes)");
   }
   const std::int64_t n_test = o.test_limit > 0 ? std::min(o.test_limit, test_shape.rows) : test_shape.rows;
-  d.test = data::load_shard(ctx, o.test, o.test_keys, 0, n_test, o.model.classes);
+  d.test = data::load_shard(ctx, o.test, o.test_keys, 0, n_test, o.model.classes, o.input_scale);
   d.steps_per_epoch = n_train / o.batch_size;
   return d;
 }

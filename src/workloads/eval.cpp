@@ -314,7 +314,7 @@ EvalShard load_eval_shard(const Context& ctx, const EvalOptions& o, const models
   model.check_sample_shape(shape.sample_shape, o.data);
   const auto range = sharding::split_for_process(shape.rows, ctx.rank(), ctx.size());
   EvalShard es;
-  es.shard = data::load_shard(ctx, o.data, o.keys, range.first, range.size, model.classes());
+  es.shard = data::load_shard(ctx, o.data, o.keys, range.first, range.size, model.classes(), o.input_scale);
   if (o.drop_label) {
     auto& s = es.shard;
     const std::int64_t row = s.sample_size;

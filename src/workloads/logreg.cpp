@@ -46,7 +46,7 @@ LogregResult run_logreg(const runtime::Context& ctx, const LogregOptions& o,
   const auto shape = data::probe_shape(ctx, o.data, o.keys);
   const auto rows = logreg_rank_rows(shape.rows, ctx.rank(), ctx.size());
   ctx.set_phase("logreg: loading rows");
-  const auto shard = data::load_shard(ctx, o.data, o.keys, rows.first, rows.size, o.classes);
+  const auto shard = data::load_shard(ctx, o.data, o.keys, rows.first, rows.size, o.classes, o.input_scale);
   LogregResult r;
   r.load_seconds = since(start);
   allreduce_max(ctx, std::span<double>(&r.load_seconds, 1));

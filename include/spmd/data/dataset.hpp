@@ -41,6 +41,27 @@ struct DatasetKeys {
   std::string labels;
 };
 
+// How stored feature values become the float32 the models see (--input-scale).
+//  auto:   uint8 is scaled by 1/255 (images, as numpy's x / 255.0); every other type keeps
+//          its values. For images (`images` set: the CNN's input), data of another type
+//          whose values go beyond [0, 1] (uint16 / int32 / float holding 0..255, say) is
+//          refused, naming the range seen and the option to set: such data trained
+//          unscaled silently diverges.
+//  none:   every type keeps its values (uint8 too).
+//  factor: every value becomes value * factor / divisor (in double, then rounded to float32;
+//          "1/255" gives uint16 images exactly the bits auto gives uint8 ones).
+struct FeatureScale {
+  enum class Mode { Auto, None, Factor };
+  Mode mode = Mode::Auto;
+  double factor = 1.0;
+  bool images = false;
+  double divisor = 1.0;
+  // "auto", "none", a number or a fraction such as "1/255"; throws spmd::Error naming
+  // --input-scale otherwise.
+  static FeatureScale parse(const std::string& text, bool images);
+  std::string describe() const;  // "auto", "none", "x 0.00392157"
+};
+
 // What the metadata says; no data is read.
 struct DatasetShape {
   std::int64_t rows = 0;                   // N, the same for features and labels
@@ -86,7 +107,7 @@ DatasetShape probe_shape(const std::string& path, const DatasetKeys& keys);
 // Either way a label >= label_bound(N) is refused; inferred classes without an example
 // give a warning (LoadedShard::warnings).
 LoadedShard load_shard(const runtime::Context& ctx, const std::string& path, const DatasetKeys& keys,
-                       std::int64_t first_row, std::int64_t rows, int classes);
+                       std::int64_t first_row, std::int64_t rows, int classes, const FeatureScale& scale = {});
 
 // Features only (keys.labels is ignored). Collective.
 LoadedShard load_features(const runtime::Context& ctx, const std::string& path, const std::string& features_key,
@@ -111,6 +132,8 @@ class ShardReader {
   // Rows [first_row, first_row + count) as float32 into out (count * sample_size values,
   // row-major; uint8 scaled by 1/255). Checks the range and that every value is finite.
   void read_features(std::int64_t first_row, std::int64_t count, std::span<float> out);
+  // How read_features converts (default: FeatureScale{}, auto, not images).
+  void set_feature_scale(const FeatureScale& scale) { scale_ = scale; }
 
   // Labels of rows [first_row, first_row + count) into out (count values), widened to
   // int64 exactly; no class-range check (load_shard does that). Needs keys.labels.
@@ -138,6 +161,7 @@ class ShardReader {
   DatasetKeys keys_;
   DatasetShape shape_;
   std::int64_t max_read_bytes_ = 64 << 20;
+  FeatureScale scale_;
   hid_t features_xfer() const { return shape_.features_virtual ? H5P_DEFAULT : collective_xfer_.get(); }
 
   // Declared in this order so that the datasets close before the (collective) file close.

@@ -42,6 +42,7 @@ struct EnsembleOptions {
   // Each member's architecture. height, width or channels 0: taken from the training images
   // ([N, H, W, C], or [N, H, W] as C = 1); classes 0: 1 + the largest training label.
   models::CnnConfig model = models::CnnConfig::seed_default();
+  data::FeatureScale input_scale{data::FeatureScale::Mode::Auto, 1.0, true};  // images
 };
 
 // The architecture of a run: `requested` with its data-given fields (0) filled from the

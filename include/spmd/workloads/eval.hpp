@@ -40,6 +40,7 @@ struct EvalOptions {
   std::int64_t min_device_batch = 0;  // pad/pad-metrics: 0 means per_device_batch (one shape)
   std::optional<int> drop_label;      // filter this label after loading
   int count_window = 16;              // infinite-pad: steps whose real rows one allreduce counts (1: every step)
+  data::FeatureScale input_scale;     // images set for the CNN (values beyond [0, 1] refused under auto)
 };
 
 struct EvalResult {

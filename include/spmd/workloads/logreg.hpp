@@ -29,6 +29,7 @@ struct LogregOptions {
   optim::LBFGSParams<double> solver;
   double l2 = 0.0;  // adds l2/2 * ||W||^2
   bool verify_replicas = false;  // compare the iterate's hash over ranks every iteration
+  data::FeatureScale input_scale;  // auto: uint8 / 255, other types as stored (not images)
 };
 
 struct LogregIterationRecord {
