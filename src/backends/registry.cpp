@@ -126,20 +126,19 @@ runtime::PlatformChoice select_platform(const std::string& requested) {
     std::string why_not;
     for (const auto& r : kBackends) {
       if (r.builtin != nullptr) continue;
-      std::string why;
-      int devices = r.built && r.probe ? r.probe(&why) : 1;
-      const ModuleState* module = nullptr;
-      if (devices > 0) {
-        module = &load_module(r);
-        if (module->backend == nullptr) why = module->error;
-        else devices = module->backend->platform().device_count(&why);
+      // Why this backend is not the one: not built, no device by its probe, its module
+      // failing to load, or the loaded module seeing no device.
+      std::string why = "not built";
+      if (r.built && (r.probe == nullptr || r.probe(&why) > 0)) {
+        const ModuleState& module = load_module(r);
+        if (module.backend == nullptr) {
+          why = module.error;
+        } else if (const int devices = module.backend->platform().device_count(&why); devices > 0) {
+          choice.platform = &module.backend->platform();
+          choice.note = "--backend auto: " + std::to_string(devices) + " " + r.name + " device(s) visible, using " + r.name;
+          return choice;
+        }
       }
-      if (devices > 0 && module != nullptr && module->backend != nullptr) {
-        choice.platform = &module->backend->platform();
-        choice.note = "--backend auto: " + std::to_string(devices) + " " + r.name + " device(s) visible, using " + r.name;
-        return choice;
-      }
-      if (!r.built) why = "not built";
       why_not += std::string(why_not.empty() ? "" : "; ") + r.name + ": " + why;
     }
     choice.platform = &cpu::backend().platform();

@@ -93,7 +93,8 @@ int cmd_logreg(const Args& args) {
                           workloads::format("%.4e", it.error), workloads::format("%.3e", it.stepsize),
                           std::to_string(it.evaluations), workloads::format("%.2f", it.seconds * 1e3)}));
   };
-  const auto r = workloads::run_logreg(ctx, o, on_iteration);
+  auto on_warning = [&](const std::string& warning) { print_root("# WARNING: " + warning + "\n"); };
+  const auto r = workloads::run_logreg(ctx, o, on_iteration, on_warning);
   progress.close();
   workloads::Table summary({{"status", "", 18}, {"iterations", "", 10}, {"value", "", 14}, {"error", "", 11},
                             {"evals", "", 6}, {"setup", "s", 8}, {"solve", "s", 8}, {"per eval", "ms", 9}});
@@ -104,7 +105,6 @@ int cmd_logreg(const Args& args) {
                           workloads::format("%.2f", r.seconds_per_evaluation * 1e3)}) +
              workloads::format("# %lld rows x %d features, %d classes, over %d rank(s) x %d device(s)\n",
                                static_cast<long long>(r.rows), r.features, r.classes, ctx.size(), ctx.devices_per_rank()));
-  for (const auto& warning : r.warnings) print_root("# WARNING: " + warning + "\n");
   if (r.status == optim::LBFGSStatus::precision_limit)
     print_root(workloads::format(
         "# precision_limit: no step can lower the objective by an amount float32 represents at this value "

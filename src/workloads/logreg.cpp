@@ -40,7 +40,8 @@ class CheckedObjective {
 }  // namespace
 
 LogregResult run_logreg(const runtime::Context& ctx, const LogregOptions& o,
-                        const std::function<void(const LogregIterationRecord&)>& on_iteration) {
+                        const std::function<void(const LogregIterationRecord&)>& on_iteration,
+                        const std::function<void(const std::string&)>& on_warning) {
   const auto start = Clock::now();
   optim::validate(o.solver);
   const auto shape = data::probe_shape(ctx, o.data, o.keys);
@@ -54,6 +55,8 @@ LogregResult run_logreg(const runtime::Context& ctx, const LogregOptions& o,
   r.features = static_cast<int>(shard.sample_size);
   r.classes = shard.classes;
   r.warnings = shard.warnings;
+  if (on_warning)
+    for (const auto& warning : r.warnings) on_warning(warning);
   if (r.classes < 2)
     throw CollectiveError("logreg: '" + o.data + "' has labels of " + std::to_string(r.classes) +
                           " class(es); multiclass logistic regression needs at least 2 (set --classes)");

@@ -56,9 +56,12 @@ struct LogregResult {
   std::vector<std::string> warnings;  // about the data (data::LoadedShard::warnings)
 };
 
-// Collective. on_iteration runs on every rank after each iteration (rank 0 prints).
+// Collective. on_warning runs on every rank with each warning about the data as soon as it
+// is loaded (before the solve; the same text on every rank, LogregResult::warnings keeps
+// them too); on_iteration runs on every rank after each iteration (rank 0 prints).
 LogregResult run_logreg(const runtime::Context& ctx, const LogregOptions& options,
-                        const std::function<void(const LogregIterationRecord&)>& on_iteration = {});
+                        const std::function<void(const LogregIterationRecord&)>& on_iteration = {},
+                        const std::function<void(const std::string&)>& on_warning = {});
 
 nlohmann::json to_json(const LogregResult& r, const LogregOptions& o, const runtime::Context& ctx);
 std::string metrics_csv(const LogregResult& r);
