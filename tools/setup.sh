@@ -15,6 +15,7 @@ packages=(
   libopenblas-dev zlib1g-dev
   dataset-fashion-mnist                      # the embedded default data
   slurm-wlm munge                            # one-node Slurm for the job-script tests
+  iproute2                                   # emulated nodes (tools/cluster/) for the multinode tests
   python3-numpy python3-scipy python3-matplotlib python3-h5py   # references, reports, plots
 )
 missing=()
