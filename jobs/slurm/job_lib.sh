@@ -78,7 +78,13 @@ launcher() {
     mpirun)
       # Open MPI refuses root without the two variables. --bind-to none: by default each
       # rank would be pinned to one core, and its device threads would share it.
-      LAUNCHER=(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np "$1" --bind-to none)
+      # The keepalive options bound the job's end when a node is lost: mpirun then sees its
+      # daemon's connection fail within 5 + 5 x 2 = 15 s and ends the job, naming the node.
+      # Without them it notices only after 300 + 9 x 20 s, and once an abort is under way
+      # (spmd's hang watchdog) it waits forever on the lost daemon; the watchdog therefore
+      # gives the launcher 30 s before aborting when a whole node is silent.
+      LAUNCHER=(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np "$1" --bind-to none
+        --mca oob_tcp_keepalive_time 5 --mca oob_tcp_keepalive_intvl 2 --mca oob_tcp_keepalive_probes 5)
       ;;
   esac
 }

@@ -60,7 +60,13 @@ void pick_blas_kernels(char** argv) {
   if (!core) return;
   setenv("OPENBLAS_CORETYPE", core, 1);
   setenv("SPMD_BLAS_REEXEC", "1", 1);
-  execv("/proc/self/exe", argv);
+  // The binary's own path, not /proc/self/exe: the process name (ps, top, pkill, Slurm's
+  // accounting) comes from the path executed, and would read "exe".
+  char self[4096];
+  const ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (len <= 0) return;
+  self[len] = '\0';
+  execv(self, argv);
   // exec failed: carry on with whatever OpenBLAS chose.
 }
 
@@ -102,7 +108,6 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     std::fprintf(stderr, "spmd %s: error on rank %d: %s\n", command.c_str(), rank, e.what());
     std::fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-    return 1;
+    spmd::runtime::abort_job(1);
   }
 }

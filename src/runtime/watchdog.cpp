@@ -1,8 +1,12 @@
 #include "spmd/runtime/watchdog.hpp"
 
+#include <algorithm>
 #include <cstdio>
+#include <map>
 #include <sstream>
 #include <vector>
+
+#include "spmd/runtime/mpi.hpp"
 
 namespace spmd::runtime {
 
@@ -12,12 +16,40 @@ constexpr int kReplyTag = 7102;
 constexpr auto kPoll = std::chrono::milliseconds(100);
 // A gap between ticks longer than this is a suspension of the process, not a wait.
 constexpr auto kSuspendedGap = std::chrono::seconds(2);
+// How long a report waits for the other ranks' answers.
+constexpr auto kQueryDeadline = std::chrono::seconds(3);
+// Silence is looked for this long into one collective at the latest: early enough to be
+// printed before mpirun's keepalive (15 s with the jobs/ scripts' options) ends the job.
+constexpr double kProbeAfterMax_s = 5;
+// With a host silent, the launcher gets this long to end the job before the abort.
+constexpr int kLauncherGrace_s = 30;
+
+std::string join_ranks(const std::vector<int>& ranks) {
+  std::string out;
+  for (int r : ranks) out += (out.empty() ? "" : " ") + std::to_string(r);
+  return out;
+}
 }  // namespace
+
+struct Watchdog::Diagnosis {
+  std::vector<int> arrived;      // waiting in the same call and phase as this rank
+  std::vector<int> silent;       // no answer
+  std::string absent;            // "rank 2 on node2 (no answer ...); rank 5 on node1 (at ...)"
+  std::string lost_hosts;        // "node2 (ranks 2 3)": other hosts none of whose ranks answered
+};
 
 Watchdog::Watchdog(MPI_Comm comm, double timeout_s) : timeout_s_(timeout_s) {
   MPI_Comm_rank(comm, &rank_);
   MPI_Comm_size(comm, &size_);
   if (timeout_s_ <= 0) return;
+  probe_after_s_ = std::min(kProbeAfterMax_s, timeout_s_ / 2);
+  // Every rank's host, so that a report can say where the silent ranks are.
+  std::vector<char> names(static_cast<size_t>(size_) * MPI_MAX_PROCESSOR_NAME, '\0');
+  char mine[MPI_MAX_PROCESSOR_NAME] = {};
+  int len = 0;
+  MPI_Get_processor_name(mine, &len);
+  MPI_Allgather(mine, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, names.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR, comm);
+  for (int r = 0; r < size_; ++r) hosts_.emplace_back(names.data() + static_cast<size_t>(r) * MPI_MAX_PROCESSOR_NAME);
   int level = MPI_THREAD_SINGLE;
   MPI_Query_thread(&level);
   // A private communicator, so queries never match the program's own messages.
@@ -108,11 +140,107 @@ void Watchdog::loop() {
     last_tick = now;
     const bool armed = call_ != nullptr;
     const double waited = armed ? std::chrono::duration<double>(std::chrono::steady_clock::now() - armed_at_).count() : 0;
+    const bool probe = armed && waited > probe_after_s_ && probed_arm_ != arm_count_;
+    if (probe) probed_arm_ = arm_count_;
     lock.unlock();
     answer_queries();
     if (armed && waited > timeout_s_) report_and_abort(waited);
+    if (probe) warn_if_silent(waited);
     lock.lock();
   }
+}
+
+Watchdog::PeerStates Watchdog::query_peers(std::chrono::milliseconds deadline) {
+  PeerStates state(static_cast<size_t>(size_));
+  state[static_cast<size_t>(rank_)] = describe_self();
+  if (comm_ == MPI_COMM_NULL) return state;
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    int q = 1;
+    MPI_Request req;
+    MPI_Isend(&q, 1, MPI_INT, r, kQueryTag, comm_, &req);
+    MPI_Request_free(&req);
+  }
+  const auto until = std::chrono::steady_clock::now() + deadline;
+  int missing = size_ - 1;
+  while (missing > 0 && std::chrono::steady_clock::now() < until) {
+    answer_queries();
+    int flag = 0;
+    MPI_Status st;
+    MPI_Iprobe(MPI_ANY_SOURCE, kReplyTag, comm_, &flag, &st);
+    if (!flag) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      continue;
+    }
+    int count = 0;
+    MPI_Get_count(&st, MPI_CHAR, &count);
+    std::string text(static_cast<size_t>(count), '\0');
+    MPI_Recv(text.data(), count, MPI_CHAR, st.MPI_SOURCE, kReplyTag, comm_, MPI_STATUS_IGNORE);
+    if (state[static_cast<size_t>(st.MPI_SOURCE)].empty()) --missing;
+    state[static_cast<size_t>(st.MPI_SOURCE)] = text;
+  }
+  return state;
+}
+
+Watchdog::Diagnosis Watchdog::diagnose(const PeerStates& state, const std::string& my_call,
+                                       const std::string& my_phase) const {
+  Diagnosis d;
+  std::ostringstream absent;
+  for (int r = 0; r < size_; ++r) {
+    const std::string& s = state[static_cast<size_t>(r)];
+    const std::string where = "rank " + std::to_string(r) + " on " + hosts_[static_cast<size_t>(r)];
+    if (s.empty()) {
+      d.silent.push_back(r);
+      absent << (absent.tellp() > 0 ? "; " : "") << where << " (no answer: exited, hung outside MPI, or unreachable)";
+      continue;
+    }
+    const auto t1 = s.find('\t'), t2 = s.find('\t', t1 + 1);
+    const bool in_call = s[0] == '1';
+    const std::string call = s.substr(t1 + 1, t2 - t1 - 1), phase = s.substr(t2 + 1);
+    if (in_call && call == my_call && phase == my_phase) {
+      d.arrived.push_back(r);
+    } else {
+      absent << (absent.tellp() > 0 ? "; " : "") << where << " (at '" << phase << "'"
+             << (in_call ? ", waiting in " + call : ", not in a collective") << ")";
+    }
+  }
+  d.absent = absent.str();
+  // A host none of whose ranks answers: lost, or cut off from this one. This rank's own host
+  // is never called lost (its silent ranks are dead or hung processes).
+  std::map<std::string, std::pair<std::vector<int>, bool>> by_host;  // ranks, any answered
+  for (int r = 0; r < size_; ++r) {
+    auto& h = by_host[hosts_[static_cast<size_t>(r)]];
+    h.first.push_back(r);
+    if (!state[static_cast<size_t>(r)].empty()) h.second = true;
+  }
+  for (const auto& [host, h] : by_host) {
+    if (h.second || host == hosts_[static_cast<size_t>(rank_)]) continue;
+    d.lost_hosts += (d.lost_hosts.empty() ? "" : ", ") + host + " (rank" + (h.first.size() > 1 ? "s " : " ") +
+                    join_ranks(h.first) + ")";
+  }
+  return d;
+}
+
+void Watchdog::warn_if_silent(double waited_s) {
+  std::string my_call, my_phase;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!call_) return;  // the collective finished meanwhile
+    my_call = call_;
+    my_phase = current_phase_locked();
+  }
+  if (comm_ == MPI_COMM_NULL) return;  // nobody could answer: only the timeout can tell
+  const Diagnosis d = diagnose(query_peers(kQueryDeadline), my_call, my_phase);
+  // One warning per collective from the job: the lowest rank waiting there prints it.
+  if (d.silent.empty() || d.arrived.empty() || d.arrived.front() != rank_) return;
+  std::ostringstream os;
+  os << "rank " << rank_ << " on " << hosts_[static_cast<size_t>(rank_)] << ": warning: waited "
+     << static_cast<int>(waited_s) << " s in " << my_call << " during '" << my_phase
+     << "'; no answer from rank" << (d.silent.size() > 1 ? "s " : " ") << join_ranks(d.silent) << ".\n";
+  if (!d.lost_hosts.empty()) os << "  lost or unreachable: " << d.lost_hosts << " (none of its ranks answers)\n";
+  os << "  the job ends when the launcher notices, or after --hang-timeout (" << timeout_s_ << " s)\n";
+  std::fputs(os.str().c_str(), stderr);
+  std::fflush(stderr);
 }
 
 void Watchdog::report_and_abort(double waited_s) {
@@ -122,73 +250,31 @@ void Watchdog::report_and_abort(double waited_s) {
     my_call = call_ ? call_ : "?";
     my_phase = current_phase_locked();
   }
-  std::vector<std::string> state(static_cast<size_t>(size_));
-  state[static_cast<size_t>(rank_)] = describe_self();
-  if (comm_ != MPI_COMM_NULL) {
-    for (int r = 0; r < size_; ++r) {
-      if (r == rank_) continue;
-      int q = 1;
-      MPI_Request req;
-      MPI_Isend(&q, 1, MPI_INT, r, kQueryTag, comm_, &req);
-      MPI_Request_free(&req);
-    }
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
-    int missing = size_ - 1;
-    while (missing > 0 && std::chrono::steady_clock::now() < deadline) {
-      answer_queries();
-      int flag = 0;
-      MPI_Status st;
-      MPI_Iprobe(MPI_ANY_SOURCE, kReplyTag, comm_, &flag, &st);
-      if (!flag) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-        continue;
-      }
-      int count = 0;
-      MPI_Get_count(&st, MPI_CHAR, &count);
-      std::string text(static_cast<size_t>(count), '\0');
-      MPI_Recv(text.data(), count, MPI_CHAR, st.MPI_SOURCE, kReplyTag, comm_, MPI_STATUS_IGNORE);
-      if (state[static_cast<size_t>(st.MPI_SOURCE)].empty()) --missing;
-      state[static_cast<size_t>(st.MPI_SOURCE)] = text;
-    }
-  }
-  std::vector<int> arrived;
-  std::ostringstream absent;
-  int n_absent = 0;
-  for (int r = 0; r < size_; ++r) {
-    const std::string& s = state[static_cast<size_t>(r)];
-    if (s.empty()) {
-      absent << (n_absent++ ? "; " : "") << "rank " << r << " (no answer: exited, or stuck outside MPI)";
-      continue;
-    }
-    const auto t1 = s.find('\t'), t2 = s.find('\t', t1 + 1);
-    const bool in_call = s[0] == '1';
-    const std::string call = s.substr(t1 + 1, t2 - t1 - 1), phase = s.substr(t2 + 1);
-    if (in_call && call == my_call && phase == my_phase) {
-      arrived.push_back(r);
-    } else {
-      absent << (n_absent++ ? "; " : "") << "rank " << r << " (at '" << phase << "'"
-             << (in_call ? ", waiting in " + call : ", not in a collective") << ")";
-    }
-  }
+  const Diagnosis d = diagnose(query_peers(kQueryDeadline), my_call, my_phase);
+  // With a host lost, an abort now would leave mpirun waiting on that host's daemon for
+  // good; its keepalive (or slurmd's silence) ends the job by itself if given the time.
+  const int grace_s = d.lost_hosts.empty() ? 0 : kLauncherGrace_s;
   // Every waiting rank times out at about the same moment; one report is enough. The lowest
   // waiting rank prints and aborts; the others give it a head start, then abort quietly.
-  if (!arrived.empty() && arrived.front() != rank_) {
-    std::this_thread::sleep_for(std::chrono::seconds(3));
-    MPI_Abort(MPI_COMM_WORLD, 3);
-    std::_Exit(3);
+  if (!d.arrived.empty() && d.arrived.front() != rank_) {
+    std::this_thread::sleep_for(std::chrono::seconds(3 + grace_s));
+    abort_job(3);
   }
   std::ostringstream os;
-  os << "rank " << rank_ << ": error: hang detected: waited " << static_cast<int>(waited_s) << " s in " << my_call
-     << " during '" << my_phase << "'.\n  ranks waiting there:";
-  for (int r : arrived) os << " " << r;
-  os << "\n  ranks that did not arrive: " << (n_absent ? absent.str() : "none (the collective itself is stuck)")
-     << "\n  hint: a rank ran a different number of steps (for eval with uneven data: --strategy infinite-pad), "
+  os << "rank " << rank_ << " on " << hosts_[static_cast<size_t>(rank_)] << ": error: hang detected: waited "
+     << static_cast<int>(waited_s) << " s in " << my_call << " during '" << my_phase
+     << "'.\n  ranks waiting there: " << join_ranks(d.arrived)
+     << "\n  ranks that did not arrive: " << (d.absent.empty() ? "none (the collective itself is stuck)" : d.absent);
+  if (!d.lost_hosts.empty())
+    os << "\n  lost or unreachable: " << d.lost_hosts << " (none of its ranks answers); aborting in " << grace_s
+       << " s unless the launcher ends the job first";
+  os << "\n  hint: a rank ran a different number of steps (for eval with uneven data: --strategy infinite-pad), "
         "crashed, or is slow; raise --hang-timeout (now "
      << timeout_s_ << " s) if the step is legitimately long.\n";
   std::fputs(os.str().c_str(), stderr);
   std::fflush(stderr);
-  MPI_Abort(MPI_COMM_WORLD, 3);
-  std::_Exit(3);
+  std::this_thread::sleep_for(std::chrono::seconds(grace_s));
+  abort_job(3);
 }
 
 }  // namespace spmd::runtime

@@ -114,7 +114,7 @@ stall() {  # stall NAME NP PHASE CMD...: rank 1 sleeps in PHASE
   faults=$((faults + 1))
   run "$name" nonzero 30 mpi "$np" "$@" --hang-timeout 3 --simulate-stall "1:$phase" || return
   expect_in "$name: hang reported" 'hang detected: waited 3 s'
-  expect_in "$name: names the missing rank and its step" "did not arrive: rank 1 \(at '$phase \(simulated stall\)'"
+  expect_in "$name: names the missing rank and its step" "did not arrive: rank 1 on [^ ]+ \(at '$phase \(simulated stall\)'"
   expect_in "$name: names the step of the waiting ranks" "during '[^']+'"
   awk -v s="$LAST_SECONDS" 'BEGIN { exit !(s < 20) }' || fail "$name: took ${LAST_SECONDS}s to end"
 }

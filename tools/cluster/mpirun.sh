@@ -2,7 +2,8 @@
 # mpirun across an emulated cluster: runs Open MPI's mpirun on node1 with a host file of all
 # nodes, starting the daemons of the other nodes through rsh_agent.sh, and keeping both the
 # out-of-band and the MPI traffic on the cluster's interconnect (TCP between nodes, shared
-# memory within a node, as Open MPI chooses on a real cluster).
+# memory within a node, as Open MPI chooses on a real cluster). The keepalive options are
+# those of jobs/slurm/job_lib.sh, for the same reason (a lost node ends the job in ~15 s).
 #
 #   tools/cluster/mpirun.sh NAME [MPIRUN OPTIONS] PROGRAM [ARGS]
 #   e.g. tools/cluster/mpirun.sh c1 -np 4 --map-by ppr:2:node build/spmd info
@@ -21,4 +22,5 @@ subnet=$CLUSTER_SUBNET_PREFIX.0/24
 exec "$here/on.sh" "$name" 1 mpirun --hostfile "$state/hostfile" \
   --mca plm_rsh_agent "$here/rsh_agent.sh" \
   --mca oob_tcp_if_include "$subnet" --mca btl_tcp_if_include "$subnet" \
-  --mca btl self,vader,tcp "$@"
+  --mca btl self,vader,tcp \
+  --mca oob_tcp_keepalive_time 5 --mca oob_tcp_keepalive_intvl 2 --mca oob_tcp_keepalive_probes 5 "$@"

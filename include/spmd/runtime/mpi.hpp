@@ -32,4 +32,10 @@ class Mpi {
 // path may be visible on some nodes only.
 int node_local_rank(MPI_Comm comm);
 
+// Ends the whole job: MPI_Abort on MPI_COMM_WORLD with `code`, and this process's own exit
+// (std::_Exit(code)) no later than 10 s after, even when the abort never completes. It may
+// not: with a node lost, mpirun's teardown waits on that node's daemon and Slurm's on its
+// slurmstepd, and a rank that lingered there would hold its node's resources.
+[[noreturn]] void abort_job(int code);
+
 }  // namespace spmd::runtime

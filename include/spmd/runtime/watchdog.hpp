@@ -3,7 +3,15 @@
 // 100 ms. When one rank has been inside the same collective for longer than the timeout, it
 // asks every other rank (on a private communicator, answered by their watchdog threads)
 // where it is, prints a report naming the step and the ranks that did not arrive, and
-// aborts the job (MPI_Abort) so that no rank is left waiting.
+// aborts the job (abort_job) so that no rank is left waiting.
+//
+// Ranks that do not answer at all are dead, hung outside MPI, or unreachable. Such silence
+// is looked for early (after min(5 s, timeout / 2) in one collective) and reported at once
+// as a warning naming the ranks and their hosts; a host none of whose ranks answers is
+// named as lost. The abort then waits 30 s for the launcher, which notices a lost node by
+// itself (mpirun through TCP keepalive on its daemons' connections, Slurm through
+// slurmd's silence): mpirun's own teardown, once an abort is under way, waits forever on an
+// unreachable daemon.
 #include <mpi.h>
 
 #include <atomic>
@@ -13,6 +21,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace spmd::runtime {
 
@@ -44,8 +53,16 @@ class Watchdog {
   };
 
  private:
+  // What the other ranks said when asked where they are: one entry per rank, the asking
+  // rank's own included; empty where no answer came within the deadline.
+  using PeerStates = std::vector<std::string>;
+  struct Diagnosis;
+
   void loop();
   void answer_queries();
+  PeerStates query_peers(std::chrono::milliseconds deadline);
+  Diagnosis diagnose(const PeerStates& states, const std::string& call, const std::string& phase) const;
+  void warn_if_silent(double waited_s);
   [[noreturn]] void report_and_abort(double waited_s);
   std::string describe_self();
   std::string current_phase_locked() const;  // the phase text; mutex_ held by the caller
@@ -53,6 +70,8 @@ class Watchdog {
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1;
   double timeout_s_ = 0;
+  double probe_after_s_ = 0;        // when silence is first looked for in one collective
+  std::vector<std::string> hosts_;  // host of every rank, for the reports
   std::mutex mutex_;
   std::condition_variable cv_;
   std::string phase_ = "start-up";
@@ -60,6 +79,7 @@ class Watchdog {
   std::int64_t step_ = 0;
   const char* call_ = nullptr;
   std::uint64_t arm_count_ = 0;
+  std::uint64_t probed_arm_ = 0;  // the arm whose silence was last looked for
   std::chrono::steady_clock::time_point armed_at_;
   bool stop_ = false;
   std::thread thread_;
