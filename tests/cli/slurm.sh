@@ -12,91 +12,22 @@
 #     it, checkpoint, scontrol requeue, --resume): with a stand-in binary for both
 #     launchers, and with the real spmd ensemble under srun
 # Skips (exit 0, with a SKIP line) when Slurm or munge is not installed or not root.
+# The same job scripts on two emulated nodes: tests/cli/slurm_multinode.sh.
 source "$(dirname "$0")/../support/cli_lib.sh"
-ROOT=${SPMD_SOURCE_DIR:?}
-
-for tool in slurmctld slurmd munged mungekey sbatch srun scontrol squeue; do
-  if ! command -v "$tool" >/dev/null; then
-    echo "SKIP cli.slurm: '$tool' is not installed (apt-get install slurm-wlm munge; tools/setup.sh does)"
-    exit 0
-  fi
-done
-if [ "$(id -u)" -ne 0 ]; then
-  echo "SKIP cli.slurm: the one-node Slurm runs its daemons as root; run the tests as root"
-  exit 0
-fi
+source "$(dirname "$0")/../support/slurm_lib.sh" # ROOT, slurm_up, start_job, await_job, ...
+slurm_require cli.slurm
 
 PREFIX=$WORK/slurm
-chmod a+x "$WORK" # munged insists that every folder above its socket is a+x
 mkdir -p "$WORK/logs" "$WORK/runs" "$WORK/data"
-stop_slurm() {
-  "$ROOT/tools/slurm/down.sh" "$PREFIX" 2>&1 | sed 's/^/     /'
-}
 # Replaces cli_lib's trap: this script's background submissions and pollers end first, then
 # the daemons (cancelling what is left), then their folder goes.
-trap 'kill $(jobs -p) 2>/dev/null; stop_slurm; rm -rf "$WORK"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null; stop_slurm "$PREFIX"; rm -rf "$WORK"' EXIT
 trap 'exit 130' INT TERM
 
 # 8 CPUs advertised (the default is 4): the short jobs below then run side by side.
-run slurm_up 0 60 env SPMD_SLURM_PREFIX="$PREFIX" SPMD_SLURM_CPUS=8 "$ROOT/tools/slurm/up.sh"
-expect_in "up.sh prints the exports" "^export SLURM_CONF=$PREFIX/etc/slurm.conf"
-eval "$(grep '^export ' "$LAST_OUT")"
-[ "${SLURM_CONF:-}" = "$PREFIX/etc/slurm.conf" ] || { finish; exit 1; }
+slurm_up "$PREFIX" 8 || { finish; exit 1; }
 run sinfo 0 10 sinfo -h -o '%T %c'
 expect_in "node idle with 8 CPUs" '^idle 8$'
-
-# --- helpers ----------------------------------------------------------------------------
-declare -A JOB_PID JOB_T0
-# start_job NAME [VAR=VALUE...] [SBATCH_OPTION...] SCRIPT.sbatch [ARGS...]: submits from
-# $WORK with `sbatch --wait` in the background (job name NAME, log $WORK/logs/NAME-ID.out).
-start_job() {
-  local name=$1 envs=(SPMD="$SPMD" SPMD_ROOT="$ROOT" SPMD_RUNS_DIR="$WORK/runs") opts=()
-  shift
-  while [[ $1 == [A-Z]*=* ]]; do envs+=("$1"); shift; done
-  while [[ $1 != *.sbatch ]]; do opts+=("$1"); shift; done
-  local script=$1
-  shift
-  (cd "$WORK" && exec env "${envs[@]}" timeout 120 sbatch --wait --job-name="$name" \
-    --output="$WORK/logs/%x-%j.out" "${opts[@]}" "$ROOT/jobs/slurm/$script" "$@") >"$WORK/$name.sbatch" 2>&1 &
-  JOB_PID[$name]=$!
-  JOB_T0[$name]=$(date +%s.%N)
-}
-
-# await_job NAME EXPECTED_RC: waits for sbatch; the job's exit code is sbatch's. Sets
-# JOB_ID, RUN_DIR, and LAST_OUT (sbatch's messages + the job log) for expect_in.
-await_job() {
-  local name=$1 want=$2 rc=0
-  wait "${JOB_PID[$name]}" || rc=$?
-  local seconds
-  seconds=$(echo "$(date +%s.%N) - ${JOB_T0[$name]}" | bc)
-  JOB_ID=$(sed -n 's/^Submitted batch job //p' "$WORK/$name.sbatch")
-  RUN_DIR=$WORK/runs/$name-$JOB_ID
-  LAST_OUT=$WORK/$name.out
-  cat "$WORK/$name.sbatch" "$WORK/logs/$name-$JOB_ID.out" >"$LAST_OUT" 2>/dev/null
-  checks=$((checks + 1))
-  if [ "$want" = nonzero ]; then
-    if [ $rc -eq 0 ] || [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
-      fail "job $name: expected a non-zero exit (not a timeout), got rc=$rc"
-      return 1
-    fi
-  elif [ $rc -ne "$want" ]; then
-    fail "job $name (id ${JOB_ID:-none}): expected rc=$want, got rc=$rc"
-    return 1
-  fi
-  echo "ok   job $name (id $JOB_ID, rc=$rc, ${seconds}s from submission)"
-}
-
-# json_check NAME FILE PYTHON-ASSERTIONS (j is the parsed file)
-json_check() {
-  run "$1" 0 10 /usr/bin/python3 -c "
-import json; j = json.load(open('$2'))
-$3"
-}
-
-# implemented COMMAND...: the subcommand exists (its --help does not say "not implemented").
-implemented() {
-  ! "$SPMD" "$@" --help 2>&1 | grep -q "not implemented"
-}
 
 # --- info: both launchers, devices from the allocation, bad launches ---------------------
 start_job info-srun LAUNCH=srun info.sbatch
