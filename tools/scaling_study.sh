@@ -17,6 +17,14 @@
 #   --per-rank N                      weak scaling: examples per rank (default: the strong
 #                                     data's size / the largest rank count)
 #   --out DIR                         (default runs/scaling-<workload>-<date>)
+#   --nodes N                         run across N emulated nodes on this machine (root; see
+#                                     tools/cluster/): ranks go round-robin over the nodes
+#                                     (--map-by node), so R ranks use min(R, N) nodes and talk
+#                                     over the emulated interconnect as on a cluster
+#   --profile P                       that interconnect: native (veth + bridge), fast (10 us,
+#                                     10 Gbit/s), slow (1 ms, 1 Gbit/s) or DELAY_US:RATE_MBIT
+#                                     (default native); the report states it, with the round
+#                                     trip and bandwidth measured between node1 and node2
 #   -- ARGS...                        passed to every spmd run
 # Environment: SPMD (default build/spmd), LAUNCH (srun inside a Slurm job, else mpirun),
 # SPMD_DATA_DIR (where generated weak-scaling data goes; default inputs/data).
@@ -40,7 +48,7 @@ die() {
   exit 2
 }
 
-workload=logreg ranks_list="" devices_list=1 mode=both config="" per_rank="" out="" extra=()
+workload=logreg ranks_list="" devices_list=1 mode=both config="" per_rank="" out="" extra=() nodes=0 profile=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --workload) workload=$2; shift 2 ;;
@@ -50,6 +58,8 @@ while [ $# -gt 0 ]; do
     --config) config=$2; shift 2 ;;
     --per-rank) per_rank=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
+    --nodes) nodes=$2; shift 2 ;;
+    --profile) profile=$2; shift 2 ;;
     --) shift; extra=("$@"); break ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option '$1' (see --help)" ;;
@@ -80,6 +90,9 @@ if [ -z "$ranks_list" ]; then
 fi
 read -r -a words <<<"$ranks_list" && ranks_list="${words[*]}"
 read -r -a words <<<"$devices_list" && devices_list="${words[*]}"
+[[ $nodes =~ ^[0-9]+$ ]] || die "--nodes $nodes: give a whole number of emulated nodes"
+if [ "$nodes" -eq 0 ] && [ -n "$profile" ]; then die "--profile needs --nodes N (the emulated nodes it joins)"; fi
+if [ "$nodes" -gt 0 ] && [ "$LAUNCH" = srun ]; then die "--nodes emulates nodes on this machine; inside a Slurm job the allocation's nodes are used instead"; fi
 for n in $ranks_list $devices_list ${per_rank:-1}; do
   [[ $n =~ ^[1-9][0-9]*$ ]] || die "'$n' is not a positive integer (--ranks, --devices, --per-rank)"
 done
@@ -136,7 +149,7 @@ run_one() {
   name=$workload-r$ranks-d$devices
   local args=(--config "$config" --devices "$devices" --json "$out/$mode/$name.json")
   [ "$workload" = logreg ] && args+=(--metrics-csv "$out/$mode/$name.csv")
-  launcher "$ranks"
+  study_launcher "$ranks"
   local start=$SECONDS
   if ! "${LAUNCHER[@]}" "$SPMD" "$workload" "${args[@]}" "$@" "${pass[@]}" >"$out/$mode/$name.log" 2>&1; then
     echo "scaling_study: run $mode $name failed; its output:" >&2
@@ -159,17 +172,47 @@ weak_data() {
   printf '%s' "$path"
 }
 
+# study_launcher RANKS: sets LAUNCHER, across the emulated nodes when there are any.
+study_launcher() {
+  if [ "$nodes" -gt 0 ]; then
+    LAUNCHER=("$root/tools/cluster/mpirun.sh" "$cluster" -np "$1" --map-by node --bind-to none)
+  else
+    launcher "$1"
+  fi
+}
+
+# The emulated nodes, for the whole study; removed at exit whatever happens.
+cluster="" interconnect=""
+if [ "$nodes" -gt 0 ]; then
+  cluster=sc$$
+  trap '"$root/tools/cluster/down.sh" "$cluster" 2>/dev/null' EXIT
+  "$root/tools/cluster/up.sh" "$cluster" "$nodes" "${profile:-native}"
+  interconnect="\"nodes\": $nodes, \"interconnect\": \"${profile:-native}\""
+  if [ "$nodes" -ge 2 ]; then
+    # What the links deliver here (the emulator's own cost included), next to what they model.
+    "$root/tools/cluster/on.sh" "$cluster" node2 /usr/bin/python3 "$root/tools/cluster/link_probe.py" server --port 5201 2>/dev/null &
+    probe_server=$!
+    measured=$("$root/tools/cluster/on.sh" "$cluster" node1 /usr/bin/python3 "$root/tools/cluster/link_probe.py" \
+      client node2 5201 --mib 32) ||
+      die "the link probe between node1 and node2 failed"
+    kill "$probe_server" 2>/dev/null || true
+    wait "$probe_server" 2>/dev/null || true
+    interconnect="$interconnect, \"link_measured\": $measured"
+    echo "scaling_study: interconnect ${profile:-native} between node1 and node2: $measured"
+  fi
+fi
+
 study_json() { # MODE: what the report shows about the study
   local max_devices total oversubscribed=false per=""
   max_devices=$(tr ' ' '\n' <<<"$devices_list" | sort -n | tail -n 1)
   total=$((max_ranks * max_devices))
   if [ -z "${SLURM_JOB_ID:-}" ] && [ "$total" -gt "$cores" ]; then oversubscribed=true; fi
   if [ "$1" = weak ] && [ "$workload" != ensemble ]; then per=", \"per_rank\": $per_rank"; fi
-  printf '{"workload": "%s", "mode": "%s", "config": "%s", "ranks": "%s", "devices": "%s", "launch": "%s", "host_cores": %d, "oversubscribed": %s%s}\n' \
-    "$workload" "$1" "$config" "$ranks_list" "$devices_list" "$LAUNCH" "$cores" "$oversubscribed" "$per" >"$out/$1/study.json"
+  printf '{"workload": "%s", "mode": "%s", "config": "%s", "ranks": "%s", "devices": "%s", "launch": "%s", "host_cores": %d, "oversubscribed": %s%s%s}\n' \
+    "$workload" "$1" "$config" "$ranks_list" "$devices_list" "$LAUNCH" "$cores" "$oversubscribed" "$per" "${interconnect:+, $interconnect}" >"$out/$1/study.json"
 }
 
-echo "scaling_study: $workload, ranks [$ranks_list], devices per rank [$devices_list], mode $mode, $LAUNCH, output $out"
+echo "scaling_study: $workload, ranks [$ranks_list], devices per rank [$devices_list], mode $mode, $LAUNCH${cluster:+ across $nodes emulated nodes (${profile:-native})}, output $out"
 for m in strong weak; do
   [ "$mode" = both ] || [ "$mode" = "$m" ] || continue
   mkdir -p "$out/$m"

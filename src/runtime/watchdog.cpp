@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <sstream>
 #include <vector>
@@ -21,8 +22,13 @@ constexpr auto kQueryDeadline = std::chrono::seconds(3);
 // Silence is looked for this long into one collective at the latest: early enough to be
 // printed before mpirun's keepalive (15 s with the jobs/ scripts' options) ends the job.
 constexpr double kProbeAfterMax_s = 5;
-// With a host silent, the launcher gets this long to end the job before the abort.
+// With a host silent, mpirun gets this long to end the job before the abort.
 constexpr int kLauncherGrace_s = 30;
+
+// Open MPI's mpirun sets OMPI_COMM_WORLD_RANK in the ranks it starts; srun does not. Only
+// mpirun's teardown hangs on a lost node once an abort is under way (srun's gives up on the
+// node's slurmstepd after KillWait), so only mpirun gets the grace.
+bool launched_by_mpirun() { return std::getenv("OMPI_COMM_WORLD_RANK") != nullptr; }
 
 std::string join_ranks(const std::vector<int>& ranks) {
   std::string out;
@@ -253,7 +259,7 @@ void Watchdog::report_and_abort(double waited_s) {
   const Diagnosis d = diagnose(query_peers(kQueryDeadline), my_call, my_phase);
   // With a host lost, an abort now would leave mpirun waiting on that host's daemon for
   // good; its keepalive (or slurmd's silence) ends the job by itself if given the time.
-  const int grace_s = d.lost_hosts.empty() ? 0 : kLauncherGrace_s;
+  const int grace_s = d.lost_hosts.empty() || !launched_by_mpirun() ? 0 : kLauncherGrace_s;
   // Every waiting rank times out at about the same moment; one report is enough. The lowest
   // waiting rank prints and aborts; the others give it a head start, then abort quietly.
   if (!d.arrived.empty() && d.arrived.front() != rank_) {
@@ -265,9 +271,10 @@ void Watchdog::report_and_abort(double waited_s) {
      << static_cast<int>(waited_s) << " s in " << my_call << " during '" << my_phase
      << "'.\n  ranks waiting there: " << join_ranks(d.arrived)
      << "\n  ranks that did not arrive: " << (d.absent.empty() ? "none (the collective itself is stuck)" : d.absent);
-  if (!d.lost_hosts.empty())
-    os << "\n  lost or unreachable: " << d.lost_hosts << " (none of its ranks answers); aborting in " << grace_s
-       << " s unless the launcher ends the job first";
+  if (!d.lost_hosts.empty()) {
+    os << "\n  lost or unreachable: " << d.lost_hosts << " (none of its ranks answers)";
+    if (grace_s > 0) os << "; aborting in " << grace_s << " s unless the launcher ends the job first";
+  }
   os << "\n  hint: a rank ran a different number of steps (for eval with uneven data: --strategy infinite-pad), "
         "crashed, or is slow; raise --hang-timeout (now "
      << timeout_s_ << " s) if the step is legitimately long.\n";

@@ -173,4 +173,27 @@ fi
 run slurm_queue_empty 0 10 squeue -h
 checks=$((checks + 1))
 if [ -s "$LAST_OUT" ]; then fail "jobs left in the queue"; else echo "ok   no job left in the queue"; fi
+
+# --- a node lost under srun (last: node2 stays down) ------------------------------------------
+# node2's link goes down after the first epoch. spmd's watchdog (--hang-timeout 5) names node2
+# and its ranks and aborts at once (srun, unlike mpirun, ends a step with an unreachable node
+# after KillWait); the job must end within hang-timeout + 30 s of the loss.
+start_job lost-srun LAUNCH=srun CONFIG=inputs/ensemble-small.ini "${TWO_PER_NODE[@]}" --no-requeue \
+  --cpus-per-task=1 ensemble.sbatch --train "$FASHION/train.h5" --test "$FASHION/test.h5" --train-limit 4000 \
+  --epochs 200 --conv-features 4,4 --dense-features 16 --hang-timeout 5
+lost_log=""
+for _ in $(seq 1 600); do
+  lost_log=$(ls "$WORK"/logs/lost-srun-*.out 2>/dev/null | head -n 1)
+  [ -n "$lost_log" ] && grep -qE '^ +1 ' "$lost_log" && break
+  sleep 0.1
+done
+ip -n "$CLUSTER-n2" link set eth0 down
+lost_t0=$(date +%s.%N)
+if await_job lost-srun nonzero; then
+  lost_s=$(echo "$(date +%s.%N) - $lost_t0" | bc)
+  checks=$((checks + 1))
+  if [ "$(echo "$lost_s <= 35" | bc)" = 1 ]; then echo "ok   lost-srun: ended ${lost_s}s after node2 was lost (limit 35 s)"
+  else fail "lost-srun: ended ${lost_s}s after node2 was lost, more than hang-timeout + 30 = 35 s"; fi
+  expect_in "lost-srun: spmd names the lost node and its ranks" 'lost or unreachable: node2 \(ranks 2 3\)'
+fi
 finish

@@ -8,10 +8,9 @@
 // Ranks that do not answer at all are dead, hung outside MPI, or unreachable. Such silence
 // is looked for early (after min(5 s, timeout / 2) in one collective) and reported at once
 // as a warning naming the ranks and their hosts; a host none of whose ranks answers is
-// named as lost. The abort then waits 30 s for the launcher, which notices a lost node by
-// itself (mpirun through TCP keepalive on its daemons' connections, Slurm through
-// slurmd's silence): mpirun's own teardown, once an abort is under way, waits forever on an
-// unreachable daemon.
+// named as lost. Under mpirun the abort then waits 30 s for the launcher, which notices a
+// lost node by itself (TCP keepalive on its daemons' connections): mpirun's own teardown,
+// once an abort is under way, waits forever on an unreachable daemon. srun's does not.
 #include <mpi.h>
 
 #include <atomic>
