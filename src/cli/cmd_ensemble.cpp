@@ -14,6 +14,7 @@
 #include "spmd/models/cnn_params.hpp"
 #include "spmd/workloads/ensemble.hpp"
 #include "spmd/workloads/report.hpp"
+#include "spmd/workloads/time_breakdown.hpp"
 
 namespace spmd::cli {
 
@@ -106,6 +107,8 @@ int cmd_ensemble(const Args& args) {
   }
   const auto& vm = cl.vm;
   runtime::Context ctx(MPI_COMM_WORLD, context_options(vm));
+  // The workload from here to its results: the time breakdown (workloads/time_breakdown.hpp).
+  runtime::TimeAccount account;
   workloads::EnsembleOptions o;
   o.train = vm["train"].as<std::string>();
   o.test = vm["test"].as<std::string>();
@@ -183,12 +186,15 @@ int cmd_ensemble(const Args& args) {
   print_root(workloads::format("# %d members, %.0f training images/s per member (%.0f for the ensemble), parameters digest %016llx\n",
                                r.members, r.images_per_second, r.images_per_second * r.members,
                                static_cast<unsigned long long>(r.params_digest)));
+  const auto breakdown = workloads::reduce_time_breakdown(ctx, account.stop());
+  print_root(workloads::time_breakdown_table(breakdown));
   if (ctx.is_root()) {
     if (vm.count("metrics-csv")) workloads::write_text_atomic(vm["metrics-csv"].as<std::string>(), workloads::metrics_csv(r));
   }
   auto j = workloads::startup_json(ctx);
   if (ctx.is_root() && !json_path(vm).empty()) {
     j.update(workloads::to_json(r, o, ctx));
+    j["time_breakdown"] = workloads::to_json(breakdown);
     j["train"].update(data::to_json(train_keys));
     j["test"].update(data::to_json(test_keys));
     workloads::write_json(json_path(vm), j);

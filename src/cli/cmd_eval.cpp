@@ -13,6 +13,7 @@
 #include "spmd/workloads/eval.hpp"
 #include "spmd/workloads/eval_benchmark.hpp"
 #include "spmd/workloads/report.hpp"
+#include "spmd/workloads/time_breakdown.hpp"
 
 namespace spmd::cli {
 
@@ -136,6 +137,8 @@ int cmd_eval(const Args& args) {
   }
   const auto& vm = cl.vm;
   runtime::Context ctx(MPI_COMM_WORLD, context_options(vm));
+  // The workload from here to its results: the time breakdown (workloads/time_breakdown.hpp).
+  runtime::TimeAccount account;
   workloads::EvalOptions o;
   o.data = vm["data"].as<std::string>();
   o.per_device_batch = vm["per-device-batch"].as<std::int64_t>();
@@ -181,6 +184,10 @@ int cmd_eval(const Args& args) {
                                          : ""));
     j["predictions"] = path;
   }
+  // Before --benchmark: its extra passes are a measurement of their own, not the workload.
+  const auto breakdown = workloads::reduce_time_breakdown(ctx, account.stop());
+  print_root(workloads::time_breakdown_table(breakdown));
+  j["time_breakdown"] = workloads::to_json(breakdown);
 
   if (vm["benchmark"].as<bool>()) {
     const auto b = workloads::run_eval_benchmark(ctx, o, *model, shard, {vm["repeat"].as<int>(), vm["passes"].as<int>()},

@@ -7,6 +7,7 @@
 #include "spmd/workloads/logreg.hpp"
 #include "spmd/workloads/logreg_weights.hpp"
 #include "spmd/workloads/report.hpp"
+#include "spmd/workloads/time_breakdown.hpp"
 
 namespace spmd::cli {
 
@@ -65,6 +66,8 @@ int cmd_logreg(const Args& args) {
   }
   const auto& vm = cl.vm;
   runtime::Context ctx(MPI_COMM_WORLD, context_options(vm));
+  // The workload from here to its results: the time breakdown (workloads/time_breakdown.hpp).
+  runtime::TimeAccount account;
   workloads::LogregOptions o;
   o.data = vm["data"].as<std::string>();
   o.classes = vm["classes"].as<int>();
@@ -130,11 +133,14 @@ int cmd_logreg(const Args& args) {
   if (vm.count("weights-out"))
     workloads::write_logreg_weights(ctx, vm["weights-out"].as<std::string>(), {r.W, r.bias, r.features, r.classes},
                                     {optim::to_string(r.status), r.iterations, r.value, o.data});
+  const auto breakdown = workloads::reduce_time_breakdown(ctx, account.stop());
+  print_root(workloads::time_breakdown_table(breakdown));
   auto j = workloads::startup_json(ctx);  // collective: every rank
   if (ctx.is_root()) {
     if (vm.count("metrics-csv")) workloads::write_text_atomic(vm["metrics-csv"].as<std::string>(), workloads::metrics_csv(r));
     if (!json_path(vm).empty()) {
       j.update(workloads::to_json(r, o, ctx));
+      j["time_breakdown"] = workloads::to_json(breakdown);
       j["data"] = o.data;
       j["keys"] = data::to_json(keys);
       workloads::write_json(json_path(vm), j);

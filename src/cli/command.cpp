@@ -30,7 +30,10 @@ po::options_description common_options(bool with_devices) {
       "seconds a rank may wait in one collective before the job is stopped with a report naming the "
       "ranks that did not arrive (0 disables)")(
       "simulate-stall", po::value<std::string>(),
-      "testing aid: RANK:PHASE makes that rank sleep when it enters PHASE (e.g. '1:eval step 3'), as a stuck rank would");
+      "testing aid: RANK:PHASE makes that rank sleep when it enters PHASE (e.g. '1:eval step 3'), as a stuck rank would")(
+      "simulate-slow", po::value<std::string>(),
+      "testing aid: RANK:SECONDS makes that rank's every device dispatch take SECONDS longer (e.g. '1:0.05'), as a "
+      "slower device would; see the time breakdown");
   if (with_devices)
     d.add_options()("devices", po::value<int>()->default_value(1),
                     "devices per rank: CPU worker threads, or GPUs with --backend cuda")(
@@ -149,6 +152,22 @@ runtime::ContextOptions context_options(const po::variables_map& vm) {
       throw Error("--simulate-stall must be RANK:PHASE, e.g. '1:eval step 3' (got '" + v + "')");
     }
     o.stall_phase = v.substr(colon + 1);
+  }
+  if (vm.count("simulate-slow")) {
+    const std::string v = vm["simulate-slow"].as<std::string>();
+    const auto colon = v.find(':');
+    std::size_t rank_end = 0, seconds_end = 0;
+    try {
+      if (colon == std::string::npos) throw std::invalid_argument(v);
+      o.slow_rank = std::stoi(v.substr(0, colon), &rank_end);
+      o.slow_seconds = std::stod(v.substr(colon + 1), &seconds_end);
+    } catch (const std::exception&) {
+      rank_end = 0;
+    }
+    if (rank_end == 0 || rank_end != colon || seconds_end == 0 || seconds_end != v.size() - colon - 1 ||
+        o.slow_rank < 0 || !(o.slow_seconds > 0 && o.slow_seconds <= 60))
+      throw Error("--simulate-slow must be RANK:SECONDS with RANK >= 0 and 0 < SECONDS <= 60, e.g. '1:0.05' (got '" +
+                  v + "')");
   }
   if (vm.count("hang-timeout")) {
     o.hang_timeout_s = vm["hang-timeout"].as<double>();

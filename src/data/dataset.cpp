@@ -14,6 +14,7 @@
 #include "spmd/runtime/collectives.hpp"
 #include "spmd/runtime/context.hpp"
 #include "spmd/runtime/watchdog.hpp"
+#include "spmd/runtime/time_account.hpp"
 
 namespace spmd::data {
 
@@ -374,11 +375,13 @@ void ShardReader::read_labels(std::int64_t first_row, std::int64_t count, std::s
 }
 
 DatasetShape probe_shape(const runtime::Context& ctx, const std::string& path, const DatasetKeys& keys) {
+  runtime::TimeScope io(runtime::TimeCategory::Io);
   ShardReader reader(ctx, path, keys);
   return reader.shape();
 }
 
 DatasetShape probe_shape(const std::string& path, const DatasetKeys& keys) {
+  runtime::TimeScope io(runtime::TimeCategory::Io);
   H5File file = open_file_serial(path, describe_keys(keys));
   H5Dataset features, labels;
   return inspect(file.get(), path, keys, features, labels);
@@ -524,6 +527,7 @@ LoadedShard load(const runtime::Context& ctx, ShardReader& reader, std::int64_t 
 LoadedShard load_shard(const runtime::Context& ctx, const std::string& path, const DatasetKeys& keys,
                        std::int64_t first_row, std::int64_t rows, int classes, const FeatureScale& scale,
                        FeatureForm form, OnesColumn ones) {
+  runtime::TimeScope io(runtime::TimeCategory::Io);
   ShardReader reader(ctx, path, keys);
   reader.set_feature_scale(scale);
   if (form == FeatureForm::LeftInFile) reader.set_max_read_bytes(kCheckPieceBytes);
@@ -534,6 +538,7 @@ LoadedShard load_shard(const runtime::Context& ctx, const std::string& path, con
 
 LoadedShard load_features(const runtime::Context& ctx, const std::string& path, const std::string& features_key,
                           std::int64_t first_row, std::int64_t rows) {
+  runtime::TimeScope io(runtime::TimeCategory::Io);
   ShardReader reader(ctx, path, DatasetKeys{features_key, ""});
   return load(ctx, reader, first_row, rows, 0, FeatureForm::Float32);
 }

@@ -11,6 +11,7 @@
 #include "spmd/runtime/check.hpp"
 #include "spmd/runtime/collectives.hpp"
 #include "spmd/runtime/context.hpp"
+#include "spmd/runtime/time_account.hpp"
 
 namespace spmd::data {
 
@@ -265,6 +266,7 @@ ResolvedKeys resolved_keys_from_json(const nlohmann::json& j) {
 }
 
 ResolvedKeys resolve_dataset_keys(const std::string& path, const KeyRequest& request) {
+  runtime::TimeScope io(runtime::TimeCategory::Io);
   H5File file = open_file_serial(path, "the features and labels");
   const auto entries = survey(file.get());
   const KeyChoice& f = request.features;
@@ -285,6 +287,7 @@ ResolvedKeys resolve_dataset_keys(const std::string& path, const KeyRequest& req
 }
 
 ResolvedKeys resolve_dataset_keys(const runtime::Context& ctx, const std::string& path, const KeyRequest& request) {
+  runtime::TimeScope io(runtime::TimeCategory::Io);
   // One rank reads the metadata; the others take its answer, so they cannot disagree.
   std::string answer;
   runtime::agree_on(ctx.comm(), [&] {

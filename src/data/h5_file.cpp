@@ -10,6 +10,7 @@
 #include "spmd/runtime/check.hpp"
 #include "spmd/runtime/context.hpp"
 #include "spmd/runtime/watchdog.hpp"
+#include "spmd/runtime/time_account.hpp"
 
 namespace spmd::data {
 
@@ -52,6 +53,7 @@ void require_hdf5_file(const std::string& path, const std::string& what) {
 }
 
 H5File open_file_serial(const std::string& path, const std::string& what) {
+  runtime::TimeScope io(runtime::TimeCategory::Io);
   require_hdf5_file(path, what);
   const hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   if (id < 0) {
@@ -62,6 +64,7 @@ H5File open_file_serial(const std::string& path, const std::string& what) {
 }
 
 H5File open_file_parallel(const runtime::Context& ctx, const std::string& path, const std::string& what) {
+  runtime::TimeScope io(runtime::TimeCategory::Io);
   // Checked once per node: on a cluster the path may be visible on some nodes only, and
   // checking on every rank would make thousands of ranks stat one file at once.
   runtime::agree_on(ctx.comm(), [&] {

@@ -6,12 +6,14 @@
 #include "spmd/runtime/check.hpp"
 #include "spmd/runtime/context.hpp"
 #include "spmd/runtime/watchdog.hpp"
+#include "spmd/runtime/time_account.hpp"
 
 namespace spmd::data {
 
 template <class T>
 std::vector<T> read_rows_parallel(const runtime::Context& ctx, const std::string& path, const std::string& name,
                                   std::int64_t first_row, std::int64_t rows) {
+  runtime::TimeScope io(runtime::TimeCategory::Io);
   const std::string what = "dataset '" + name + "'";
   H5File file = open_file_parallel(ctx, path, what);
   std::vector<T> out;

@@ -12,6 +12,7 @@
 #include "spmd/runtime/collectives.hpp"
 #include "spmd/runtime/context.hpp"
 #include "spmd/runtime/watchdog.hpp"
+#include "spmd/runtime/time_account.hpp"
 
 namespace spmd::data {
 
@@ -23,6 +24,7 @@ std::string rank_prefix(const runtime::Context& ctx) { return "rank " + std::to_
 
 ParallelH5Writer::ParallelH5Writer(const runtime::Context& ctx, std::string final_path, std::uint64_t expected_bytes)
     : ctx_(ctx), final_path_(std::move(final_path)) {
+  runtime::TimeScope io(runtime::TimeCategory::Io);
   // Rank 0 names the temporary file (its pid) and renames it at the end; every rank must
   // see the folder, or MPI-IO cannot open the file there.
   long pid = static_cast<long>(::getpid());
@@ -63,6 +65,7 @@ ParallelH5Writer::ParallelH5Writer(const runtime::Context& ctx, std::string fina
 }
 
 ParallelH5Writer::~ParallelH5Writer() {
+  runtime::TimeScope io(runtime::TimeCategory::Io);
   if (!committed_) discard();
 }
 
@@ -121,6 +124,7 @@ void ParallelH5Writer::write_rows_raw(const std::string& name, ElementType type,
 
 void ParallelH5Writer::write_dataset(const std::string& name, ElementType type, const std::vector<std::int64_t>& shape,
                                      std::int64_t first_row, std::int64_t rows, const void* data, std::size_t elements) {
+  runtime::TimeScope io(runtime::TimeCategory::Io);
   {
     const std::string hint = "writing dataset '" + name + "' to '" + temp_path_ + "' (for '" + final_path_ + "')";
     std::vector<hsize_t> dims(shape.begin(), shape.end());
@@ -171,6 +175,7 @@ void write_attribute(hid_t file, const std::string& object, const std::string& n
 }  // namespace
 
 void ParallelH5Writer::set_attribute_string(const std::string& object, const std::string& name, const std::string& value) {
+  runtime::TimeScope io(runtime::TimeCategory::Io);
   require_open("write an attribute to");
   runtime::agree_on(ctx_.comm(), [&] {
     // Fixed-length UTF-8 of the text's length, as AtomicH5Writer writes strings.
@@ -184,16 +189,19 @@ void ParallelH5Writer::set_attribute_string(const std::string& object, const std
 }
 
 void ParallelH5Writer::set_attribute_int(const std::string& object, const std::string& name, std::int64_t value) {
+  runtime::TimeScope io(runtime::TimeCategory::Io);
   require_open("write an attribute to");
   runtime::agree_on(ctx_.comm(), [&] { write_attribute(file_.get(), object, name, H5T_NATIVE_INT64, &value, final_path_); });
 }
 
 void ParallelH5Writer::set_attribute_double(const std::string& object, const std::string& name, double value) {
+  runtime::TimeScope io(runtime::TimeCategory::Io);
   require_open("write an attribute to");
   runtime::agree_on(ctx_.comm(), [&] { write_attribute(file_.get(), object, name, H5T_NATIVE_DOUBLE, &value, final_path_); });
 }
 
 void ParallelH5Writer::commit() {
+  runtime::TimeScope io(runtime::TimeCategory::Io);
   require_open("commit");
   runtime::agree_on(ctx_.comm(), [&] {
     const std::string hint = "finishing '" + temp_path_ + "' (for '" + final_path_ + "'; is the disk full?)";

@@ -4,6 +4,7 @@
 
 #include "spmd/data/h5_file.hpp"
 #include "spmd/runtime/check.hpp"
+#include "spmd/runtime/time_account.hpp"
 
 namespace spmd::data {
 
@@ -56,6 +57,7 @@ std::string object_or_root(const std::string& object) { return object.empty() ? 
 }  // namespace
 
 H5Reader::H5Reader(std::string path, const std::string& what) : path_(std::move(path)) {
+  runtime::TimeScope io(runtime::TimeCategory::Io);
   file_ = open_file_serial(path_, what);
 }
 
@@ -64,11 +66,13 @@ std::vector<std::string> H5Reader::datasets() const { return list_datasets(file_
 bool H5Reader::has_dataset(const std::string& name) const { return dataset_exists(file_.get(), name); }
 
 std::vector<std::int64_t> H5Reader::shape(const std::string& name) const {
+  runtime::TimeScope io(runtime::TimeCategory::Io);
   H5Dataset dataset = open_dataset(file_.get(), path_, name, "requested dataset");
   return dataset_dims(dataset.get());
 }
 
 ElementType H5Reader::element_type(const std::string& name) const {
+  runtime::TimeScope io(runtime::TimeCategory::Io);
   H5Dataset dataset = open_dataset(file_.get(), path_, name, "requested dataset");
   H5Datatype type(SPMD_CHECK_HDF5(H5Dget_type(dataset.get()), "reading a dataset's type"));
   const auto element = element_type_of(type.get());
@@ -79,6 +83,7 @@ ElementType H5Reader::element_type(const std::string& name) const {
 }
 
 void H5Reader::read_into(const std::string& name, ElementType type, void* out, std::size_t elements) const {
+  runtime::TimeScope io(runtime::TimeCategory::Io);
   H5Dataset dataset = open_dataset(file_.get(), path_, name, "requested dataset");
   {
     H5Datatype stored(SPMD_CHECK_HDF5(H5Dget_type(dataset.get()), "reading a dataset's type"));
@@ -128,6 +133,7 @@ SPMD_INSTANTIATE_READ(double)
 #undef SPMD_INSTANTIATE_READ
 
 std::vector<std::string> H5Reader::attribute_names(const std::string& object) const {
+  runtime::TimeScope io(runtime::TimeCategory::Io);
   std::vector<std::string> names;
   const std::string target = object_or_root(object);
   const std::string hint = "listing the attributes of '" + target + "' in '" + path_ + "'";
@@ -138,6 +144,7 @@ std::vector<std::string> H5Reader::attribute_names(const std::string& object) co
 }
 
 bool H5Reader::has_attribute(const std::string& object, const std::string& name) const {
+  runtime::TimeScope io(runtime::TimeCategory::Io);
   const std::string target = object_or_root(object);
   if (target != "/" && !H5Lexists(file_.get(), target.c_str(), H5P_DEFAULT)) {
     H5Eclear2(H5E_DEFAULT);
@@ -149,6 +156,7 @@ bool H5Reader::has_attribute(const std::string& object, const std::string& name)
 }
 
 AttributeValue H5Reader::attribute(const std::string& object, const std::string& name) const {
+  runtime::TimeScope io(runtime::TimeCategory::Io);
   const std::string target = object_or_root(object);
   if (!has_attribute(target, name))
     throw Error("'" + path_ + "': '" + target + "' has no attribute '" + name + "'");

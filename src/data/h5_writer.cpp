@@ -10,6 +10,7 @@
 #include "spmd/runtime/agree.hpp"
 #include "spmd/runtime/check.hpp"
 #include "spmd/runtime/context.hpp"
+#include "spmd/runtime/time_account.hpp"
 
 namespace spmd::data {
 
@@ -32,6 +33,7 @@ std::uint64_t element_count(const std::vector<std::int64_t>& shape) {
 }  // namespace
 
 AtomicH5Writer::AtomicH5Writer(std::string final_path) : final_path_(std::move(final_path)) {
+  runtime::TimeScope io(runtime::TimeCategory::Io);
   output_path::require_writable_target(final_path_);
   temp_path_ = output_path::temp_path_for(final_path_, static_cast<long>(::getpid()));
   const std::string hint = "creating the temporary file '" + temp_path_ + "' for '" + final_path_ +
@@ -47,6 +49,7 @@ AtomicH5Writer::AtomicH5Writer(std::string final_path) : final_path_(std::move(f
 }
 
 AtomicH5Writer::~AtomicH5Writer() {
+  runtime::TimeScope io(runtime::TimeCategory::Io);
   if (!committed_) discard();
 }
 
@@ -63,6 +66,7 @@ void AtomicH5Writer::require_open(const char* operation) const {
 
 void AtomicH5Writer::write_raw(const std::string& name, ElementType type, const void* data, std::size_t elements,
                                const std::vector<std::int64_t>& shape) {
+  runtime::TimeScope io(runtime::TimeCategory::Io);
   require_open("write to");
   for (auto d : shape)
     if (d < 0) throw Error("cannot write dataset '" + name + "' to '" + final_path_ + "': negative dimension in shape " + format_shape(shape));
@@ -87,6 +91,7 @@ void AtomicH5Writer::write_raw(const std::string& name, ElementType type, const 
 
 void AtomicH5Writer::write_attribute(const std::string& object, const std::string& name, hid_t file_type,
                                      hid_t mem_type, const std::vector<std::int64_t>& shape, const void* data) {
+  runtime::TimeScope io(runtime::TimeCategory::Io);
   require_open("write an attribute to");
   const std::string target = object.empty() ? "/" : object;
   const std::string hint = "writing attribute '" + name + "' of '" + target + "' in '" + final_path_ + "'";
@@ -130,6 +135,7 @@ void AtomicH5Writer::set_attribute_doubles(const std::string& object, const std:
 }
 
 void AtomicH5Writer::commit() {
+  runtime::TimeScope io(runtime::TimeCategory::Io);
   require_open("commit");
   try {
     const std::string hint = "finishing '" + temp_path_ + "' (for '" + final_path_ + "'; is the disk full?)";

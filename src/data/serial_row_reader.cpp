@@ -4,11 +4,13 @@
 
 #include "spmd/data/h5_file.hpp"
 #include "spmd/runtime/check.hpp"
+#include "spmd/runtime/time_account.hpp"
 
 namespace spmd::data {
 
 SerialRowReader::SerialRowReader(std::string path, std::string key, const DatasetShape& expected)
     : path_(std::move(path)), key_(std::move(key)), shape_(expected) {
+  runtime::TimeScope io(runtime::TimeCategory::Io);
   const std::string where = "'" + path_ + "': features dataset '" + key_ + "'";
   file_ = open_file_serial(path_, "features '" + key_ + "'");
   dataset_ = open_dataset(file_.get(), path_, key_, "features");
@@ -29,6 +31,7 @@ SerialRowReader::SerialRowReader(std::string path, std::string key, const Datase
 }
 
 void SerialRowReader::read(std::int64_t first_row, std::int64_t count, std::byte* out) {
+  runtime::TimeScope io(runtime::TimeCategory::Io);
   const std::string rows_text = "rows [" + std::to_string(first_row) + ", " + std::to_string(first_row + count) + ")";
   const std::string hint = "reading " + rows_text + " of features dataset '" + key_ + "' from '" + path_ + "'";
   if (first_row < 0 || count < 0 || first_row > shape_.rows || count > shape_.rows - first_row)

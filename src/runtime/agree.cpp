@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "spmd/runtime/check.hpp"
+#include "spmd/runtime/time_account.hpp"
 
 namespace spmd::runtime {
 
@@ -30,6 +31,7 @@ std::string bcast_string(MPI_Comm comm, const std::string& s, int root, int rank
 }  // namespace
 
 void agree_or_throw(MPI_Comm comm, const std::string& local_error) {
+  TimeScope communication(TimeCategory::Communication);
   int rank = 0, size = 1;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
@@ -46,6 +48,7 @@ void agree_or_throw(MPI_Comm comm, const std::string& local_error) {
 }
 
 void require_identical_on_all_ranks(MPI_Comm comm, const std::string& canonical, const std::string& what) {
+  TimeScope communication(TimeCategory::Communication);
   int rank = 0, size = 1;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);

@@ -7,17 +7,20 @@
 #include <string>
 
 #include "spmd/runtime/check.hpp"
+#include "spmd/runtime/time_account.hpp"
 #include "spmd/runtime/watchdog.hpp"
 
 namespace spmd::runtime {
 
 namespace {
 // The one place where this file calls MPI: `call` returns an MPI error code. The watchdog
-// knows this rank is inside `name` for the duration; a failure becomes an spmd::Error
-// naming the rank, the call and the line here that made it.
+// knows this rank is inside `name` for the duration, and the time account charges it to
+// communication; a failure becomes an spmd::Error naming the rank, the call and the line
+// here that made it.
 template <class Call>
 void collective(const Context& ctx, const char* name, Call&& call,
                 std::source_location where = std::source_location::current()) {
+  TimeScope communication(TimeCategory::Communication);
   Watchdog::Armed armed(ctx.watchdog(), name);
   const int rc = call();
   if (rc != MPI_SUCCESS)
@@ -78,6 +81,15 @@ void allreduce_max(const Context& ctx, std::span<std::int64_t> v) {
   collective(ctx, "MPI_Allreduce(max, int64)", [&] {
     return MPI_Allreduce(MPI_IN_PLACE, v.data(), checked_count(v.size()), MPI_INT64_T, MPI_MAX, ctx.comm());
   });
+}
+ValueAndRank allreduce_maxloc(const Context& ctx, double value) {
+  struct {
+    double value;
+    int rank;
+  } in{value, ctx.rank()}, out{};  // MPI_DOUBLE_INT's layout
+  collective(ctx, "MPI_Allreduce(maxloc, double)",
+             [&] { return MPI_Allreduce(&in, &out, 1, MPI_DOUBLE_INT, MPI_MAXLOC, ctx.comm()); });
+  return {out.value, out.rank};
 }
 void broadcast_bytes(const Context& ctx, void* data, std::size_t bytes, int root) {
   // In pieces of at most 1 GiB: MPI counts are int, and a model of many members (or a long

@@ -8,6 +8,7 @@
 
 #include "spmd/runtime/agree.hpp"
 #include "spmd/runtime/check.hpp"
+#include "spmd/runtime/time_account.hpp"
 #include "spmd/runtime/watchdog.hpp"
 
 extern "C" void openblas_set_num_threads(int);
@@ -85,6 +86,7 @@ Context::Context(MPI_Comm comm, const ContextOptions& options)
     agree_or_throw(comm, rank_tag() + ": ranks disagree on devices per rank (" + std::to_string(lo[0]) + ".." +
                              std::to_string(hi[0]) + ") or backend; every rank must have the same devices");
   pool_ = std::make_unique<DevicePool>(std::move(devices));
+  if (rank_ == options.slow_rank) pool_->set_simulated_delay(options.slow_seconds);
   watchdog_ = std::make_unique<Watchdog>(comm, options.hang_timeout_s);
 }
 
@@ -121,6 +123,7 @@ std::vector<Context::RankRow> Context::gather_rank_table() const {
   if (platform_->name() == "cpu") devs = std::to_string(devices().size()) + " x cpu (" + cpu_model_name() + ")";
   std::snprintf(w.devices, sizeof w.devices, "%s", devs.c_str());
   std::vector<Wire> all(rank_ == 0 ? static_cast<size_t>(size_) : 0);
+  TimeScope communication(TimeCategory::Communication);
   SPMD_CHECK_MPI(MPI_Gather(&w, sizeof w, MPI_BYTE, all.data(), sizeof w, MPI_BYTE, 0, comm_), "gathering the rank table");
   std::vector<RankRow> rows;
   for (const auto& a : all) rows.push_back({a.rank, a.host, a.local_rank, a.devices});

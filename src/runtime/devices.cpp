@@ -1,9 +1,11 @@
 #include "spmd/runtime/devices.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <fstream>
 
 #include "spmd/runtime/error.hpp"
+#include "spmd/runtime/time_account.hpp"
 
 namespace spmd::runtime {
 
@@ -47,6 +49,7 @@ std::vector<int> assign_gpus(int local_rank, int gpus_per_rank, int visible) {
 
 DevicePool::DevicePool(std::vector<DeviceInfo> devices) : devices_(std::move(devices)) {
   errors_.resize(devices_.size());
+  transfer_ticks_.resize(devices_.size());
   for (int i = 0; i < size(); ++i) threads_.emplace_back([this, i] { worker(i); });
 }
 
@@ -60,6 +63,8 @@ DevicePool::~DevicePool() {
 }
 
 void DevicePool::run(const std::function<void(int)>& fn) {
+  TimeScope compute(TimeCategory::Compute);
+  if (simulated_delay_s_ > 0) std::this_thread::sleep_for(std::chrono::duration<double>(simulated_delay_s_));
   // One CPU device: run on the caller's thread. Nothing is gained by a hand-off, and the
   // results stay in this core's cache for the caller (the eval step reads them next).
   if (devices_.size() == 1 && devices_[0].is_host()) {
@@ -77,6 +82,9 @@ void DevicePool::run(const std::function<void(int)>& fn) {
   std::unique_lock<std::mutex> lock(mutex_);
   done_.wait(lock, [this] { return pending_ == 0; });
   job_ = nullptr;
+  // The devices ran side by side: the wait is the slowest one's, copies included, so the
+  // most any device spent copying is what the wait owes to host_device.
+  compute.reclassify(TimeCategory::HostDevice, *std::max_element(transfer_ticks_.begin(), transfer_ticks_.end()));
   for (auto& e : errors_)
     if (e) std::rethrow_exception(e);
 }
@@ -106,6 +114,7 @@ void DevicePool::worker(int index) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       errors_[index] = error;
+      transfer_ticks_[index] = take_thread_transfer_ticks();
       if (--pending_ == 0) done_.notify_all();
     }
   }

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "spmd/runtime/check.hpp"
+#include "spmd/runtime/time_account.hpp"
 #include "spmd/runtime/watchdog.hpp"
 
 namespace spmd::runtime {
@@ -33,6 +34,7 @@ PendingSends::~PendingSends() {
 
 void PendingSends::send(std::span<const double> data, int dest, int tag) {
   check_peer(ctx_, dest, tag, "send");
+  TimeScope communication(TimeCategory::Communication);
   std::size_t done = 0;
   do {  // an empty message is still one message: the receiver waits for it
     const std::size_t n = std::min(max_piece_, data.size() - done);
@@ -46,6 +48,7 @@ void PendingSends::send(std::span<const double> data, int dest, int tag) {
 
 void PendingSends::wait_all() {
   if (requests_.empty()) return;
+  TimeScope communication(TimeCategory::Communication);
   Watchdog::Armed armed(ctx_.watchdog(), "MPI_Waitall (sends)");
   SPMD_CHECK_MPI(MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE),
                  "a send to another rank did not complete");
@@ -55,6 +58,7 @@ void PendingSends::wait_all() {
 void receive(const Context& ctx, std::span<double> data, int source, int tag, std::size_t max_piece) {
   checked_piece(max_piece);
   check_peer(ctx, source, tag, "receive");
+  TimeScope communication(TimeCategory::Communication);
   Watchdog::Armed armed(ctx.watchdog(), "MPI_Recv");
   std::size_t done = 0;
   do {

@@ -7,11 +7,17 @@
 #include "spmd/runtime/watchdog.hpp"
 #include "spmd/runtime/check.hpp"
 #include "spmd/runtime/error.hpp"
+#include "spmd/runtime/time_account.hpp"
 
 namespace spmd::workloads {
 
 RowBlocks::RowBlocks(BlockSource source, std::size_t depth)
     : block_rows_(source.block_rows), empty_(std::move(source.empty)), prefetcher_(std::move(source.producer), depth) {}
+
+std::optional<RowBlock> RowBlocks::next() {
+  runtime::TimeScope io(runtime::TimeCategory::Io);
+  return prefetcher_.next();
+}
 
 std::int64_t block_rows_for(std::int64_t step_rows, std::int64_t row_bytes) {
   constexpr std::int64_t kBlockBytes = 16 << 20;

@@ -46,6 +46,12 @@ void allreduce_sum(const Context& ctx, std::span<std::int64_t> inout);
 void allreduce_sum(const Context& ctx, std::span<double> inout);
 void allreduce_max(const Context& ctx, std::span<double> inout);
 void allreduce_max(const Context& ctx, std::span<std::int64_t> inout);
+// The largest value over ranks and the lowest rank that holds it (MPI_MAXLOC).
+struct ValueAndRank {
+  double value;
+  int rank;
+};
+ValueAndRank allreduce_maxloc(const Context& ctx, double value);
 void broadcast_bytes(const Context& ctx, void* data, std::size_t bytes, int root);
 // Equal-size all-gather of bytes: out has size()*bytes, rank-major.
 void allgather_bytes(const Context& ctx, const void* in, std::size_t bytes, void* out);

@@ -23,6 +23,10 @@ struct ContextOptions {
   int stall_rank = -1;
   std::string stall_phase;
   double stall_seconds = 3600.0;
+  // Testing aid for the time breakdown: rank slow_rank's every device dispatch takes
+  // slow_seconds longer (DevicePool::set_simulated_delay), as on a slower device.
+  int slow_rank = -1;
+  double slow_seconds = 0;
   // Resolves `backend` to a platform, loading its module if need be: the backends layer's
   // backends::select_platform (the runtime knows no backend but the host's CPU threads).
   PlatformSelector select = nullptr;

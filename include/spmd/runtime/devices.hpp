@@ -4,6 +4,7 @@
 // persistent worker thread, so per-device work runs concurrently and thread-local state
 // (the current GPU, BLAS threading) is set once, by the device's platform.
 #include <condition_variable>
+#include <cstdint>
 #include <exception>
 #include <functional>
 #include <mutex>
@@ -71,8 +72,13 @@ class DevicePool {
 
   // Runs fn(local_index) on every device's thread and waits for all. If any throws, the
   // first exception (lowest device) is rethrown here after all have finished. A single CPU
-  // device runs fn(0) on the calling thread instead.
+  // device runs fn(0) on the calling thread instead. The time account (time_account.hpp)
+  // charges the call to compute, less the copies the devices timed (DeviceTransferTimer;
+  // the slowest device's), which go to host_device.
   void run(const std::function<void(int)>& fn);
+
+  // Testing aid (--simulate-slow): every run() takes `seconds` longer, as on a slower device.
+  void set_simulated_delay(double seconds) { simulated_delay_s_ = seconds; }
 
  private:
   void worker(int index);
@@ -87,6 +93,8 @@ class DevicePool {
   int pending_ = 0;
   bool stop_ = false;
   std::vector<std::exception_ptr> errors_;
+  std::vector<std::int64_t> transfer_ticks_;  // per device: its copies during the last job (account ticks)
+  double simulated_delay_s_ = 0;
 };
 
 }  // namespace spmd::runtime

@@ -56,7 +56,9 @@ class RowBlocks {
   // Starts the prefetch thread. Throws spmd::Error for depth < 1 or an empty producer.
   RowBlocks(BlockSource source, std::size_t depth);
 
-  std::optional<RowBlock> next() { return prefetcher_.next(); }  // sharding::Prefetcher's
+  // sharding::Prefetcher's next(); the time the main thread waits in it for the prefetch
+  // thread's reads is charged to io (runtime/time_account.hpp).
+  std::optional<RowBlock> next();
   std::int64_t block_rows() const { return block_rows_; }
   const RowBlock& empty() const { return empty_; }
 

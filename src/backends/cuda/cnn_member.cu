@@ -25,6 +25,7 @@
 #include "spmd/models/device_models.hpp"
 #include "spmd/backends/cuda/check.hpp"
 #include "spmd/runtime/error.hpp"
+#include "spmd/runtime/time_account.hpp"
 #include "spmd/backends/cuda/cuda_device.hpp"
 #include "spmd/backends/cuda/device_buffer.hpp"
 #include "spmd/backends/cuda/gemm.hpp"
@@ -275,7 +276,7 @@ class CudaCnnMember final : public CnnMember {
     tensor::set_current_gpu(ordinal_);
     params_.upload(params.data(), params_.size(), stream_.get());
     trace_.upload(momentum.data(), trace_.size(), stream_.get());
-    stream_.synchronize("copying the CNN member's parameters and momentum to the GPU");
+    stream_.synchronize_copies("copying the CNN member's parameters and momentum to the GPU");
   }
 
   void get_state(CnnParams& params, CnnParams& momentum) const override {
@@ -284,7 +285,7 @@ class CudaCnnMember final : public CnnMember {
     tensor::set_current_gpu(ordinal_);
     params_.download(params.data(), params_.size(), stream_.get());
     trace_.download(momentum.data(), trace_.size(), stream_.get());
-    stream_.synchronize("copying the CNN member's parameters and momentum from the GPU");
+    stream_.synchronize_copies("copying the CNN member's parameters and momentum from the GPU");
   }
 
   float train_step(const float* images, const std::int32_t* labels, int batch, const optim::SgdMomentum& sgd,
@@ -365,6 +366,7 @@ class CudaCnnMember final : public CnnMember {
   // Host batch -> pinned staging -> GPU (x_, and labels_ when labels != nullptr).
   // Precondition: the stream has finished with the staging buffers.
   void upload_batch(const float* images, const std::int32_t* labels, int n) {
+    runtime::DeviceTransferTimer transfer;  // the staging copies too
     const std::size_t pixels = static_cast<std::size_t>(n) * static_cast<std::size_t>(layout_->input_size());
     std::memcpy(images_host_.data(), images, pixels * sizeof(float));
     x_.upload(images_host_.data(), pixels, stream_.get());

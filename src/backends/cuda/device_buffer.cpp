@@ -4,6 +4,7 @@
 #include <string>
 
 #include "spmd/backends/cuda/check.hpp"
+#include "spmd/runtime/time_account.hpp"
 
 namespace spmd::tensor::detail {
 
@@ -49,6 +50,9 @@ void pinned_release(void* pointer) noexcept {
 void copy_async(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind, cudaStream_t stream,
                 const char* what) {
   if (bytes == 0) return;
+  // The call's own time: all of the copy from pageable memory (the driver stages it before
+  // returning), only the queuing from pinned memory (its transfer is waited for later).
+  runtime::DeviceTransferTimer transfer;
   SPMD_CHECK_CUDA(cudaMemcpyAsync(dst, src, bytes, kind, stream), what);
 }
 

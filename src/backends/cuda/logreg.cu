@@ -253,7 +253,7 @@ class CudaLogregShard final : public LogregShard {
     labels_.upload(labels, labels_.size(), s);
     out_.zero(s);  // the loss entries are never written on the GPU (the host fills them)
     // The caller's X may go once the copies are done.
-    stream_.synchronize("copying the logreg rows to the GPU");
+    stream_.synchronize_copies("copying the logreg rows to the GPU");
   }
 
   ~CudaLogregShard() override { tensor::set_current_gpu_noexcept(ordinal_); }
@@ -325,7 +325,7 @@ class CudaLogregPredictor final : public DevicePredictor {
         Z_host_(static_cast<std::size_t>(tile_rows_) * p.classes, "logreg predictor logits (host)") {
     tensor::PinnedBuffer<float> staging(transposed_size(p.features, p.classes), "logreg weight staging");
     upload_transposed(p.W.data(), p.features, p.classes, staging, WT_, stream_.get());
-    stream_.synchronize("copying the logreg weights to the GPU");
+    stream_.synchronize_copies("copying the logreg weights to the GPU");
   }
 
   ~CudaLogregPredictor() override { tensor::set_current_gpu_noexcept(ordinal_); }

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "spmd/backends/cuda/check.hpp"
+#include "spmd/runtime/time_account.hpp"
 
 namespace spmd::tensor {
 
@@ -25,6 +26,11 @@ Stream& Stream::operator=(Stream&& other) noexcept {
 }
 
 void Stream::synchronize(const char* what) const { SPMD_CHECK_CUDA(cudaStreamSynchronize(stream_), what); }
+
+void Stream::synchronize_copies(const char* what) const {
+  runtime::DeviceTransferTimer transfer;
+  synchronize(what);
+}
 
 CublasHandle::CublasHandle(cudaStream_t stream) {
   SPMD_CHECK_CUBLAS(cublasCreate(&handle_), "creating a cuBLAS handle (is the GPU usable?)");

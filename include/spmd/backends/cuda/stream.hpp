@@ -21,6 +21,10 @@ class Stream {
   // Waits for everything queued so far; a kernel fault or failed copy surfaces here as an
   // spmd::Error naming `what` (the step that was waited for).
   void synchronize(const char* what) const;
+  // synchronize() where everything queued is copies (uploads of weights or rows, a
+  // member's state): the wait is host<->device time (runtime/time_account.hpp). A wait
+  // for kernels and copies together stays compute.
+  void synchronize_copies(const char* what) const;
 
  private:
   cudaStream_t stream_ = nullptr;
