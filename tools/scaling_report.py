@@ -5,9 +5,15 @@
 
 Writes into the folder (or --out): report.md, report.csv and PNG plots:
   speedup.png                 speed-up against workers (ranks x devices), with the ideal line
+  breakdown.png               per run, the mean seconds per rank in compute, communication, I/O,
+                              host<->device copies and other, stacked, with the ideal total
   error_vs_iteration.png      logreg: gradient norm per iteration, log scale, one line per layout
+  objective_vs_time.png       logreg: objective against elapsed seconds (set-up included)
   step_time_vs_iteration.png  logreg: seconds per iteration, one line per layout
-and prints the table and the average per-step speed-up ignoring setup (the first iteration).
+and prints the table, a sentence per run saying where its efficiency went (from the runs'
+time_breakdown; see tools/scaling_breakdown.py) and the average per-step speed-up ignoring
+setup (the first iteration). Plot titles name the problem and the machine; a curve that
+coincides with another (identical results) is drawn dashed and says so in the legend.
 
 Definitions (W = ranks x devices per rank; the baseline is the run with the fewest workers,
 normally 1 rank x 1 device):
@@ -39,6 +45,8 @@ import matplotlib.pyplot as plt  # noqa: E402  (after the backend choice)
 import matplotlib.ticker  # noqa: E402
 import numpy as np  # noqa: E402
 
+import scaling_breakdown  # noqa: E402  (tools/, next to this script)
+
 
 def fail(message):
     print(f"scaling_report: error: {message}", file=sys.stderr)
@@ -53,6 +61,23 @@ def detect_workload(j):
     if "correct" in j and "steps" in j:
         return "eval"
     return None
+
+
+def describe_problem(j):
+    """The problem's size in a few words, from what the summary says about its data."""
+    workload = detect_workload(j)
+    data = os.path.basename(str(j.get("data", ""))) if j.get("data") else ""
+    if workload == "logreg" and "rows" in j:
+        return f"{int(j['rows'])} rows x {int(j.get('features', 0))} features, {int(j.get('classes', 0))} classes"
+    if workload == "eval" and "total" in j:
+        model = str(j.get("model", "")).split(" ")[0]
+        return f"{int(j['total'])} examples" + (f" of {data}" if data else "") + (f", model {model}" if model else "")
+    if workload == "ensemble" and isinstance(j.get("train"), dict):
+        m = j.get("model", {})
+        shape = f" {m['height']}x{m['width']}x{m['channels']}" if {"height", "width", "channels"} <= set(m) else ""
+        return (f"{int(j['train'].get('examples', 0))} training and {int(j.get('test', {}).get('examples', 0))} test "
+                f"images{shape}, {int(j.get('members', 0))} members")
+    return ""
 
 
 def step_seconds_logreg(j):
@@ -82,11 +107,17 @@ class Run:
         self.setup_seconds = None
         self.step_times = []  # per iteration (logreg only)
         self.errors = []  # per iteration (logreg only)
+        self.values = []  # per iteration (logreg only)
+        self.breakdown = j.get("time_breakdown") if isinstance(j.get("time_breakdown"), dict) else None
+        self.hosts = sorted({str(row.get("host")) for row in j.get("rank_table", []) if row.get("host")})
+        self.device_names = sorted({str(row.get("devices")) for row in j.get("rank_table", []) if row.get("devices")})
+        self.problem = describe_problem(j)
         if self.workload == "logreg":
             self.setup_seconds = j.get("setup_seconds")
             self.seconds_per_step, self.step_times = step_seconds_logreg(j)
             self.steps = int(j["iterations"])
             self.errors = [float(h["error"]) for h in j.get("history", [])]
+            self.values = [float(h["value"]) for h in j.get("history", [])]
             self.result_name, self.result = "objective", float(j["value"])
             self.signature = (j.get("status"), self.steps, j["value"], j.get("error"),
                               tuple((h.get("value"), h.get("error")) for h in j.get("history", [])))
@@ -182,7 +213,22 @@ def fmt(value, spec):
 
 
 COLUMNS = ["ranks", "devices_per_rank", "workers", "setup_seconds", "seconds_per_step", "steps", "speedup", "efficiency",
-           "result_name", "result", "identical", "rel_diff", "file"]
+           "result_name", "result", "identical", "rel_diff", "file"] + [
+           f"{c}_mean_seconds" for c in scaling_breakdown.CATEGORIES + ["total"]] + ["load_imbalance", "slowest_rank"]
+
+
+def breakdown_cells(r):
+    """The run's mean seconds per category, load imbalance and slowest rank ('n/a' without a breakdown)."""
+    b = r.breakdown or {}
+    cells = [fmt(float(b[c]["mean"]) if c in b else None, ".6g") for c in scaling_breakdown.CATEGORIES + ["total"]]
+    return cells + [fmt(b.get("load_imbalance"), ".4f"), str(b.get("slowest_rank", "n/a"))]
+
+
+def communication_share(r):
+    b = r.breakdown
+    if not b or "communication" not in b or float(b["total"]["mean"]) <= 0:
+        return None
+    return 100.0 * float(b["communication"]["mean"]) / float(b["total"]["mean"])
 
 
 def write_csv(path, runs, workload, mode):
@@ -192,19 +238,21 @@ def write_csv(path, runs, workload, mode):
         for r in runs:
             w.writerow([workload, mode, r.ranks, r.devices, r.workers, fmt(r.setup_seconds, ".6g"),
                         fmt(r.seconds_per_step, ".6g"), r.steps, fmt(r.speedup, ".4f"), fmt(r.efficiency, ".4f"),
-                        r.result_name, fmt(r.result, ".9g"), r.identical, fmt(r.rel_diff, ".3g"), r.file])
+                        r.result_name, fmt(r.result, ".9g"), r.identical, fmt(r.rel_diff, ".3g"), r.file]
+                       + breakdown_cells(r))
 
 
 def table_lines(runs, mode):
     speed = "speed-up" if mode == "strong" else "scaled speed-up"
     head = ["ranks", "devices/rank", "workers", "setup (s)", "s/step", "steps", speed, "efficiency",
-            runs[0].result_name, "identical", "rel. diff"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---:|" * (len(head) - 2) + ":---|---:|"]
+            runs[0].result_name, "identical", "rel. diff", "comm (% of run)", "imbalance"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---:|" * (len(head) - 4) + ":---|---:|---:|---:|"]
     for r in runs:
         lines.append("| " + " | ".join([
             str(r.ranks), str(r.devices), str(r.workers), fmt(r.setup_seconds, ".4f"), fmt(r.seconds_per_step, ".4g"),
             str(r.steps), fmt(r.speedup, ".2f"), fmt(r.efficiency, ".2f"), fmt(r.result, ".6g"), r.identical,
-            fmt(r.rel_diff, ".1e")]) + " |")
+            fmt(r.rel_diff, ".1e"), fmt(communication_share(r), ".0f"),
+            fmt((r.breakdown or {}).get("load_imbalance"), ".2f")]) + " |")
     return lines
 
 
@@ -226,7 +274,7 @@ def plot_speedup(path, runs, base, mode, title):
     ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.set_xlabel("workers (ranks x devices per rank)")
     ax.set_ylabel("speed-up" if mode == "strong" else "scaled speed-up (weak)")
-    ax.set_title(title)
+    ax.set_title(title, fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(loc="best")
     fig.tight_layout()
@@ -234,27 +282,76 @@ def plot_speedup(path, runs, base, mode, title):
     plt.close(fig)
 
 
-def plot_iterations(path, runs, values, ylabel, log, title):
+def plot_curves(path, runs, points, xlabel, ylabel, log, title, x_from_zero=False):
+    """One line per layout; points(run) gives (xs, ys). A curve equal to one drawn before it
+    (identical runs) would hide under it: it is drawn dashed with hollow markers and its
+    legend entry says which curve it coincides with. Returns those pairs."""
     fig, ax = plt.subplots(figsize=(8, 4.9))
+    drawn, coincide = [], []
     for r in sorted(runs, key=lambda r: (r.workers, r.ranks)):
-        ys = values(r)
-        if ys:
-            ax.plot(range(1, len(ys) + 1), ys, marker=".", label=r.label)
-    if log == "auto":  # linear as in the JAXopt example, unless one layout's times dwarf the others'
-        positive = [y for r in runs for y in values(r) if y > 0]
+        xs, ys = points(r)
+        if not ys:
+            continue
+        same = next((d for d, dxs, dys in drawn if dxs == xs and dys == ys), None)
+        if same is None:
+            ax.plot(xs, ys, marker=".", label=r.label)
+        else:
+            coincide.append((r, same))
+            ax.plot(xs, ys, linestyle="--", marker="o", markerfacecolor="none", markersize=7,
+                    label=f"{r.label} (coincides with {same.label})")
+        drawn.append((r, xs, ys))
+    if log == "auto":  # linear as in the JAXopt example, unless one layout's values dwarf the others'
+        positive = [y for _, _, ys in drawn for y in ys if y > 0]
         log = bool(positive) and max(positive) / min(positive) > 50
         if log:
             ylabel += " (log scale)"
     if log:
         ax.set_yscale("log")
-    ax.set_xlabel("iteration")
+    if x_from_zero:
+        ax.set_xlim(left=0)
+    ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    ax.set_title(title)
+    ax.set_title(title, fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(loc="best")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+    return coincide
+
+
+def per_iteration(values):
+    return lambda r: (list(range(1, len(values(r)) + 1)), values(r))
+
+
+def objective_over_time(r):
+    """Objective after each iteration against seconds since the start of the run's set-up."""
+    elapsed = float(r.setup_seconds or 0.0) + np.cumsum(r.step_times)
+    return [float(t) for t in elapsed], r.values[:len(r.step_times)]
+
+
+def machine_words(study, runs):
+    """Where the study ran, for plot titles: host(s), CPU or GPU, cores, emulated nodes and link."""
+    hosts = sorted({h for r in runs for h in r.hosts})
+    devices = sorted({d.split("(", 1)[1].rstrip(")") for r in runs for d in r.device_names if "(" in d})
+    what = ", ".join(devices)
+    if study.get("nodes"):
+        link = study.get("link_measured") or {}
+        measured = (f": RTT {link['rtt_us_median']:.0f} us, {link['mbit_per_s']:.0f} Mbit/s"
+                    if {"rtt_us_median", "mbit_per_s"} <= set(link) else "")
+        return (f"{study['nodes']} emulated nodes on host {study.get('host', '?')}"
+                f" ({study.get('interconnect', 'native')} link{measured}; {what}, {study.get('host_cores', '?')} cores)")
+    where = study.get("host") or ", ".join(hosts) or "?"
+    cores = f", {study['host_cores']} cores" if "host_cores" in study else ""
+    return f"host {where}" + (f" ({what}{cores})" if what or cores else "")
+
+
+def problem_words(runs, base, workload, mode):
+    if workload == "ensemble":  # more ranks, more members on the same data: name the largest
+        return max(runs, key=lambda r: r.workers).problem
+    if mode == "weak" and base.problem:
+        return f"{base.problem} per {base.workers} worker{'s' if base.workers != 1 else ''}"
+    return base.problem
 
 
 def main():
@@ -288,17 +385,34 @@ def main():
     workload = workloads.pop()
     runs.sort(key=lambda r: (r.devices, r.ranks))
     base = analyse(runs, mode)
-    title = f"spmd {workload}, {mode} scaling"
+    title = (f"spmd {workload}, {mode} scaling: {problem_words(runs, base, workload, mode) or 'problem size unknown'}\n"
+             f"{machine_words(study, runs)}")
 
     write_csv(os.path.join(out, "report.csv"), runs, workload, mode)
     plots = ["speedup.png"]
     plot_speedup(os.path.join(out, "speedup.png"), runs, base, mode, title)
+    if scaling_breakdown.plot(os.path.join(out, "breakdown.png"), runs, base, mode, title):
+        plots.append("breakdown.png")
+    coincide = []
     if workload == "logreg":
-        plot_iterations(os.path.join(out, "error_vs_iteration.png"), runs, lambda r: r.errors,
-                        "gradient norm (error)", True, title)
-        plot_iterations(os.path.join(out, "step_time_vs_iteration.png"), runs, lambda r: r.step_times,
-                        "step time (s)", "auto", title)
-        plots += ["error_vs_iteration.png", "step_time_vs_iteration.png"]
+        coincide += [(a, b, "error_vs_iteration.png") for a, b in plot_curves(
+            os.path.join(out, "error_vs_iteration.png"), runs, per_iteration(lambda r: r.errors), "iteration",
+            "gradient norm (error)", True, title)]
+        plot_curves(os.path.join(out, "objective_vs_time.png"), runs, objective_over_time,
+                    "seconds since the start (set-up, then iterations)", "objective", False, title,
+                    x_from_zero=True)
+        plot_curves(os.path.join(out, "step_time_vs_iteration.png"), runs, per_iteration(lambda r: r.step_times),
+                    "iteration", "step time (s)", "auto", title)
+        plots += ["error_vs_iteration.png", "objective_vs_time.png", "step_time_vs_iteration.png"]
+    # Ranks of one machine share its cores; across (emulated) nodes each node has its own.
+    cores = study.get("host_cores") if not study.get("nodes") and "SLURM" not in str(study.get("launch", "")) else None
+    explanations = ["Where the efficiency went (whole run, means over ranks; time_breakdown of each summary):"]
+    explanations += ["  " + scaling_breakdown.explain(r, base, mode, cores) for r in runs if r is not base]
+    if len(explanations) == 1:
+        explanations.append("  (only one run)")
+    if coincide:
+        explanations += ["Curves that coincide (identical values, drawn dashed): "
+                         + "; ".join(f"{a.label} = {b.label} in {p}" for a, b, p in coincide)]
 
     speedups = per_step_speedups(runs, base)
     if mode == "strong":
@@ -309,7 +423,7 @@ def main():
     unit = "x" if mode == "strong" else ""
     summary += [f"  {r.label}: {s:.2f}{unit}" for r, s in speedups] or ["  (only one run)"]
 
-    md = [f"# Scaling report: {title}", ""]
+    md = [f"# Scaling report: {title.replace(chr(10), '; ')}", ""]
     if study:
         md += ["Study: " + ", ".join(f"{k} = {v}" for k, v in study.items()), ""]
         if study.get("oversubscribed"):
@@ -323,13 +437,14 @@ def main():
            "t = seconds per step (logreg: mean over iterations after the first; eval: seconds / steps; "
            "ensemble: batch / images per second per member).", ""]
     md += table_lines(runs, mode)
-    md += ["", "```"] + summary + ["```", ""]
+    md += ["", "```"] + summary + ["```", ""] + [explanations[0], ""] + [f"- {e.strip()}" for e in explanations[1:]] + [""]
     md += [f"![{p}]({p})" for p in plots]
     with open(os.path.join(out, "report.md"), "w") as f:
         f.write("\n".join(md) + "\n")
 
     print("\n".join(table_lines(runs, mode)))
     print("\n".join(summary))
+    print("\n".join(explanations))
     print(f"scaling_report: wrote {os.path.join(out, 'report.md')}, report.csv and {', '.join(plots)}")
 
 

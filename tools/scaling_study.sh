@@ -208,8 +208,8 @@ study_json() { # MODE: what the report shows about the study
   total=$((max_ranks * max_devices))
   if [ -z "${SLURM_JOB_ID:-}" ] && [ "$total" -gt "$cores" ]; then oversubscribed=true; fi
   if [ "$1" = weak ] && [ "$workload" != ensemble ]; then per=", \"per_rank\": $per_rank"; fi
-  printf '{"workload": "%s", "mode": "%s", "config": "%s", "ranks": "%s", "devices": "%s", "launch": "%s", "host_cores": %d, "oversubscribed": %s%s%s}\n' \
-    "$workload" "$1" "$config" "$ranks_list" "$devices_list" "$LAUNCH" "$cores" "$oversubscribed" "$per" "${interconnect:+, $interconnect}" >"$out/$1/study.json"
+  printf '{"workload": "%s", "mode": "%s", "config": "%s", "ranks": "%s", "devices": "%s", "launch": "%s", "host": "%s", "host_cores": %d, "oversubscribed": %s%s%s}\n' \
+    "$workload" "$1" "$config" "$ranks_list" "$devices_list" "$LAUNCH" "$(hostname)" "$cores" "$oversubscribed" "$per" "${interconnect:+, $interconnect}" >"$out/$1/study.json"
 }
 
 echo "scaling_study: $workload, ranks [$ranks_list], devices per rank [$devices_list], mode $mode, $LAUNCH${cluster:+ across $nodes emulated nodes (${profile:-native})}, output $out"

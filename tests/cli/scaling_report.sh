@@ -20,7 +20,25 @@ history = [{"iteration": i + 1, "value": value + 1.0 / (i + 1), "error": 10.0 **
             "evaluations": i + 2, "seconds": t} for i, t in enumerate(times)]
 json.dump({"status": "converged", "iterations": len(times), "value": history[-1]["value"], "error": history[-1]["error"],
            "evaluations": len(times) + 1, "setup_seconds": 0.25 / ranks, "solve_seconds": sum(times), "ranks": ranks,
-           "devices_per_rank": devices, "history": history}, open(file, "w"))
+           "devices_per_rank": devices, "history": history, "rows": 1000, "features": 20, "classes": 3,
+           "rank_table": [{"rank": r, "host": "nodeA", "devices": f"{devices} x cpu (Test CPU)"} for r in range(ranks)]},
+          open(file, "w"))
+EOF
+}
+
+# add_breakdown FILE COMPUTE_MIN COMPUTE_MEAN COMPUTE_MAX COMMUNICATION IO OTHER SLOWEST: the
+# summary's time_breakdown (means as given; totals are their sum, as spmd's categories add up).
+add_breakdown() {
+  $PY - "$@" <<'EOF'
+import json, sys
+file, cmin, cmean, cmax, comm, io, other, slowest = sys.argv[1], *map(float, sys.argv[2:8]), int(sys.argv[8])
+j = json.load(open(file))
+flat = lambda v: {"min": v, "mean": v, "max": v}
+total = cmean + comm + io + other
+j["time_breakdown"] = {"compute": {"min": cmin, "mean": cmean, "max": cmax}, "communication": flat(comm), "io": flat(io),
+                       "host_device": flat(0.0), "other": flat(other), "total": flat(total),
+                       "load_imbalance": cmax / cmean, "slowest_rank": slowest, "slowest_host": "nodeA"}
+json.dump(j, open(file, "w"))
 EOF
 }
 
@@ -67,12 +85,35 @@ mkdir -p "$S"
 logreg_json "$S/logreg-r1-d1.json" 1 1 1.5 0.5 0.2 0.2 0.2
 logreg_json "$S/logreg-r2-d1.json" 2 1 1.5 0.4 0.125 0.1 0.125
 logreg_json "$S/logreg-r4-d1.json" 4 1 1.5000015 0.3 0.05 0.05 0.05
+# Time breakdowns (seconds per rank): 1 rank 8 compute + 1 I/O + 1 other = 10. 2 ranks: ideal
+# 10 / 2 = 5, took 4.5 compute (4 to 5: rank 1 slowest) + 2 communication + 0.5 + 0.5 = 7.5, so
+# 2.5 s lost: communication +2 (80%, up to 0.5 of it the imbalance), compute +0.5 (20%).
+# 4 ranks: ideal 2.5, took 2 balanced compute + 0.5 communication + 0.25 + 0.25 = 3.
+add_breakdown "$S/logreg-r1-d1.json" 8 8 8 0 1 1 0
+add_breakdown "$S/logreg-r2-d1.json" 4 4.5 5 2 0.5 0.5 1
+add_breakdown "$S/logreg-r4-d1.json" 2 2 2 0.5 0.25 0.25 3
+# 4 ranks took another path: its gradient norms are twice the others' (its curve must not be
+# called coinciding).
+$PY -c "
+import json; f = '$S/logreg-r4-d1.json'; j = json.load(open(f))
+for h in j['history']: h['error'] *= 2
+json.dump(j, open(f, 'w'))"
 echo '{"not": "a summary"}' >"$S/other.json"
 run report_strong 0 60 $PY "$REPORT" "$S"
 expect_in "average per-step speed-up ignoring the first iteration (2 ranks)" '2 ranks x 1 dev: 1\.73x'
 expect_in "average per-step speed-up (4 ranks: 0.2/0.05)" '4 ranks x 1 dev: 4\.00x'
 expect_in "unrelated JSON skipped visibly" 'skipped other\.json'
-for f in report.md report.csv speedup.png error_vs_iteration.png step_time_vs_iteration.png; do
+expect_in "2 ranks: whole run against its ideal" '2 ranks x 1 dev: the whole run took 7\.5 s per rank against an ideal 5 s .*run efficiency 0\.67'
+expect_in "2 ranks: the loss is mostly communication, with shares" 'Mostly communication: of the 2\.5 s lost, communication \+2 s \(80%\).*compute \+0\.5 s \(20%\)'
+expect_in "2 ranks: the imbalance and the slowest rank named" 'up to 0\.5 s of it explained by the compute imbalance \(max/mean 1\.11, rank 1 on nodeA the slowest\)'
+expect_in "4 ranks: balanced compute, so the messages themselves" '4 ranks x 1 dev: .*ideal 2\.5 s.*communication \+0\.5 s \(100%\).*compute is balanced'
+expect_not_in "I/O that shrank ideally is no cause" 'I/O \+'
+expect_in "identical curves are marked as coinciding" 'Curves that coincide.*2 ranks x 1 dev = 1 rank x 1 dev in error_vs_iteration\.png'
+expect_not_in "a different history does not coincide" '4 ranks x 1 dev = '
+expect_field "mean communication seconds in the CSV" "$S/report.csv" 2 1 communication_mean_seconds 2.0
+expect_field "total seconds in the CSV" "$S/report.csv" 4 1 total_mean_seconds 3.0
+expect_field "slowest rank in the CSV" "$S/report.csv" 2 1 slowest_rank 1
+for f in report.md report.csv speedup.png breakdown.png error_vs_iteration.png objective_vs_time.png step_time_vs_iteration.png; do
   checks=$((checks + 1))
   if [ -s "$S/$f" ]; then echo "ok   strong report wrote $f"; else fail "strong report did not write $f"; fi
 done
@@ -88,9 +129,11 @@ expect_field "same history -> identical" "$S/report.csv" 2 1 identical yes
 expect_field "other objective -> not identical" "$S/report.csv" 4 1 identical no
 expect_field "final objective reported" "$S/report.csv" 4 1 result 1.7500015
 run report_md 0 5 cat "$S/report.md"
-expect_in "markdown table row for 2 ranks" '^\| 2 \| 1 \| 2 \| 0\.1250 \| 0\.1167 \| 4 \| 1\.71 \| 0\.86 \| 1\.75 \| yes \|'
+expect_in "markdown table row for 2 ranks" '^\| 2 \| 1 \| 2 \| 0\.1250 \| 0\.1167 \| 4 \| 1\.71 \| 0\.86 \| 1\.75 \| yes \| 0\.0e\+00 \| 27 \| 1\.11 \|'
 expect_in "markdown embeds the plots" '!\[speedup\.png\]\(speedup\.png\)'
-for f in speedup error_vs_iteration step_time_vs_iteration; do png_ok "png_$f" "$S/$f.png"; done
+expect_in "markdown embeds the breakdown" '!\[breakdown\.png\]\(breakdown\.png\)'
+expect_in "title names the problem size and the host" '^# Scaling report: spmd logreg, strong scaling: 1000 rows x 20 features, 3 classes; host nodeA \(Test CPU\)'
+for f in speedup breakdown error_vs_iteration objective_vs_time step_time_vs_iteration; do png_ok "png_$f" "$S/$f.png"; done
 
 # --- weak scaling: same files, data per rank fixed --------------------------------------
 W=$WORK/weak
@@ -137,6 +180,7 @@ for r in 1 2; do
   echo "{\"correct\": 1000, \"total\": 10000, \"accuracy\": 0.1, \"steps\": $((20 / r)), \"seconds\": 1.0, \"ranks\": $r, \"devices_per_rank\": 1}" >"$E/eval-r$r.json"
 done
 run report_eval 0 60 $PY "$REPORT" "$E"
+expect_in "a summary without a breakdown is said to lack one" 'no time_breakdown in eval-r[12]\.json'
 expect_field "eval: seconds per step = seconds / steps" "$E/report.csv" 2 1 seconds_per_step 0.1
 expect_field "eval: speed-up per step" "$E/report.csv" 2 1 speedup 0.5
 expect_field "eval: same counts are identical" "$E/report.csv" 2 1 identical yes
