@@ -1,30 +1,49 @@
 #!/usr/bin/env bash
 # Installs what is missing (Debian 12, apt-get), then configures and builds SPMD Kit in
-# build/. Idempotent and quiet: with everything present it only runs the (incremental) build.
-#   tools/setup.sh            # install + build
+# build/. Idempotent: with everything present it only runs the (incremental) build. Prints a
+# line per phase and the build's progress every 10%, so a fresh machine is never silent.
+#   tools/setup.sh            # everything the test suite needs; builds every target
+#   tools/setup.sh --demo     # only what tools/demo.sh runs: fewer packages, the spmd target
 #   SPMD_SKIP_BUILD=1 tools/setup.sh   # install only
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
+start=$(date +%s)
+say() { echo "setup: $* ($(( $(date +%s) - start )) s)"; }
 
+profile=all
+case "${1:-}" in
+  "") ;;
+  --demo) profile=demo ;;
+  *) echo "setup: error: unknown argument '$1' (use --demo or nothing)" >&2; exit 2 ;;
+esac
+
+# What the spmd program and the demo need.
 packages=(
   build-essential cmake ninja-build pkg-config
   openmpi-bin libopenmpi-dev                 # MPI
-  libhdf5-openmpi-dev hdf5-tools             # parallel HDF5 (not libhdf5-dev: FindHDF5 would pick serial)
-  libboost-program-options-dev libgtest-dev nlohmann-json3-dev
+  libhdf5-openmpi-dev                        # parallel HDF5 (not libhdf5-dev: FindHDF5 would pick serial)
+  libboost-program-options-dev nlohmann-json3-dev
   libopenblas-dev zlib1g-dev
   dataset-fashion-mnist                      # the embedded default data
-  slurm-wlm munge                            # one-node Slurm for the job-script tests
-  iproute2                                   # emulated nodes (tools/cluster/) for the multinode tests
-  python3-numpy python3-scipy python3-matplotlib python3-h5py   # references, reports, plots
+  python3-numpy python3-matplotlib           # the scaling report and its plots
 )
+# What only the test suite needs.
+if [ "$profile" = all ]; then
+  packages+=(
+    libgtest-dev hdf5-tools
+    slurm-wlm munge                          # one-node Slurm for the job-script tests
+    iproute2                                 # emulated nodes (tools/cluster/) for the multinode tests
+    python3-scipy python3-h5py               # references, user-made files
+  )
+fi
 missing=()
 for p in "${packages[@]}"; do
   [[ $p == \#* ]] && continue
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -gt 0 ]; then
-  echo "setup: installing ${#missing[@]} missing package(s): ${missing[*]}"
+  say "installing ${#missing[@]} missing package(s) with apt-get: ${missing[*]}"
   SUDO=""
   if [ "$(id -u)" -ne 0 ]; then
     command -v sudo >/dev/null || { echo "setup: error: need root or sudo to apt-get install: ${missing[*]}" >&2; exit 1; }
@@ -35,6 +54,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   [ -e /usr/sbin/policy-rc.d ] || { printf '#!/bin/sh\nexit 101\n' | $SUDO tee /usr/sbin/policy-rc.d >/dev/null; $SUDO chmod +x /usr/sbin/policy-rc.d; }
   $SUDO apt-get update -qq >/dev/null
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  say "packages installed"
 fi
 
 [ "${SPMD_SKIP_BUILD:-0}" = 1 ] && exit 0
@@ -43,7 +63,36 @@ fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 build=${SPMD_BUILD_DIR:-$root/build}
 if [ ! -f "$build/build.ninja" ]; then
-  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release ${SPMD_CMAKE_ARGS:-} >/dev/null
+  say "configuring $build (cmake, Release)"
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release ${SPMD_CMAKE_ARGS:-} >"$build.configure.log" 2>&1 ||
+    { cat "$build.configure.log" >&2; echo "setup: error: cmake failed (log above, also in $build.configure.log)" >&2; exit 1; }
+  rm -f "$build.configure.log"
 fi
-cmake --build "$build" -j "$(nproc)" | grep -vE '^\[[0-9]+/[0-9]+\]' || true
-test -x "$build/spmd" || { echo "setup: error: build failed (no $build/spmd)" >&2; exit 1; }
+targets=()
+what="every target (spmd, tests, benchmarks)"
+if [ "$profile" = demo ]; then
+  targets=(--target spmd)
+  what="the spmd target"
+fi
+say "building $what with $(nproc) jobs"
+# Ninja's "[done/total]" lines become one line per 10%; everything else (warnings, errors)
+# passes through.
+set +o pipefail
+cmake --build "$build" -j "$(nproc)" "${targets[@]}" 2>&1 | {
+  shown=0
+  while IFS= read -r line; do
+    if [[ $line =~ ^\[([0-9]+)/([0-9]+)\] ]]; then
+      step=$(( 10 * BASH_REMATCH[1] / BASH_REMATCH[2] ))
+      if [ "$step" -gt "$shown" ]; then
+        shown=$step
+        say "build $(( 10 * step ))% (${BASH_REMATCH[1]}/${BASH_REMATCH[2]})"
+      fi
+    else
+      printf '%s\n' "$line"
+    fi
+  done
+}
+status=${PIPESTATUS[0]}
+set -o pipefail
+[ "$status" -eq 0 ] && [ -x "$build/spmd" ] || { echo "setup: error: build failed (no $build/spmd; output above)" >&2; exit 1; }
+say "built $build/spmd"

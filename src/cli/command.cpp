@@ -15,6 +15,7 @@
 #include "spmd/data/file_identity.hpp"
 #include "spmd/data/h5_file.hpp"
 #include "spmd/runtime/agree.hpp"
+#include "spmd/runtime/io_deadline.hpp"
 #include "spmd/runtime/mpi.hpp"
 #include "spmd/runtime/error.hpp"
 
@@ -30,7 +31,9 @@ po::options_description common_options(bool with_devices) {
       "seconds a rank may wait in one collective before the job is stopped with a report naming the "
       "ranks that did not arrive (0 disables)")(
       "simulate-stall", po::value<std::string>(),
-      "testing aid: RANK:PHASE makes that rank sleep when it enters PHASE (e.g. '1:eval step 3'), as a stuck rank would")(
+      "testing aid: RANK:PHASE makes that rank sleep when it enters PHASE (e.g. '1:eval step 3'), as a stuck rank would; "
+      "RANK:io:CALL[:TEXT] makes its first file-system CALL (stat, open, H5Fopen, ...) on a path containing TEXT hang "
+      "as on a hung mount")(
       "simulate-slow", po::value<std::string>(),
       "testing aid: RANK:SECONDS makes that rank's every device dispatch take SECONDS longer (e.g. '1:0.05'), as a "
       "slower device would; see the time breakdown");
@@ -82,6 +85,21 @@ void refuse_boost_placeholders(const std::string& text, const std::string& where
     if (text.find(p) != std::string::npos)
       throw Error(where + " contains '" + p + "', which is not a valid option or value");
 }
+
+// Set before the first file is looked at (below: the inputs' identities), so that a hung
+// mount during start-up ends the job too. Bad values are refused later, with the others.
+void arm_io_deadline(const po::variables_map& vm) {
+  if (vm.count("hang-timeout")) runtime::set_io_deadline(vm["hang-timeout"].as<double>());
+  if (!vm.count("simulate-stall")) return;
+  const std::string v = vm["simulate-stall"].as<std::string>();
+  const auto colon = v.find(':');
+  if (colon == std::string::npos || v.compare(colon + 1, 3, "io:") != 0) return;
+  try {
+    runtime::simulate_io_stall(std::stoi(v.substr(0, colon)), v.substr(colon + 4));
+  } catch (const std::exception&) {
+    // A bad RANK is refused with the option's message (context_options).
+  }
+}
 }  // namespace
 
 CommandLine parse_command(const std::string& command, const std::string& usage, const po::options_description& options,
@@ -111,6 +129,7 @@ CommandLine parse_command(const std::string& command, const std::string& usage, 
       }
     }
     po::notify(cl.vm);
+    arm_io_deadline(cl.vm);
   } catch (const po::error& e) {
     throw Error(std::string(e.what()) + " (see spmd " + command + " --help)");
   }
@@ -232,6 +251,7 @@ void require_readable_file(const po::variables_map& vm, const std::string& name)
   if (!kind.empty())
     throw Error("--" + name + " '" + path + "': is a " + kind + ", not a regular file; every rank reads its inputs " +
                 "with random access, so copy it to a file first");
+  const runtime::IoDeadline deadline("open", path);
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error("--" + name + " '" + path + "': file does not exist or is not readable");
 }
@@ -242,6 +262,7 @@ void require_writable_destination(const po::variables_map& vm, const std::string
   const fs::path p(vm[name].as<std::string>());
   const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
   std::error_code ec;
+  const runtime::IoDeadline deadline("open", dir.string());
   if (!fs::is_directory(dir, ec))
     throw Error("--" + name + " '" + p.string() + "': folder '" + dir.string() + "' does not exist");
   if (fs::is_directory(p, ec)) throw Error("--" + name + " '" + p.string() + "': is a directory, expected a file name");
@@ -278,6 +299,7 @@ std::string json_path(const po::variables_map& vm) { return vm.count("json") ? v
 
 #include "spmd/runtime/agree.hpp"
 #include "spmd/runtime/mpi.hpp"
+#include "spmd/runtime/io_deadline.hpp"
 
 namespace spmd::cli {
 
@@ -288,6 +310,7 @@ CommandLine parse_validated(const std::string& command, const std::string& usage
   // The options are checked once per node (they touch the file system: inputs readable,
   // destinations writable); every rank parses them, and they must be the same everywhere.
   const bool checks_here = runtime::node_local_rank(MPI_COMM_WORLD) == 0;
+  runtime::set_io_phase("start-up: option and input checks");
   runtime::agree_on(MPI_COMM_WORLD, [&] {
     cl = parse_command(command, usage, options, args, file_options);
     cl.checks_files = checks_here;

@@ -1,4 +1,5 @@
 #include "spmd/data/file_identity.hpp"
+#include "spmd/runtime/io_deadline.hpp"
 
 #include <sys/stat.h>
 
@@ -10,6 +11,7 @@ namespace spmd::data {
 
 std::string input_file_stamp(const std::string& path) {
   struct stat st {};
+  const runtime::IoDeadline deadline("stat", path);
   if (::stat(path.c_str(), &st) != 0) return " [missing]";
   return " [size " + std::to_string(st.st_size) + " mtime " + std::to_string(st.st_mtim.tv_sec) + "]";
 }
@@ -23,6 +25,7 @@ std::string checkpoint_data_identity(const std::string& path) {
 FileIdentity file_identity(const std::string& path) {
   struct stat st {};
   FileIdentity id;
+  const runtime::IoDeadline deadline("stat", path);
   if (::stat(path.c_str(), &st) != 0) return id;
   id.device = static_cast<std::uint64_t>(st.st_dev);
   id.inode = static_cast<std::uint64_t>(st.st_ino);

@@ -11,6 +11,7 @@
 #include "spmd/runtime/context.hpp"
 #include "spmd/runtime/watchdog.hpp"
 #include "spmd/runtime/time_account.hpp"
+#include "spmd/runtime/io_deadline.hpp"
 
 namespace spmd::data {
 
@@ -18,6 +19,7 @@ namespace fs = std::filesystem;
 
 std::string special_file_kind(const std::string& path) {
   std::error_code ec;
+  const runtime::IoDeadline deadline("stat", path);
   const auto st = fs::status(path, ec);
   if (ec) {
     if (ec == std::errc::too_many_symbolic_link_levels) return "symbolic link loop";
@@ -40,6 +42,7 @@ void require_hdf5_file(const std::string& path, const std::string& what) {
   if (!kind.empty())  // opening a FIFO would block until a writer comes
     throw Error("cannot read " + what + " from '" + path + "': it is a " + kind + ", not a regular file");
   std::error_code ec;
+  const runtime::IoDeadline deadline("open", path);
   const auto status = fs::status(path, ec);
   if (ec || !fs::exists(status))
     throw Error("cannot read " + what + " from '" + path + "': the file does not exist");
@@ -55,6 +58,7 @@ void require_hdf5_file(const std::string& path, const std::string& what) {
 H5File open_file_serial(const std::string& path, const std::string& what) {
   runtime::TimeScope io(runtime::TimeCategory::Io);
   require_hdf5_file(path, what);
+  const runtime::IoDeadline deadline("H5Fopen", path);
   const hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   if (id < 0) {
     const std::string hint = "reading " + what + " from '" + path + "'";

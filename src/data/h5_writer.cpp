@@ -11,6 +11,7 @@
 #include "spmd/runtime/check.hpp"
 #include "spmd/runtime/context.hpp"
 #include "spmd/runtime/time_account.hpp"
+#include "spmd/runtime/io_deadline.hpp"
 
 namespace spmd::data {
 
@@ -39,6 +40,7 @@ AtomicH5Writer::AtomicH5Writer(std::string final_path) : final_path_(std::move(f
   const std::string hint = "creating the temporary file '" + temp_path_ + "' for '" + final_path_ +
                            "' (is the folder writable and not full?)";
   try {
+    const runtime::IoDeadline deadline("H5Fcreate", temp_path_);
     file_ = H5File(SPMD_CHECK_HDF5(H5Fcreate(temp_path_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), hint.c_str()));
   } catch (const Error& e) {
     // Asked before the partial file goes (which frees what it held).

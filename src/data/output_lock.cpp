@@ -14,6 +14,7 @@
 #include "spmd/runtime/agree.hpp"
 #include "spmd/runtime/context.hpp"
 #include "spmd/runtime/error.hpp"
+#include "spmd/runtime/io_deadline.hpp"
 
 namespace spmd::data {
 
@@ -53,6 +54,7 @@ OutputLock::OutputLock(const runtime::Context& ctx, const std::string& output, c
     // The holder removes the file when it lets go. A process that opened the old file just
     // before that would lock a name nobody sees any more, so after locking, the locked file
     // must still be the one under the name; if not, try again.
+    const runtime::IoDeadline deadline("open", path);
     for (int attempt = 0;; ++attempt) {
       const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
       if (fd < 0)

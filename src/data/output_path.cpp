@@ -8,6 +8,7 @@
 
 #include "spmd/data/output_space.hpp"
 #include "spmd/runtime/error.hpp"
+#include "spmd/runtime/io_deadline.hpp"
 
 namespace spmd::data::output_path {
 
@@ -35,6 +36,7 @@ std::string temp_path_for(const std::string& final_path, long pid) {
 }
 
 void fsync_path(const std::string& path, bool directory) {
+  const runtime::IoDeadline deadline("fsync", path);
   const int fd = ::open(path.c_str(), directory ? O_RDONLY | O_DIRECTORY : O_RDONLY);
   if (fd < 0) return;
   ::fsync(fd);
@@ -60,6 +62,7 @@ std::string space_shortage(const std::string& final_path, std::uint64_t bytes, c
   const fs::path target(final_path);
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
   struct statvfs st {};
+  const runtime::IoDeadline deadline("statvfs", dir.string());
   if (::statvfs(dir.c_str(), &st) != 0) return "";  // cannot tell: let the write say
   const std::uint64_t free_bytes = static_cast<std::uint64_t>(st.f_bavail) * st.f_frsize;
   if (free_bytes >= bytes) return "";

@@ -9,6 +9,7 @@
 #include "spmd/runtime/agree.hpp"
 #include "spmd/runtime/check.hpp"
 #include "spmd/runtime/time_account.hpp"
+#include "spmd/runtime/io_deadline.hpp"
 #include "spmd/runtime/watchdog.hpp"
 
 extern "C" void openblas_set_num_threads(int);
@@ -94,6 +95,7 @@ Context::~Context() = default;
 
 void Context::set_phase(const std::string& phase) const {
   if (watchdog_) watchdog_->set_phase(phase);
+  set_io_phase(phase);
   if (rank_ == stall_rank_) stall_if_asked(phase);
 }
 

@@ -13,6 +13,7 @@
 #include <fstream>
 
 #include "spmd/runtime/error.hpp"
+#include "spmd/runtime/io_deadline.hpp"
 
 namespace spmd::workloads {
 
@@ -87,6 +88,7 @@ void write_text_atomic(const std::string& path, const std::string& text) {
     throw Error("cannot write '" + path + "': " + what + " (" + std::strerror(error) + "; " +
                 std::to_string(text.size()) + " bytes to write)");
   };
+  const runtime::IoDeadline deadline("open", tmp.string());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) fail("cannot create " + tmp.string(), errno);
   for (std::size_t done = 0; done < text.size();) {

@@ -7,6 +7,9 @@
 #    the file and what changed, before any result is written;
 #  - a FIFO or a symbolic link loop given as an input is refused up front, never opened
 #    (opening a FIFO blocks forever);
+#  - a hung mount (a stat or open that never returns: --simulate-stall RANK:io:CALL[:TEXT])
+#    during start-up, before the watchdog exists, or while writing an output, ends the job
+#    within --hang-timeout, naming the rank, the call, the file and the phase;
 #  - two jobs on one --checkpoint: the second is refused at start naming the first's host
 #    and pid; the claim dies with its holder (SIGKILL) and a finished job leaves no lock file;
 #  - a full disk (a 1 MiB tmpfs, filled): the checkpoint's room is checked before training,
@@ -83,6 +86,26 @@ run link_loop nonzero 10 mpi 2 "$SPMD" eval --data "$WORK/loop_a.h5"
 expect_in "link_loop: named as a loop" "is a symbolic link loop"
 run fifo_weights nonzero 10 "$SPMD" eval --data "$TEST" --model logreg --weights "$WORK/fifo.h5"
 expect_in "fifo_weights: named as a FIFO" "--weights '.*fifo.h5': is a FIFO"
+
+# --- A hung mount: one file-system call never returns ---
+# During start-up (only node-local rank 0 checks the inputs; the others wait for it in a
+# collective the watchdog does not watch yet).
+run hung_startup_stat nonzero 30 mpi 2 "$SPMD" eval --data "$TEST" --hang-timeout 2 --simulate-stall "0:io:stat"
+expect_in "hung_startup_stat: the call, the file and the phase named" \
+  "rank 0 on [^ ]+: error: hang detected: 'stat' of '.*test\.h5' has not returned after 2 s during 'start-up: option and input checks' \(--hang-timeout 2\).*hung or unreachable mount"
+[ "$(echo "$LAST_SECONDS < 12" | bc)" = 1 ] || fail "hung_startup_stat: took ${LAST_SECONDS}s"
+# While writing the results: the summary's temporary file never opens; nothing is left.
+mkdir -p "$WORK/hung"
+run hung_output_open nonzero 60 mpi 2 "$SPMD" ensemble --train "$TRAIN" --test "$TEST" --train-limit 64 --test-limit 32 \
+  --json "$WORK/hung/out.json" --hang-timeout 2 --simulate-stall "0:io:open:out.json"
+expect_in "hung_output_open: the output's open named" "rank 0 on [^ ]+: error: hang detected: 'open' of '.*hung/\.out\.json\.tmp\.[0-9]+' has not returned after 2 s during 'ensemble"
+[ -z "$(ls -A "$WORK/hung")" ] || fail "hung_output_open left files: $(ls -A "$WORK/hung")"
+# A hang on another rank than 0 and in another call: the weights' open on a 1-rank job.
+"$SPMD" logreg --data "$WORK/lr.h5" --maxiter 2 --weights-out "$WORK/hung_w.h5" --quiet >/dev/null 2>&1 ||
+  fail "hung_weights: could not make weights"
+run hung_weights_open nonzero 30 "$SPMD" eval --data "$WORK/lr.h5" --model logreg --weights "$WORK/hung_w.h5" \
+  --hang-timeout 2 --simulate-stall "0:io:H5Fopen:hung_w"
+expect_in "hung_weights_open: H5Fopen of the weights named" "hang detected: 'H5Fopen' of '.*hung_w\.h5'"
 
 # --- Resume on other data of the same name and size: refused by the data's fingerprint ---
 cp "$TEST" "$WORK/train_fp.h5"
