@@ -180,6 +180,17 @@ const Backend& backend_of(const runtime::DeviceInfo& device) {
   throw Error("device " + device.name + " belongs to no registered backend ('" + std::string(device.backend()) + "')");
 }
 
+std::vector<std::string> compiled_backends() {
+  std::vector<std::string> names;
+  for (const auto& r : kBackends) {
+    if (r.builtin != nullptr)
+      names.emplace_back(r.name);
+    else if (r.built)
+      names.push_back(std::string(r.name) + " (module " + r.module_file + ")");
+  }
+  return names;
+}
+
 std::vector<std::pair<std::string, std::string>> backend_library_versions() {
   std::vector<std::pair<std::string, std::string>> lines;
   for (const auto& r : kBackends) {

@@ -69,11 +69,11 @@ int make_classification(const Args& args) {
       "repeated", po::value<int>()->default_value(d.n_repeated), "n_repeated")(
       "classes", po::value<int>()->default_value(d.n_classes), "n_classes")(
       "clusters-per-class", po::value<int>()->default_value(d.n_clusters_per_class), "n_clusters_per_class")(
-      "class-sep", po::value<double>()->default_value(d.class_sep), "class_sep")(
-      "flip-y", po::value<double>()->default_value(d.flip_y), "flip_y: fraction of labels assigned at random")(
+      "class-sep", real_value(d.class_sep), "class_sep")(
+      "flip-y", real_value(d.flip_y), "flip_y: fraction of labels assigned at random")(
       "no-hypercube", po::bool_switch(), "hypercube=False: cluster centres at random points instead of vertices")(
-      "shift", po::value<double>()->default_value(0.0), "shift added to every feature")(
-      "scale", po::value<double>()->default_value(1.0), "scale multiplying every feature")(
+      "shift", real_value(0.0), "shift added to every feature")(
+      "scale", real_value(1.0), "scale multiplying every feature")(
       "no-shuffle", po::bool_switch(), "shuffle=False")(
       "seed", po::value<std::uint64_t>()->default_value(0), "random_state (our own stream: not sklearn's bits)");
   options.add(common_options(false));

@@ -56,8 +56,8 @@ int cmd_ensemble(const Args& args) {
       "test", po::value<std::string>(), "HDF5 test set, same layout (required)")(
       "epochs", po::value<int>()->default_value(1), "epochs to train in total (a resumed run continues up to this)")(
       "batch-size", po::value<int>()->default_value(32), "training batch, the same for every member")(
-      "learning-rate", po::value<float>()->default_value(0.1f), "SGD learning rate (> 0)")(
-      "momentum", po::value<float>()->default_value(0.9f), "SGD momentum in [0, 1)")(
+      "learning-rate", real_value(0.1f), "SGD learning rate (> 0)")(
+      "momentum", real_value(0.9f), "SGD momentum in [0, 1)")(
       "seed", po::value<std::uint64_t>()->default_value(0), "root seed: member g uses the g-th key split from it")(
       "train-limit", po::value<std::int64_t>()->default_value(0), "use only the first N training examples (0: all)")(
       "test-limit", po::value<std::int64_t>()->default_value(0), "evaluate only the first N test examples (0: all)")(
@@ -148,16 +148,24 @@ int cmd_ensemble(const Args& args) {
                                o.train_limit ? workloads::format(" (first %lld)", static_cast<long long>(o.train_limit)).c_str() : ""));
   const int every = vm["progress-every"].as<int>();
   workloads::ProgressLine progress(ctx.is_root());
-  auto on_progress = [&](int epoch, std::int64_t step, std::int64_t steps, double ips) {
+  workloads::EnsembleEvents events;
+  workloads::Table table({{"epoch", "", 5}, {"train loss", "", 10}, {"train acc", "", 9}, {"test loss", "", 10},
+                          {"test acc", "", 9}, {"members acc", "min..max", 15}, {"time", "s", 8},
+                          {"speed", "img/s/member", 13}});
+  // Where the run starts is said before it trains (a resumed run is known as one at once,
+  // not after its last epoch), then the table's header.
+  events.start = [&](const workloads::EnsembleResult& start) {
+    if (start.resumed_from_epoch >= 0)
+      print_root(workloads::format("# resumed from %s at epoch %d step %lld\n", o.checkpoint.c_str(),
+                                   start.resumed_from_epoch + 1, static_cast<long long>(start.resumed_from_step)));
+    print_root(table.header());
+  };
+  events.progress = [&](int epoch, std::int64_t step, std::int64_t steps, double ips) {
     if (!ctx.is_root()) return;
     progress.update("epoch " + std::to_string(epoch) + " step", step, steps,
                     workloads::format("%.0f images/s per member", ips), every > 0 ? every : std::max<std::int64_t>(1, steps / 10));
   };
-  workloads::Table table({{"epoch", "", 5}, {"train loss", "", 10}, {"train acc", "", 9}, {"test loss", "", 10},
-                          {"test acc", "", 9}, {"members acc", "min..max", 15}, {"time", "s", 8},
-                          {"speed", "img/s/member", 13}});
-  print_root(table.header());
-  auto on_epoch = [&](const workloads::EpochMetrics& e) {
+  events.epoch = [&](const workloads::EpochMetrics& e) {
     double lo = 1, hi = 0;
     for (double a : e.member_test_accuracy) {
       lo = std::min(lo, a);
@@ -169,17 +177,21 @@ int cmd_ensemble(const Args& args) {
                           workloads::format("%.0f", e.images_per_second)}));
     require_inputs_unchanged(cl, "after epoch " + std::to_string(e.epoch));
   };
-  const auto r = workloads::run_ensemble(ctx, o, on_epoch, on_progress);
+  const auto r = workloads::run_ensemble(ctx, o, events);
   progress.close();
-  print_root(workloads::format("# model %s, %lld parameters per member\n# train %s %s/%s (%lld examples), test %s %s/%s (%lld)\n",
+  // "(640 examples)", or "(640 of 60000 examples)" when a limit took the first rows only.
+  const auto examples_text = [](std::int64_t used, std::int64_t in_file, const char* unit) {
+    return used == in_file ? workloads::format("%lld%s", static_cast<long long>(used), unit)
+                           : workloads::format("%lld of %lld%s", static_cast<long long>(used),
+                                               static_cast<long long>(in_file), unit);
+  };
+  print_root(workloads::format("# model %s, %lld parameters per member\n# train %s %s/%s (%s), test %s %s/%s (%s)\n",
                                r.model.describe().c_str(),
                                static_cast<long long>(models::CnnLayout(r.model).param_count()), o.train.c_str(),
-                               o.keys.features.c_str(), o.keys.labels.c_str(), static_cast<long long>(r.train_examples),
-                               o.test.c_str(), o.test_keys.features.c_str(), o.test_keys.labels.c_str(),
-                               static_cast<long long>(r.test_examples)));
-  if (r.resumed_from_epoch >= 0)
-    print_root(workloads::format("# resumed from %s at epoch %d step %lld\n", o.checkpoint.c_str(), r.resumed_from_epoch + 1,
-                                 static_cast<long long>(r.resumed_from_step)));
+                               o.keys.features.c_str(), o.keys.labels.c_str(),
+                               examples_text(r.train_examples, r.train_dataset_rows, " examples").c_str(), o.test.c_str(),
+                               o.test_keys.features.c_str(), o.test_keys.labels.c_str(),
+                               examples_text(r.test_examples, r.test_dataset_rows, "").c_str()));
   if (r.interrupted)
     print_root("# stopped by a signal: checkpoint written to " + (o.checkpoint.empty() ? std::string("(none: no --checkpoint)") : o.checkpoint) +
                "; continue with the same command plus --resume\n");
@@ -195,8 +207,11 @@ int cmd_ensemble(const Args& args) {
   if (ctx.is_root() && !json_path(vm).empty()) {
     j.update(workloads::to_json(r, o, ctx));
     j["time_breakdown"] = workloads::to_json(breakdown);
+    // The keys as eval's JSON has them (`keys`), and flat in each set as before.
     j["train"].update(data::to_json(train_keys));
     j["test"].update(data::to_json(test_keys));
+    j["train"]["keys"] = data::to_json(train_keys);
+    j["test"]["keys"] = data::to_json(test_keys);
     workloads::write_json(json_path(vm), j);
   }
   return 0;

@@ -26,11 +26,15 @@ std::string shapes_text(const std::map<std::int64_t, std::int64_t>& shapes) {
   return s.empty() ? "-" : s;
 }
 
-std::string result_block(const workloads::EvalResult& r, const workloads::EvalOptions& o) {
+// model_computes: false for --model zero, which predicts without computing: its time and
+// throughput measure reading, converting, padding and counting only, and the columns say so
+// (same places, so scripts that read the row by position keep working).
+std::string result_block(const workloads::EvalResult& r, const workloads::EvalOptions& o, bool model_computes) {
   using workloads::format;
   workloads::Table table({{"strategy", "", 15}, {"correct", "", 9}, {"total", "", 9}, {"accuracy", "", 9},
                           {"steps", "", 6}, {"batch shapes", "steps x rows/device", 22}, {"padded", "rows", 9},
-                          {"time", "s", 9}, {"throughput", "examples/s", 12}});
+                          {model_computes ? "time" : "data time", "s", 9},
+                          {model_computes ? "throughput" : "data rate", "examples/s", 12}});
   std::string out = table.header();
   out += table.row({workloads::to_string(o.strategy), std::to_string(r.correct), std::to_string(r.total),
                     format("%.6f", r.accuracy()), std::to_string(r.steps), shapes_text(r.batch_shapes),
@@ -38,6 +42,9 @@ std::string result_block(const workloads::EvalResult& r, const workloads::EvalOp
   std::string per_rank;
   for (auto n : r.examples_per_rank) per_rank += (per_rank.empty() ? "" : ", ") + std::to_string(n);
   out += "# examples per rank: [" + per_rank + "]\n";
+  if (!model_computes)
+    out += "# --model zero computes nothing: data time and data rate are data movement only (reading, converting, "
+           "padding, counting), not a model's speed\n";
   const std::int64_t expected = r.dataset_rows - r.filtered_rows;
   if (r.dropped > 0 || r.total != expected)
     out += format("# WARNING: %lld of %lld examples were not evaluated (%s drops what does not fill a whole step); "
@@ -102,7 +109,11 @@ int cmd_eval(const Args& args) {
       "also time pad and infinite-pad against the plain forward over the same examples and print the ratios")(
       "repeat", po::value<int>()->default_value(1001), "--benchmark: rounds (each times every strategy once; the median ratio counts; at least 5, then up to 30 s)")(
       "passes", po::value<int>()->default_value(0),
-      "--benchmark: passes over the data per sample (0: enough for about 2 ms)");
+      "--benchmark: passes over the data per sample (0: enough for about 2 ms)")(
+      "progress-seconds", real_value(5.0),
+      "seconds between progress lines on stdout when stderr is not a terminal (a log; on a terminal a bar on stderr is "
+      "redrawn instead, as logreg and ensemble do)")(
+      "quiet", po::bool_switch(), "no progress lines, only the start-up table, the results and the warnings");
   options.add(dataset_key_options());
   options.add(common_options());
   const auto cl = parse_validated(
@@ -118,6 +129,7 @@ int cmd_eval(const Args& args) {
           throw Error("--count-window must be between 1 and " + std::to_string(sharding::WindowedCountBarrier::kMaxWindow) +
                       " steps (got " + std::to_string(w) + ")");
         require_non_negative(vm, "passes");
+        require_positive(vm, "progress-seconds");
         require_one_of(vm, "model", {"zero", "logreg", "cnn"});
         workloads::parse_eval_strategy(vm["strategy"].as<std::string>());
         if (vm["model"].as<std::string>() != "zero") {
@@ -170,11 +182,30 @@ int cmd_eval(const Args& args) {
                                static_cast<long long>(o.per_device_batch), workloads::to_string(o.strategy)));
   std::optional<workloads::PredictionRecorder> predictions;
   if (vm.count("predictions")) predictions.emplace(shard, model->classes());
-  const auto result = workloads::run_eval(ctx, o, *model, shard, predictions ? &*predictions : nullptr);
+  // Rank 0 shows progress from what it knows locally (run_eval's estimate: no communication).
+  const bool show_progress = ctx.is_root() && !vm["quiet"].as<bool>();
+  const double progress_seconds = vm["progress-seconds"].as<double>();
+  workloads::ProgressLine progress(show_progress);
+  workloads::EvalProgress on_progress;
+  if (show_progress)
+    on_progress = [&](std::int64_t done, std::int64_t total, double seconds) {
+      if (!progress.due(progress_seconds)) return;
+      progress.update("eval rows", done, total,
+                      workloads::format("%5.1f%%  %.0f examples/s  %.1f s elapsed",
+                                        total > 0 ? 100.0 * static_cast<double>(done) / static_cast<double>(total) : 100.0,
+                                        seconds > 0 ? static_cast<double>(done) / seconds : 0.0, seconds),
+                      1);
+    };
+  const auto result = workloads::run_eval(ctx, o, *model, shard, predictions ? &*predictions : nullptr, on_progress);
+  progress.close();
   require_inputs_unchanged(cl, "at the end of the evaluation");
-  print_root(result_block(result, o));
+  const bool model_computes = vm["model"].as<std::string>() != "zero";
+  print_root(result_block(result, o, model_computes));
   print_root(confusion_block(result.confusion));
   j.update(workloads::to_json(result, o, ctx));
+  // seconds and examples_per_second stay (tools/scaling_report.py reads them); this says
+  // whether they include a model's compute (false for --model zero: data movement only).
+  j["timing_includes_compute"] = model_computes;
   if (predictions) {
     const std::string path = vm["predictions"].as<std::string>();
     predictions->write(ctx, path, {model->describe(), o.data, o.keys.features, o.keys.labels});

@@ -31,13 +31,13 @@ int cmd_logreg(const Args& args) {
       "input-scale", po::value<std::string>()->default_value("auto"),
       "how stored features become float32: auto (uint8 / 255; other types as stored), none (as stored, uint8 too), or a factor such as 1/255")(
       "maxiter", po::value<int>()->default_value(100), "L-BFGS iterations at most (>= 1)")(
-      "tol", po::value<double>()->default_value(1e-3), "stop when the gradient's L2 norm is <= tol (JAXopt's state.error)")(
+      "tol", real_value(1e-3), "stop when the gradient's L2 norm is <= tol (JAXopt's state.error)")(
       "history", po::value<int>()->default_value(10), "L-BFGS history size m (>= 1)")(
-      "stepsize", po::value<double>()->default_value(0.0), "> 0: fixed step size; 0: line search")(
+      "stepsize", real_value(0.0), "> 0: fixed step size; 0: line search")(
       "linesearch", po::value<std::string>()->default_value("zoom"),
       "zoom (strong Wolfe, c1 1e-4, c2 0.9) or backtracking (Armijo, factor 0.5)")(
       "max-linesearch", po::value<int>()->default_value(30), "objective evaluations per line search at most (>= 1)")(
-      "l2", po::value<double>()->default_value(0.0),
+      "l2", real_value(0.0),
       "L2 regularisation: adds l2/2 * ||W||^2 (>= 0; never the intercept). sklearn's C is 1 / (l2 * N)")(
       "fit-intercept", po::bool_switch(),
       "logits x W + b with an intercept b [C] fitted too (sklearn's fit_intercept=True): b starts at 0 and is not "

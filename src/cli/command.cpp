@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include <algorithm>
+#include <charconv>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -21,13 +22,25 @@
 
 namespace spmd::cli {
 
+namespace {
+template <class Real>
+po::typed_value<Real>* real_value_of(Real value) {
+  char text[64];
+  const auto written = std::to_chars(text, text + sizeof text, value);
+  return po::value<Real>()->default_value(value, std::string(text, written.ptr));
+}
+}  // namespace
+
+po::typed_value<float>* real_value(float default_value) { return real_value_of(default_value); }
+po::typed_value<double>* real_value(double default_value) { return real_value_of(default_value); }
+
 po::options_description common_options(bool with_devices) {
   po::options_description d("Common options");
   d.add_options()("help,h", "show this help and exit")(
       "config", po::value<std::string>(),
       "read options from this INI file (key = value, same names as the long options); the command line wins")(
       "json", po::value<std::string>(), "write a machine-readable summary to this file (rank 0, atomic)")(
-      "hang-timeout", po::value<double>()->default_value(300.0),
+      "hang-timeout", real_value(300.0),
       "seconds a rank may wait in one collective before the job is stopped with a report naming the "
       "ranks that did not arrive (0 disables)")(
       "simulate-stall", po::value<std::string>(),

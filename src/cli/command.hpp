@@ -38,6 +38,12 @@ struct CommandLine {
 // writing results.
 void require_inputs_unchanged(const CommandLine& cl, const std::string& when);
 
+// A float or double option whose --help shows its default as written ("0.1"), not as Boost
+// prints the stored binary value ("0.100000001"): the shortest text that reads back as the
+// same value (std::to_chars), so the text can never drift from the value.
+po::typed_value<float>* real_value(float default_value);
+po::typed_value<double>* real_value(double default_value);
+
 // Options every workload command takes: --config, --json, --devices, --backend,
 // --hang-timeout, --help.
 po::options_description common_options(bool with_devices = true);

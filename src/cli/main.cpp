@@ -12,10 +12,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <map>
 #include <memory>
+#include <string>
 
 #include "commands.hpp"
+#include "spmd/backends/backend.hpp"
 #include "spmd/runtime/check.hpp"
 #include "spmd/runtime/error.hpp"
 #include "spmd/runtime/mpi.hpp"
@@ -24,6 +27,7 @@ namespace {
 
 const char* kUsage =
     "usage: spmd <command> [options]   (spmd <command> --help for its options)\n"
+    "       spmd --version             (version and the backends compiled in)\n"
     "\n"
     "commands:\n"
     "  info       start-up table: ranks, hosts, node-local ranks, devices, library versions\n"
@@ -33,6 +37,20 @@ const char* kUsage =
     "  ensemble   CNN ensemble training, one member per device\n"
     "\n"
     "Launch with mpirun -np N spmd ... or srun --mpi=pmix spmd ...; every rank runs the same command.\n";
+
+// GNU's --version convention: the first line ends with the version, for scripts; the
+// second says which backends this build has (SPMD_VERSION comes from CMake's project VERSION).
+std::string version_text() {
+  std::string backends;
+  for (const auto& name : spmd::backends::compiled_backends()) backends += (backends.empty() ? "" : ", ") + name;
+  return "spmd (SPMD Kit) " SPMD_VERSION "\nbackends compiled in: " + backends + "\n";
+}
+
+bool is_any_of(const char* arg, std::initializer_list<const char*> names) {
+  for (const char* name : names)
+    if (!std::strcmp(arg, name)) return true;
+  return false;
+}
 
 }  // namespace
 
@@ -85,9 +103,14 @@ int main(int argc, char** argv) {
     return 1;
   }
   const int rank = mpi->rank();
-  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
-    if (rank == 0) std::fputs(kUsage, argc < 2 ? stderr : stdout);
-    return argc < 2 ? 2 : 0;
+  // No command is a request for the list of commands (a first contact), not an error.
+  if (argc < 2 || is_any_of(argv[1], {"--help", "-h"})) {
+    if (rank == 0) std::fputs(kUsage, stdout);
+    return 0;
+  }
+  if (is_any_of(argv[1], {"--version", "-V"})) {
+    if (rank == 0) std::fputs(version_text().c_str(), stdout);
+    return 0;
   }
   const std::string command = argv[1];
   const std::map<std::string, int (*)(const spmd::cli::Args&)> commands = {

@@ -58,6 +58,7 @@ EpochMetrics epoch_from_json(const nlohmann::json& j) {
 // conversion (data/feature_decoder.hpp), so the members see the bits a float32 load gives.
 struct EnsembleData {
   data::LoadedShard train, test;  // FeatureForm::Stored
+  std::int64_t train_dataset_rows = 0, test_dataset_rows = 0;  // N in each file (the limits aside)
   std::int64_t steps_per_epoch = 0;
 };
 
@@ -88,6 +89,8 @@ EnsembleData load_data(const runtime::Context& ctx, EnsembleOptions& o) {
   const std::int64_t n_test = o.test_limit > 0 ? std::min(o.test_limit, test_shape.rows) : test_shape.rows;
   d.test =
       data::load_shard(ctx, o.test, o.test_keys, 0, n_test, o.model.classes, o.input_scale, data::FeatureForm::Stored);
+  d.train_dataset_rows = train_shape.rows;
+  d.test_dataset_rows = test_shape.rows;
   d.steps_per_epoch = n_train / o.batch_size;
   return d;
 }
@@ -125,7 +128,7 @@ struct Throughput {
 // The steps of epoch `epoch` from state.step to its end. Returns false when a stop was
 // agreed: the state then holds the position after the last step run.
 bool train_epoch(const runtime::Context& ctx, const EnsembleOptions& o, EnsembleTrainer& trainer, const EnsembleData& data,
-                 int epoch, CheckpointState& state, Throughput& process, const ProgressCallback& on_progress) {
+                 int epoch, CheckpointState& state, Throughput& process, const EnsembleEvents& events) {
   const auto perm = models::epoch_permutation(o.seed, epoch, data.train.rows);
   TrainBatch batch(o.batch_size, o.model.input_size(),
                    data::FeatureDecoder(data.train.stored_type, data.train.scale,
@@ -144,7 +147,8 @@ bool train_epoch(const runtime::Context& ctx, const EnsembleOptions& o, Ensemble
     state.step = step + 1;
     process.seconds += dt;
     process.images += o.batch_size;
-    if (on_progress) on_progress(epoch, step + 1, data.steps_per_epoch, state.train_seen / std::max(state.train_seconds, 1e-9));
+    if (events.progress)
+      events.progress(epoch, step + 1, data.steps_per_epoch, state.train_seen / std::max(state.train_seconds, 1e-9));
     if (!std::isfinite(r.loss))
       throw CollectiveError("ensemble: the training loss became non-finite at epoch " + std::to_string(epoch) + " step " +
                             std::to_string(step) + " (learning rate " + std::to_string(o.sgd.learning_rate) + " too large?)");
@@ -240,8 +244,7 @@ std::string training_fingerprint(const data::LoadedShard& train) {
 }
 }  // namespace
 
-EnsembleResult run_ensemble(const runtime::Context& ctx, const EnsembleOptions& requested, const EpochCallback& on_epoch,
-                            const ProgressCallback& on_progress) {
+EnsembleResult run_ensemble(const runtime::Context& ctx, const EnsembleOptions& requested, const EnsembleEvents& events) {
   optim::validate(requested.sgd);
   EnsembleOptions o = requested;
   const EnsembleData data = load_data(ctx, o);
@@ -253,6 +256,8 @@ EnsembleResult run_ensemble(const runtime::Context& ctx, const EnsembleOptions& 
   result.model = o.model;
   result.train_examples = data.train.rows;
   result.test_examples = data.test.rows;
+  result.train_dataset_rows = data.train_dataset_rows;
+  result.test_dataset_rows = data.test_dataset_rows;
   result.members = trainer.members();
   CheckpointState state = trainer.fresh_state();
   const std::string fingerprint = training_fingerprint(data.train);
@@ -269,9 +274,10 @@ EnsembleResult run_ensemble(const runtime::Context& ctx, const EnsembleOptions& 
     result.resumed_from_step = state.step;
   }
   state.train_fingerprint = fingerprint;
+  if (events.start) events.start(result);
   Throughput process;
   for (int epoch = state.epochs_done + 1; epoch <= o.epochs; ++epoch) {
-    if (!train_epoch(ctx, o, trainer, data, epoch, state, process, on_progress)) {
+    if (!train_epoch(ctx, o, trainer, data, epoch, state, process, events)) {
       trainer.save(state);
       result.interrupted = true;
       break;
@@ -280,7 +286,7 @@ EnsembleResult run_ensemble(const runtime::Context& ctx, const EnsembleOptions& 
     const EpochMetrics e = epoch_metrics(ctx, epoch, state, data.steps_per_epoch, trainer.evaluate(data.test));
     close_epoch(e, state, result);
     trainer.save(state);
-    if (on_epoch) on_epoch(e);
+    if (events.epoch) events.epoch(e);
   }
   result.images_per_second = process.per_second();
   result.params_digest = trainer.params_digest();
@@ -301,9 +307,17 @@ nlohmann::json to_json(const EnsembleResult& r, const EnsembleOptions& o, const 
   j["params_digest"] = format("%016llx", static_cast<unsigned long long>(r.params_digest));
   j["model"] = nlohmann::json::parse(r.model.to_json());
   j["parameters_per_member"] = models::CnnLayout(r.model).param_count();
-  j["train"] = {{"path", o.train}, {"features", o.keys.features}, {"labels", o.keys.labels}, {"examples", r.train_examples}};
-  j["test"] = {{"path", o.test}, {"features", o.test_keys.features}, {"labels", o.test_keys.labels},
-               {"examples", r.test_examples}};
+  // Each set as eval's JSON names its data: `data` (the path), `dataset_rows` (N in the file);
+  // `examples` is what the run used (after --train-limit / --test-limit). The CLI adds
+  // `keys` (how they were resolved). path, features and labels are the older names, kept
+  // for the readers that use them.
+  const auto set_json = [](const std::string& path, const data::DatasetKeys& keys, std::int64_t examples,
+                           std::int64_t dataset_rows) {
+    return nlohmann::json{{"data", path},         {"path", path},           {"features", keys.features},
+                          {"labels", keys.labels}, {"examples", examples},  {"dataset_rows", dataset_rows}};
+  };
+  j["train"] = set_json(o.train, o.keys, r.train_examples, r.train_dataset_rows);
+  j["test"] = set_json(o.test, o.test_keys, r.test_examples, r.test_dataset_rows);
   j["ranks"] = ctx.size();
   j["devices_per_rank"] = ctx.devices_per_rank();
   j["batch_size"] = o.batch_size;

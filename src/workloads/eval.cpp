@@ -60,6 +60,17 @@ struct Timer {
   double cpu_seconds() const { return process_cpu_seconds() - cpu; }
 };
 
+// EvalProgress's estimate (eval.hpp) after a step that brought this rank's rows done to `done`.
+void report_progress(const EvalProgress& progress, const EvalShard& es, std::int64_t done, const Timer& timer) {
+  if (!progress) return;
+  const auto& s = es.shard;
+  const std::int64_t total = s.global_rows;
+  // In 128 bits: exact (1536 of 10000 on one rank reads 1536, not 1535), and no overflow.
+  const std::int64_t estimate =
+      s.rows > 0 ? static_cast<std::int64_t>(static_cast<__int128>(done) * total / s.rows) : total;
+  progress(std::min(estimate, total), total, timer.wall_seconds());
+}
+
 // The columns of an eval block (file_row_blocks.hpp): the features as stored and the labels
 // of its rows. Each device reads its real rows of a step straight from the block (they are
 // contiguous there); only labels and masks go through padding, so a padded step copies a
@@ -197,7 +208,7 @@ EvalResult finish(const Context& ctx, const EvalShard& shard, Tally& t, double s
 // padding, the endless padding of infinite-pad) from sizes; the devices read their real rows
 // from the blocks.
 EvalResult run_batched(const Context& ctx, const EvalOptions& o, const models::Classifier& model, const EvalShard& es,
-                       PredictionRecorder* recorder) {
+                       PredictionRecorder* recorder, const EvalProgress& progress) {
   const auto& s = es.shard;
   const int d = ctx.devices_per_rank();
   sharding::BatcherOptions bo;
@@ -268,6 +279,7 @@ EvalResult run_batched(const Context& ctx, const EvalOptions& o, const models::C
     t.real += b->real_rows();
     t.padded += b->rows() - b->real_rows();
     ++t.steps;
+    report_progress(progress, es, t.real, timer);
   }
   const double seconds = timer.wall_seconds(), cpu_seconds = timer.cpu_seconds();
   reader.agree(ctx);
@@ -277,7 +289,7 @@ EvalResult run_batched(const Context& ctx, const EvalOptions& o, const models::C
 // pad and pad-metrics: the padded evaluation loop (pad_shard_unpad around the device step,
 // min_device_batch = B by default).
 EvalResult run_padded(const Context& ctx, const EvalOptions& o, const models::Classifier& model, const EvalShard& es,
-                      PredictionRecorder* recorder) {
+                      PredictionRecorder* recorder, const EvalProgress& progress) {
   const auto& s = es.shard;
   const int d = ctx.devices_per_rank();
   const sharding::BatchGeometry geometry{d, o.per_device_batch};
@@ -387,6 +399,7 @@ EvalResult run_padded(const Context& ctx, const EvalOptions& o, const models::Cl
     t.real += step.rows;
     t.shapes[step.device_batch] += 1;
     ++t.steps;
+    report_progress(progress, es, t.real, timer);
   });
   t.padded = padded_rows_seen;
   const double seconds = timer.wall_seconds(), cpu_seconds = timer.cpu_seconds();
@@ -455,11 +468,11 @@ void require_layout_fits(const Context& ctx, const EvalOptions& o) {
 }
 
 EvalResult run_eval(const Context& ctx, const EvalOptions& o, const models::Classifier& model, const EvalShard& shard,
-                    PredictionRecorder* predictions) {
+                    PredictionRecorder* predictions, const EvalProgress& progress) {
   require_layout_fits(ctx, o);
   if (o.strategy == EvalStrategy::Pad || o.strategy == EvalStrategy::PadMetrics)
-    return run_padded(ctx, o, model, shard, predictions);
-  return run_batched(ctx, o, model, shard, predictions);
+    return run_padded(ctx, o, model, shard, predictions, progress);
+  return run_batched(ctx, o, model, shard, predictions, progress);
 }
 
 EvalResult run_plain_forward(const Context& ctx, const EvalOptions& o, const models::Classifier& model,

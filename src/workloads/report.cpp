@@ -159,6 +159,15 @@ void ProgressLine::update(const std::string& label, std::int64_t done, std::int6
   std::fflush(stderr);
 }
 
+bool ProgressLine::due(double period) {
+  if (!enabled_) return false;
+  const double now = monotonic_seconds();
+  if (last_due_ < 0) last_due_ = now;
+  if (now - last_due_ < (live_ ? kLiveRedrawSeconds : period)) return false;
+  last_due_ = now;
+  return true;
+}
+
 void ProgressLine::close() {
   if (!open_) return;
   std::fputs("\n", stderr);

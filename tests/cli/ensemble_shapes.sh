@@ -83,8 +83,9 @@ expect_in "both splits are named with their keys and sizes" "# train .*both.h5 t
 run split_same 0 10 py "
 import json
 s, a = json.load(open('$WORK/split.json')), json.load(open('$WORK/rgb_2x1.json'))
-assert s['test'] == {'path': '$S/both.h5', 'features': 'test/x', 'labels': 'test/y', 'examples': 203,
-                     'features_auto': False, 'labels_auto': False, 'rule': ''}, s['test']
+keys = {'features': 'test/x', 'labels': 'test/y', 'features_auto': False, 'labels_auto': False, 'rule': ''}
+assert s['test'] == {'data': '$S/both.h5', 'path': '$S/both.h5', 'examples': 203, 'dataset_rows': 203, 'keys': keys,
+                     **keys}, s['test']
 assert s['params_digest'] == a['params_digest'] and s['epochs'][-1]['test_accuracy'] == a['epochs'][-1]['test_accuracy']"
 
 # Grey images without a channel axis, odd sizes, no hidden dense layer.

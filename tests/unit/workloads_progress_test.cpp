@@ -1,10 +1,12 @@
-// ProgressLine, the one progress display of the CLI (logreg iterations, ensemble steps):
-// '#' lines at the period and at the end when stderr is not a terminal, a bar redrawn in
-// place when it is, nothing on ranks other than 0.
+// ProgressLine, the one progress display of the CLI (logreg iterations, ensemble steps,
+// eval rows): '#' lines at the period and at the end when stderr is not a terminal, a bar
+// redrawn in place when it is, nothing on ranks other than 0; due() paces it by time.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "spmd/workloads/report.hpp"
@@ -70,4 +72,26 @@ TEST(ProgressLine, DisabledShowsNothing) {
   });
   EXPECT_EQ(both.first, "");
   EXPECT_EQ(both.second, "");
+}
+
+TEST(ProgressLine, DueOncePerPeriodNotBeforeTheFirst) {
+  ProgressLine p(true, false);
+  const double period = 0.05;
+  EXPECT_FALSE(p.due(period));  // the first call starts the clock: a short loop shows nothing
+  EXPECT_FALSE(p.due(period));
+  std::this_thread::sleep_for(std::chrono::duration<double>(period * 1.5));
+  EXPECT_TRUE(p.due(period));
+  EXPECT_FALSE(p.due(period));  // the next one, a period later
+  std::this_thread::sleep_for(std::chrono::duration<double>(period * 1.5));
+  EXPECT_TRUE(p.due(period));
+}
+
+TEST(ProgressLine, DueRedrawsALiveBarAtItsOwnPace) {
+  ProgressLine live(true, true);
+  EXPECT_FALSE(live.due(3600));
+  std::this_thread::sleep_for(std::chrono::duration<double>(ProgressLine::kLiveRedrawSeconds * 1.2));
+  EXPECT_TRUE(live.due(3600));  // a terminal is redrawn whatever the period of log lines
+  ProgressLine disabled(false, true);
+  std::this_thread::sleep_for(std::chrono::duration<double>(ProgressLine::kLiveRedrawSeconds * 1.2));
+  EXPECT_FALSE(disabled.due(0.0));
 }

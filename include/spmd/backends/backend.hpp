@@ -51,6 +51,11 @@ std::vector<std::string> backend_names();
 // Throws spmd::Error naming --backend and the accepted values when text is none of them.
 void check_backend_name(const std::string& text);
 
+// The backends this build has, for `spmd --version`: the built-in ones by name ("cpu") and each
+// module that was built with its file ("cuda (module libspmd_cuda.so)"). Loads nothing: a
+// module built here may still fail to load on a machine without its libraries (spmd info).
+std::vector<std::string> compiled_backends();
+
 // One line per registered backend for `spmd info`: its name and either the libraries it
 // runs with (loaded backends) or why it is not loaded ("not loaded (--backend cpu)").
 std::vector<std::pair<std::string, std::string>> backend_library_versions();

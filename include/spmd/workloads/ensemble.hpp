@@ -76,19 +76,26 @@ struct EnsembleResult {
   double images_per_second = 0;      // per member, over this process's training steps
   std::uint64_t params_digest = 0;   // FNV-1a over every member's parameters (reproducibility checks)
   models::CnnConfig model;           // the members' architecture, as resolved from the data
-  std::int64_t train_examples = 0, test_examples = 0;
+  std::int64_t train_examples = 0, test_examples = 0;  // used (after --train-limit / --test-limit)
+  std::int64_t train_dataset_rows = 0, test_dataset_rows = 0;  // N in each file
 };
 
 // Set by the CLI's signal handler; agreed over ranks after every training step
 // (stop_requested_on_any_rank): every rank then writes the checkpoint and stops.
 std::atomic<int>& ensemble_stop_request();
 
-using EpochCallback = std::function<void(const EpochMetrics&)>;
-using ProgressCallback = std::function<void(int epoch, std::int64_t step, std::int64_t steps, double images_per_second)>;
+// What run_ensemble reports while it runs, on every rank (each may be empty). `start` comes
+// once, when the data and any checkpoint are loaded and before the first step, with the
+// position a --resume continues from (resumed_from_epoch -1 on a fresh start; the other
+// fields of the result are not filled yet).
+struct EnsembleEvents {
+  std::function<void(const EnsembleResult& start)> start;
+  std::function<void(const EpochMetrics&)> epoch;
+  std::function<void(int epoch, std::int64_t step, std::int64_t steps, double images_per_second)> progress;
+};
 
 // Collective.
-EnsembleResult run_ensemble(const runtime::Context& ctx, const EnsembleOptions& options, const EpochCallback& on_epoch = {},
-                            const ProgressCallback& on_progress = {});
+EnsembleResult run_ensemble(const runtime::Context& ctx, const EnsembleOptions& options, const EnsembleEvents& events = {});
 
 nlohmann::json to_json(const EnsembleResult& r, const EnsembleOptions& o, const runtime::Context& ctx);
 std::string metrics_csv(const EnsembleResult& r);

@@ -14,6 +14,7 @@
 //                  with an error that points here. The barrier counts --count-window steps
 //                  per allreduce (same stopping step, fewer synchronisations).
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -98,13 +99,24 @@ EvalShard load_eval_shard(const runtime::Context& ctx, const EvalOptions& option
 // of passes of a few ms measure the padding, which a file read per pass would drown.
 EvalShard with_features_in_memory(const runtime::Context& ctx, const EvalShard& shard);
 
+// Called after every step of run_eval on the ranks that give it (rank 0, for a display):
+// `done` of `total` rows of the file, and the seconds since the loop started. done is an
+// estimate that costs no communication: this rank's fraction of its own rows done, times the
+// file's rows (the shares differ by at most one row; with --drop-label, by what each rank
+// drops). It is the job's progress when the ranks keep pace; a slower rank lags this one by
+// at most the steps between two collectives of the strategy (pad-metrics: none, a psum every
+// step; infinite-pad: --count-window; pad, drop-remainder: the read agreement, every
+// kAgreementSteps steps or more), and at the end this rank waits for it at total.
+using EvalProgress = std::function<void(std::int64_t done, std::int64_t total, double seconds)>;
+
 // Collective. Evaluates the shard, streaming its rows from the file (or from memory:
 // with_features_in_memory); identical integer results on every layout. A row that cannot be
 // read or is refused (a damaged file, a non-finite value) on any rank ends every rank with
 // that rank's message (spmd::CollectiveError), within a block of steps (kAgreementSteps at
-// least). predictions (may be nullptr): receives every evaluated row's outputs.
+// least). predictions (may be nullptr): receives every evaluated row's outputs. progress
+// (may be empty): see EvalProgress.
 EvalResult run_eval(const runtime::Context& ctx, const EvalOptions& options, const models::Classifier& model,
-                    const EvalShard& shard, PredictionRecorder* predictions = nullptr);
+                    const EvalShard& shard, PredictionRecorder* predictions = nullptr, const EvalProgress& progress = {});
 
 // Collective. The plain forward over the same shard: batches of B per device, the last
 // smaller, no masks, no padding, no count barrier: the reference for the padding cost.

@@ -64,9 +64,17 @@ class ProgressLine {
               std::int64_t every = 0);
   void close();  // ends a live line left unfinished (a loop that stopped early)
 
+  // Pacing by time rather than by count, for loops of many short steps (eval): whether
+  // something is due now. Not live: `period` seconds after the last line (the first, a
+  // period after the first call, so a loop that ends sooner prints nothing). Live: at most
+  // every kLiveRedrawSeconds. A caller that gets true shows it with update(..., every = 1).
+  bool due(double period);
+  static constexpr double kLiveRedrawSeconds = 0.25;
+
  private:
   bool enabled_, live_;
   bool open_ = false;  // a live line is drawn and not ended
+  double last_due_ = -1;  // when due() last said true (or was first asked)
   std::int64_t last_done_ = -1, first_done_ = 0;
   double first_seconds_ = 0;
 };

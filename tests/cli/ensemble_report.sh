@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# What spmd ensemble says about its run (issue 18): a resumed run says so before it trains
+# (not after its last epoch), and --json names both sets as eval's JSON names its data
+# (data, keys, examples used, dataset_rows in the file).
+source "$(dirname "$0")/../support/cli_lib.sh"
+TRAIN=$DATA/fashion/train.h5
+TEST=$DATA/fashion/test.h5
+SMALL=(--train "$TRAIN" --test "$TEST" --train-limit 320 --test-limit 600 --eval-batch 128 --progress-every 1)
+py() { /usr/bin/python3 -c "$1"; }
+first_line() { grep -nE -m1 -- "$1" "$LAST_OUT" | cut -d: -f1; }
+
+run first_epoch 0 300 mpi 2 "$SPMD" ensemble "${SMALL[@]}" --epochs 1 --checkpoint "$WORK/ck.h5"
+expect_not_in "a fresh run says nothing of resuming" 'resumed from'
+run resumed 0 300 mpi 2 "$SPMD" ensemble "${SMALL[@]}" --epochs 2 --checkpoint "$WORK/ck.h5" --resume \
+  --json "$WORK/resumed.json"
+expect_in "says where it resumed" "^# resumed from $WORK/ck.h5 at epoch 2 step 0$"
+resumed_at=$(first_line '^# resumed from')
+progress_at=$(first_line '^# epoch 2 step [0-9]+/')
+row_at=$(first_line '^ +2 +[0-9.]+ +[0-9.]+')
+checks=$((checks + 1))
+if [ -n "$resumed_at" ] && [ -n "$progress_at" ] && [ -n "$row_at" ] && [ "$resumed_at" -lt "$progress_at" ] &&
+   [ "$resumed_at" -lt "$row_at" ]; then
+  echo "ok   resumed line (line $resumed_at) before the first progress line ($progress_at) and epoch row ($row_at)"
+else
+  fail "resumed line at '$resumed_at', first progress line at '$progress_at', first epoch row at '$row_at'"
+fi
+expect_in "the summary names the limits" '\(320 of 60000 examples\), test .* \(600 of 10000\)'
+
+# The sets in --json as eval's JSON has its data: the same key names and keys structure.
+run eval_json 0 60 "$SPMD" eval --data "$TEST" --json "$WORK/eval.json"
+run json_sets 0 10 py "
+import json
+j = json.load(open('$WORK/resumed.json')); e = json.load(open('$WORK/eval.json'))
+for name, path, used, rows in (('train', '$TRAIN', 320, 60000), ('test', '$TEST', 600, 10000)):
+    s = j[name]
+    assert s['data'] == path and s['examples'] == used and s['dataset_rows'] == rows, (name, s)
+    assert set(s['keys']) == set(e['keys']), (name, s['keys'], e['keys'])
+    assert (s['keys']['features'], s['keys']['labels']) == ('images', 'labels'), (name, s['keys'])
+    assert (s['path'], s['features'], s['labels']) == (path, 'images', 'labels'), (name, s)  # the older names stay
+assert e['data'] == '$TEST' and e['dataset_rows'] == 10000, e"
+finish
