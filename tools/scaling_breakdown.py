@@ -80,11 +80,14 @@ def explain(run, base, mode, cores=None):
         faster = sorted((v for v in parts.values() if v < 0))
         return head + (" No loss to explain" + (": compute shrank more than the work per rank (caches)."
                                                 if faster and parts.get("compute", 0) < 0 else "."))
-    grown = sorted(((v, c) for c, v in parts.items() if v > 0.05 * lost), reverse=True)
+    # Shares are of what grew: where another category shrank (an offset), the grown parts add
+    # up to more than the loss.
+    growth = sum(v for v in parts.values() if v > 0)
+    grown = sorted(((v, c) for c, v in parts.items() if v > 0.05 * growth), reverse=True)
     clauses = []
     oversubscribed = cores is not None and run.workers > cores
     for v, c in grown:
-        clause = f"{NAMES[c]} +{seconds(v)} ({100 * v / lost:.0f}%) — {cause(c, mode, oversubscribed)}"
+        clause = f"{NAMES[c]} +{seconds(v)} ({100 * v / growth:.0f}%) — {cause(c, mode, oversubscribed)}"
         if c == "communication":
             compute = run.breakdown["compute"]
             wait = max(0.0, float(compute["max"]) - float(compute["mean"]))
@@ -97,12 +100,17 @@ def explain(run, base, mode, cores=None):
             else:
                 clause += ": compute is balanced, so it is the messages themselves (latency and bandwidth)"
         clauses.append(clause)
-    shrunk = [(v, c) for c, v in parts.items() if v < -0.05 * lost]
+    shrunk = [(v, c) for c, v in parts.items() if v < -0.05 * growth]
     tail = ""
     if shrunk:
         tail = "; offset by " + ", ".join(f"{NAMES[c]} {seconds(v)}" for v, c in sorted(shrunk))
     lead = NAMES[grown[0][1]] if grown else "no single category"
-    return (head + f" Mostly {lead}: of the {seconds(lost)} lost, " + "; ".join(clauses) + tail + ".")
+    if len(grown) > 1 and grown[1][0] > 0.8 * grown[0][0]:  # about as large: name both
+        lead += " and " + NAMES[grown[1][1]]
+    lost_text = f"of the {seconds(lost)} lost"
+    if shrunk:
+        lost_text += f" ({seconds(growth)} grew, {seconds(growth - lost)} shrank; shares of what grew)"
+    return head + f" Mostly {lead}: {lost_text}, " + "; ".join(clauses) + tail + "."
 
 
 def plot(path, runs, base, mode, title):
