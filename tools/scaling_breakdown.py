@@ -32,7 +32,8 @@ def cause(category, mode, oversubscribed):
                 if mode == "strong" else
                 "the same work per rank took longer: cores, caches or memory bandwidth are shared")
     if category == "io":
-        return ("reading did not shrink with the rows per rank: per-rank opens and metadata, the shared file system"
+        return ("reading did not shrink with the rows per rank: per-rank opens and metadata, collective reads "
+                "exchanging data between ranks, the shared file system"
                 if mode == "strong" else "reading took longer with more ranks on the same file system")
     if category == "host_device":
         return "host<->device copies do not shrink with the ranks"
@@ -86,6 +87,9 @@ def explain(run, base, mode, cores=None):
     grown = sorted(((v, c) for c, v in parts.items() if v > 0.05 * growth), reverse=True)
     clauses = []
     oversubscribed = cores is not None and run.workers > cores
+    if oversubscribed:  # every category then holds time spent waiting for a core
+        head += (f" With {run.workers} workers on {cores} cores every category below includes waiting for a core, "
+                 "so this run says little about scaling.")
     for v, c in grown:
         clause = f"{NAMES[c]} +{seconds(v)} ({100 * v / growth:.0f}%) — {cause(c, mode, oversubscribed)}"
         if c == "communication":

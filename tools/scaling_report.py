@@ -404,8 +404,9 @@ def main():
         plot_curves(os.path.join(out, "step_time_vs_iteration.png"), runs, per_iteration(lambda r: r.step_times),
                     "iteration", "step time (s)", "auto", title)
         plots += ["error_vs_iteration.png", "objective_vs_time.png", "step_time_vs_iteration.png"]
-    # Ranks of one machine share its cores; across (emulated) nodes each node has its own.
-    cores = study.get("host_cores") if not study.get("nodes") and "SLURM" not in str(study.get("launch", "")) else None
+    # Ranks on this machine share its cores, emulated nodes (tools/cluster/) included; in a
+    # Slurm job (srun) they are on nodes of their own.
+    cores = study.get("host_cores") if study.get("launch") != "srun" else None
     explanations = ["Where the efficiency went (whole run, means over ranks; time_breakdown of each summary):"]
     explanations += ["  " + scaling_breakdown.explain(r, base, mode, cores) for r in runs if r is not base]
     if len(explanations) == 1:
