@@ -34,6 +34,7 @@ if [ "$profile" = all ]; then
     libgtest-dev hdf5-tools
     slurm-wlm munge                          # one-node Slurm for the job-script tests
     iproute2                                 # emulated nodes (tools/cluster/) for the multinode tests
+    strace                                   # cli.startup_io: which ranks touch the input files
     python3-scipy python3-h5py               # references, user-made files
   )
 fi

@@ -17,6 +17,7 @@
 #include "spmd/data/h5_file.hpp"
 #include "spmd/runtime/agree.hpp"
 #include "spmd/runtime/io_deadline.hpp"
+#include "spmd/runtime/check.hpp"
 #include "spmd/runtime/mpi.hpp"
 #include "spmd/runtime/error.hpp"
 
@@ -146,20 +147,31 @@ CommandLine parse_command(const std::string& command, const std::string& usage, 
   } catch (const po::error& e) {
     throw Error(std::string(e.what()) + " (see spmd " + command + " --help)");
   }
+  cl.command = command;
+  for (const auto& [name, value] : cl.vm)
+    if (std::find(file_options.begin(), file_options.end(), name) != file_options.end())
+      cl.inputs.push_back({name, value_text(value), {}});
+  return cl;
+}
+
+namespace {
+void stat_inputs(CommandLine& cl) {
+  for (auto& in : cl.inputs) in.identity = data::file_identity(in.path);
+}
+}  // namespace
+
+void make_canonical(CommandLine& cl) {
   std::vector<std::string> lines;
   for (const auto& [name, value] : cl.vm) {
     if (name == "config" || name == "help") continue;
     std::string line = name + "=" + value_text(value);
-    if (std::find(file_options.begin(), file_options.end(), name) != file_options.end()) {
-      line += data::input_file_stamp(value_text(value));
-      cl.inputs.push_back({name, value_text(value), data::file_identity(value_text(value))});
-    }
+    for (const auto& in : cl.inputs)
+      if (in.option == name) line += data::input_file_stamp(in.identity);
     lines.push_back(line);
   }
   std::sort(lines.begin(), lines.end());
-  cl.canonical = "command=" + command + "\n";
+  cl.canonical = "command=" + cl.command + "\n";
   for (const auto& l : lines) cl.canonical += l + "\n";
-  return cl;
 }
 
 runtime::ContextOptions context_options(const po::variables_map& vm) {
@@ -316,24 +328,67 @@ std::string json_path(const po::variables_map& vm) { return vm.count("json") ? v
 
 namespace spmd::cli {
 
+namespace {
+// The node's rank 0 sends its identities of the inputs to the node's other ranks, with each
+// input's absolute path: a rank whose path differs (another working directory) stats the file
+// itself, so that two files behind one relative path are still told apart. Every rank parsed
+// the same options, so the lists match in length; if they did not, the options differ and
+// the identity check after this says so.
+void share_identities(MPI_Comm node, CommandLine& cl) {
+  constexpr std::size_t kFields = 5;  // path hash, device, inode, size, mtime
+  std::vector<std::uint64_t> wire;
+  const auto absolute_hash = [](const std::string& path) {
+    std::error_code ec;
+    const auto absolute = std::filesystem::absolute(path, ec);  // lexical: no file-system access
+    return static_cast<std::uint64_t>(std::hash<std::string>{}(ec ? path : absolute.lexically_normal().string()));
+  };
+  for (const auto& in : cl.inputs)
+    wire.insert(wire.end(), {absolute_hash(in.path), in.identity.device, in.identity.inode,
+                             static_cast<std::uint64_t>(in.identity.size), static_cast<std::uint64_t>(in.identity.mtime_ns)});
+  long long count = static_cast<long long>(wire.size());
+  SPMD_CHECK_MPI(MPI_Bcast(&count, 1, MPI_LONG_LONG, 0, node), "sharing the inputs' identities within the node");
+  wire.resize(static_cast<std::size_t>(count));
+  SPMD_CHECK_MPI(MPI_Bcast(wire.data(), static_cast<int>(count), MPI_UINT64_T, 0, node),
+                 "sharing the inputs' identities within the node");
+  if (cl.checks_files) return;
+  for (std::size_t i = 0; i < cl.inputs.size(); ++i) {
+    auto& in = cl.inputs[i];
+    const std::uint64_t* f = kFields * i + kFields <= wire.size() ? &wire[kFields * i] : nullptr;
+    if (!f || f[0] != absolute_hash(in.path)) {
+      in.identity = data::file_identity(in.path);
+      continue;
+    }
+    in.identity = {f[1], f[2], static_cast<std::int64_t>(f[3]), static_cast<std::int64_t>(f[4])};
+  }
+}
+}  // namespace
+
 CommandLine parse_validated(const std::string& command, const std::string& usage, const po::options_description& options,
                             const std::vector<std::string>& args, const std::vector<std::string>& file_options,
                             const std::function<void(const po::variables_map&)>& validate) {
   CommandLine cl;
   // The options are checked once per node (they touch the file system: inputs readable,
   // destinations writable); every rank parses them, and they must be the same everywhere.
-  const bool checks_here = runtime::node_local_rank(MPI_COMM_WORLD) == 0;
+  // The inputs' identities too are taken once per node and shared with the node's ranks:
+  // thousands of ranks stat-ing one file at once load a parallel file system's metadata
+  // server for nothing, while a file that differs between nodes is still caught.
+  runtime::NodeComm node(MPI_COMM_WORLD);
+  const bool checks_here = node.rank() == 0;
   runtime::set_io_phase("start-up: option and input checks");
   runtime::agree_on(MPI_COMM_WORLD, [&] {
     cl = parse_command(command, usage, options, args, file_options);
     cl.checks_files = checks_here;
     if (!cl.help && checks_here) {
+      stat_inputs(cl);
       context_options(cl.vm);
       require_writable_destination(cl.vm, "json");
       if (validate) validate(cl.vm);
     }
   });
-  if (!cl.help) runtime::require_identical_on_all_ranks(MPI_COMM_WORLD, cl.canonical, "options or input files");
+  if (cl.help) return cl;
+  share_identities(node.comm(), cl);
+  make_canonical(cl);
+  runtime::require_identical_on_all_ranks(MPI_COMM_WORLD, cl.canonical, "options or input files");
   return cl;
 }
 

@@ -30,6 +30,7 @@ struct CommandLine {
   std::vector<Input> inputs;
   // Whether this rank checks files for its node (node-local rank 0), found once.
   bool checks_files = true;
+  std::string command;
 };
 
 // Collective: the inputs are still the files the run started with (checked once per
@@ -49,10 +50,14 @@ po::typed_value<double>* real_value(double default_value);
 po::options_description common_options(bool with_devices = true);
 
 // Parses args (without the program and command names). Throws spmd::Error on unknown
-// options, bad values or an unreadable --config, naming the option.
-// file_options: option names whose values are input files (identity goes into canonical).
+// options, bad values or an unreadable --config, naming the option. Touches no input file:
+// file_options (option names whose values are input files) become cl.inputs, whose
+// identities parse_validated takes once per node before it makes cl.canonical.
 CommandLine parse_command(const std::string& command, const std::string& usage, const po::options_description& options,
                           const std::vector<std::string>& args, const std::vector<std::string>& file_options = {});
+
+// cl.canonical from the options and the inputs' identities as they are in cl.
+void make_canonical(CommandLine& cl);
 
 runtime::ContextOptions context_options(const po::variables_map& vm);
 

@@ -197,7 +197,7 @@ ShardReader::ShardReader(const runtime::Context& ctx, std::string path, DatasetK
     if (shape_.features_virtual || shape_.labels_virtual) {
       // HDF5 1.10 reads virtual datasets only through a POSIX-driver handle: each rank opens
       // the file on its own and reads its rows independently (the mapped source files too).
-      serial_file_ = open_file_serial(path_, describe_keys(keys_));
+      serial_file_ = open_checked_file_serial(path_, describe_keys(keys_));  // checked just above
       if (shape_.features_virtual) features_ = open_dataset(serial_file_.get(), path_, keys_.features, "features");
       if (shape_.labels_virtual) labels_ = open_dataset(serial_file_.get(), path_, keys_.labels, "labels");
     }

@@ -9,11 +9,9 @@
 
 namespace spmd::data {
 
-std::string input_file_stamp(const std::string& path) {
-  struct stat st {};
-  const runtime::IoDeadline deadline("stat", path);
-  if (::stat(path.c_str(), &st) != 0) return " [missing]";
-  return " [size " + std::to_string(st.st_size) + " mtime " + std::to_string(st.st_mtim.tv_sec) + "]";
+std::string input_file_stamp(const FileIdentity& id) {
+  if (id.size < 0) return " [missing]";
+  return " [size " + std::to_string(id.size) + " mtime " + std::to_string(id.mtime_ns / 1000000000) + "]";
 }
 
 std::string checkpoint_data_identity(const std::string& path) {

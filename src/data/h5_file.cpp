@@ -58,6 +58,11 @@ void require_hdf5_file(const std::string& path, const std::string& what) {
 H5File open_file_serial(const std::string& path, const std::string& what) {
   runtime::TimeScope io(runtime::TimeCategory::Io);
   require_hdf5_file(path, what);
+  return open_checked_file_serial(path, what);
+}
+
+H5File open_checked_file_serial(const std::string& path, const std::string& what) {
+  runtime::TimeScope io(runtime::TimeCategory::Io);
   const runtime::IoDeadline deadline("H5Fopen", path);
   const hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   if (id < 0) {

@@ -12,7 +12,8 @@ SerialRowReader::SerialRowReader(std::string path, std::string key, const Datase
     : path_(std::move(path)), key_(std::move(key)), shape_(expected) {
   runtime::TimeScope io(runtime::TimeCategory::Io);
   const std::string where = "'" + path_ + "': features dataset '" + key_ + "'";
-  file_ = open_file_serial(path_, "features '" + key_ + "'");
+  // Its shape was read through open_file_parallel, which checked the file.
+  file_ = open_checked_file_serial(path_, "features '" + key_ + "'");
   dataset_ = open_dataset(file_.get(), path_, key_, "features");
   std::vector<std::int64_t> expected_dims{shape_.rows};
   expected_dims.insert(expected_dims.end(), shape_.sample_shape.begin(), shape_.sample_shape.end());

@@ -10,15 +10,18 @@
 
 namespace spmd::runtime {
 
-int node_local_rank(MPI_Comm comm) {
-  int rank = 0, local = 0;
+int node_local_rank(MPI_Comm comm) { return NodeComm(comm).rank(); }
+
+NodeComm::NodeComm(MPI_Comm comm) {
+  int rank = 0;
   SPMD_CHECK_MPI(MPI_Comm_rank(comm, &rank), "");
-  MPI_Comm node = MPI_COMM_NULL;
-  SPMD_CHECK_MPI(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node),
+  SPMD_CHECK_MPI(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node_),
                  "splitting the communicator by node");
-  MPI_Comm_rank(node, &local);
-  MPI_Comm_free(&node);
-  return local;
+  SPMD_CHECK_MPI(MPI_Comm_rank(node_, &rank_), "");
+}
+
+NodeComm::~NodeComm() {
+  if (node_ != MPI_COMM_NULL) MPI_Comm_free(&node_);
 }
 
 void abort_job(int code) {

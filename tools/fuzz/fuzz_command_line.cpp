@@ -63,7 +63,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     args.push_back(config_path());
   }
   try {
-    const auto cl = cli::parse_command("fuzz", "[options]", options, args, {"data"});
+    auto cl = cli::parse_command("fuzz", "[options]", options, args, {"data"});
+    cli::make_canonical(cl);
     if (cl.help) return 0;
     if (cl.canonical.rfind("command=fuzz\n", 0) != 0) __builtin_trap();
     (void)cli::context_options(cl.vm);

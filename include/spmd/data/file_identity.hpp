@@ -16,8 +16,6 @@
 
 namespace spmd::data {
 
-// " [size N mtime T]" (seconds), or " [missing]" when the file cannot be stat'ed.
-std::string input_file_stamp(const std::string& path);
 
 // "PATH (N bytes)", or "PATH (? bytes)" when the size cannot be read. Stored in checkpoints:
 // the text must not change.
@@ -31,6 +29,9 @@ struct FileIdentity {
 };
 
 FileIdentity file_identity(const std::string& path);
+
+// " [size N mtime T]" (seconds), or " [missing]" when the file could not be stat'ed.
+std::string input_file_stamp(const FileIdentity& id);
 
 // What differs, for a message: "size 1000 -> 500 bytes, modified 04:50:01.2 -> 04:50:03.7",
 // "replaced (another file under the same name)", "removed".

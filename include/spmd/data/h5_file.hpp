@@ -34,6 +34,12 @@ void require_hdf5_file(const std::string& path, const std::string& what);
 // Read-only, this process only. Throws spmd::Error.
 H5File open_file_serial(const std::string& path, const std::string& what);
 
+// The same for a file this run has already checked (open_file_parallel checks once per
+// node): opens without checking again, so that the ranks of a node reading it each on its
+// own (streamed rows, virtual datasets) do not all stat it again. A failed open still
+// throws spmd::Error naming the file.
+H5File open_checked_file_serial(const std::string& path, const std::string& what);
+
 // Read-only with MPI-IO over ctx.comm(). Collective: every rank checks the file first,
 // and if any rank cannot use it, every rank throws the same spmd::CollectiveError.
 H5File open_file_parallel(const runtime::Context& ctx, const std::string& path, const std::string& what);

@@ -32,6 +32,22 @@ class Mpi {
 // path may be visible on some nodes only.
 int node_local_rank(MPI_Comm comm);
 
+// The ranks of comm on this node (MPI_COMM_TYPE_SHARED), for the life of the object.
+// Collective over comm when made and when destroyed.
+class NodeComm {
+ public:
+  explicit NodeComm(MPI_Comm comm);
+  ~NodeComm();
+  NodeComm(const NodeComm&) = delete;
+  NodeComm& operator=(const NodeComm&) = delete;
+  MPI_Comm comm() const { return node_; }
+  int rank() const { return rank_; }
+
+ private:
+  MPI_Comm node_ = MPI_COMM_NULL;
+  int rank_ = 0;
+};
+
 // Ends the whole job: MPI_Abort on MPI_COMM_WORLD with `code`, and this process's own exit
 // (std::_Exit(code)) no later than 10 s after, even when the abort never completes. It may
 // not: with a node lost, mpirun's teardown waits on that node's daemon and Slurm's on its
