@@ -48,9 +48,11 @@ if len(sys.argv) > 4:
     assert b["slowest_rank"] == slow, ("slowest rank", b["slowest_rank"], "expected", slow)
     # At least 4 dispatches in every workload here: the slow rank computes that much longer...
     assert c["max"] - c["min"] >= 4 * delay * 0.9, ("compute spread", c)
-    # ...and the fast rank waits for it in MPI: communication max >> min.
+    # ...and the fast rank waits for it in MPI while the slow one does not: the spread of
+    # communication mirrors the spread of compute. (Not a ratio of max to min: on 2 shared
+    # vCPUs the slow rank also waits now and then for a descheduled fast one.)
     assert m["max"] >= 0.8 * (c["max"] - c["min"]), ("fast rank's wait", m, c)
-    assert m["max"] >= 10 * m["min"], ("communication max not >> min", m)
+    assert m["max"] - m["min"] >= 0.5 * (c["max"] - c["min"]), ("communication spread", m, c)
     assert b["load_imbalance"] >= 1.3, b["load_imbalance"]
 else:
     assert b["load_imbalance"] < 1.5 or b["compute"]["max"] < 0.05, b["load_imbalance"]
