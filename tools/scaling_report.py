@@ -350,7 +350,7 @@ def problem_words(runs, base, workload, mode):
     if workload == "ensemble":  # more ranks, more members on the same data: name the largest
         return max(runs, key=lambda r: r.workers).problem
     if mode == "weak" and base.problem:
-        return f"{base.problem} per {base.workers} worker{'s' if base.workers != 1 else ''}"
+        return f"{base.problem} per worker" if base.workers == 1 else f"{base.problem} per {base.workers} workers"
     return base.problem
 
 
