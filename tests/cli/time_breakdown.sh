@@ -55,7 +55,10 @@ if len(sys.argv) > 4:
     assert m["max"] - m["min"] >= 0.5 * (c["max"] - c["min"]), ("communication spread", m, c)
     assert b["load_imbalance"] >= 1.3, b["load_imbalance"]
 else:
-    assert b["load_imbalance"] < 1.5 or b["compute"]["max"] < 0.05, b["load_imbalance"]
+    # Nobody slowed: no rank did all the work (2 ranks: imbalance 2.0 when one computes
+    # nothing). Not tighter: on 2 shared vCPUs a descheduled rank's compute stretches (1.50
+    # seen in CI for the ensemble).
+    assert b["load_imbalance"] < 1.8 or b["compute"]["max"] < 0.05, b["load_imbalance"]
 EOF
 breakdown_ok() { /usr/bin/python3 "$WORK/check.py" "$@"; }
 
