@@ -25,9 +25,27 @@ class CnnPredictor final : public DevicePredictor {
     }
   }
   void predict(const float* samples, std::int64_t rows, std::int32_t* out, float* probs_out) override {
+    predict_with([&](CnnMember& m, float* probs) { m.forward(samples, static_cast<int>(rows), probs); }, rows, out,
+                 probs_out);
+  }
+
+  // Every member decodes where it computes, or none does (one backend per device).
+  bool decodes_bytes() const override { return !members_.empty() && members_.front()->decodes_bytes(); }
+
+  void predict_bytes(const std::uint8_t* samples, std::int64_t rows, const ByteTable& table, std::int32_t* out,
+                     float* probs_out) override {
+    if (!decodes_bytes()) DevicePredictor::predict_bytes(samples, rows, table, out, probs_out);
+    predict_with([&](CnnMember& m, float* probs) { m.forward_bytes(samples, static_cast<int>(rows), table, probs); },
+                 rows, out, probs_out);
+  }
+
+ private:
+  // forward(member, probs) runs one member's forward pass on the batch into probs.
+  template <class Forward>
+  void predict_with(Forward forward, std::int64_t rows, std::int32_t* out, float* probs_out) {
     std::fill(sum_.begin(), sum_.begin() + rows * classes_, 0.0);
     for (const auto& m : members_) {
-      m->forward(samples, static_cast<int>(rows), probs_.data());
+      forward(*m, probs_.data());
       for (std::int64_t i = 0; i < rows * classes_; ++i) sum_[static_cast<size_t>(i)] += probs_[static_cast<size_t>(i)];
     }
     for (std::int64_t r = 0; r < rows; ++r) {
@@ -42,7 +60,6 @@ class CnnPredictor final : public DevicePredictor {
       probs_out[i] = static_cast<float>(sum_[static_cast<size_t>(i)] / members);
   }
 
- private:
   const int classes_;
   std::vector<std::unique_ptr<CnnMember>> members_;  // every member, on this device
   std::vector<float> probs_;

@@ -88,7 +88,7 @@ struct Devices {
   std::vector<std::unique_ptr<models::DevicePredictor>> predictors;
   std::vector<std::vector<std::int32_t>> predictions;
   std::vector<std::vector<float>> probabilities;
-  std::vector<std::vector<float>> inputs;  // [max_rows, sample_size] each; empty when rows are used in place
+  std::vector<std::vector<float>> inputs;  // [max_rows, sample_size] each; empty when no host decode is needed
   const data::FeatureDecoder* decoder = nullptr;
   std::int64_t sample_size = 0;
 
@@ -96,15 +96,19 @@ struct Devices {
     auto& p = probabilities[static_cast<size_t>(i)];
     return p.empty() ? nullptr : p.data();
   }
-  // Block rows [row, row + n) as the float32 device i's predictor takes: where they lie when
-  // stored as the models see them, else decoded into the device's buffer (on its thread: each
-  // device converts its own rows, as a GPU would after the copy).
-  const float* rows(int i, const RowBlock& b, std::int64_t row, std::int64_t n) {
+  // Device i predicts block rows [row, row + n) into classes (and probs, or nullptr). The
+  // rows go as they lie when stored as the models see them; as bytes to a model that decodes
+  // them where it computes (a GPU: a quarter of the bytes cross PCIe); else decoded on the
+  // device's thread into its buffer (each device converts its own rows).
+  void predict(int i, const RowBlock& b, std::int64_t row, std::int64_t n, std::int32_t* classes, float* probs) {
+    models::DevicePredictor& predictor = *predictors[static_cast<size_t>(i)];
     const std::byte* stored = b.columns[kFeatures].bytes() + row * b.columns[kFeatures].row_elements();
-    if (decoder->in_place()) return reinterpret_cast<const float*>(stored);
+    if (decoder->in_place()) return predictor.predict(reinterpret_cast<const float*>(stored), n, classes, probs);
+    if (const auto* table = decoder->byte_table(); table != nullptr && predictor.decodes_bytes())
+      return predictor.predict_bytes(reinterpret_cast<const std::uint8_t*>(stored), n, *table, classes, probs);
     float* out = inputs[static_cast<size_t>(i)].data();
     decoder->decode(stored, n * sample_size, out);
-    return out;
+    predictor.predict(out, n, classes, probs);
   }
 };
 
@@ -123,7 +127,8 @@ Devices make_devices(const Context& ctx, const models::Classifier& model, std::i
     d.predictors[k] = model.make_predictor(ctx.devices()[k], max_rows);
     d.predictions[k].assign(static_cast<size_t>(max_rows), 0);
     if (probabilities) d.probabilities[k].assign(static_cast<size_t>(max_rows * model.classes()), 0.0f);
-    if (!decoder.in_place()) d.inputs[k].assign(static_cast<size_t>(max_rows * sample_size), 0.0f);
+    const bool decoded_on_host = !decoder.in_place() && !(decoder.byte_table() && d.predictors[k]->decodes_bytes());
+    if (decoded_on_host) d.inputs[k].assign(static_cast<size_t>(max_rows * sample_size), 0.0f);
   });
   return d;
 }
@@ -261,9 +266,8 @@ EvalResult run_batched(const Context& ctx, const EvalOptions& o, const models::C
         // masked out anyway (on CPU nothing is compiled per shape, so skipping them is free).
         if (db.real_rows == 0) return;
         const std::int64_t row = offset + b->layout.devices[static_cast<size_t>(i)].first;
-        dev.predictors[static_cast<size_t>(i)]->predict(dev.rows(i, *block, row, db.real_rows), db.real_rows,
-                                                        dev.predictions[static_cast<size_t>(i)].data(),
-                                                        dev.probabilities_of(i));
+        dev.predict(i, *block, row, db.real_rows, dev.predictions[static_cast<size_t>(i)].data(),
+                    dev.probabilities_of(i));
       });
       for (int i = 0; i < d; ++i) {  // the real rows of each device, unpadded
         const std::int64_t real = b->devices[static_cast<size_t>(i)].real_rows;
@@ -341,8 +345,7 @@ EvalResult run_padded(const Context& ctx, const EvalOptions& o, const models::Cl
         p = device_probs.data();
       }
       if (real > 0)
-        dev.predictors[static_cast<size_t>(i)]->predict(dev.rows(i, *at.block, at.offset() + i * bdev, real), real,
-                                                        pred.data(), p);
+        dev.predict(i, *at.block, at.offset() + i * bdev, real, pred.data(), p);
       if (in_step_metrics) {
         const auto y = labels.at(i).data<std::int32_t>();
         const auto m = mask.at(i).data<std::uint8_t>();
@@ -496,8 +499,7 @@ EvalResult run_plain_forward(const Context& ctx, const EvalOptions& o, const mod
     ctx.pool().run([&](int i) {
       const auto [lo, n] = rows_of(i);
       if (n <= 0) return;
-      dev.predictors[static_cast<size_t>(i)]->predict(dev.rows(i, *block, lo - block->first, n), n,
-                                                      dev.predictions[static_cast<size_t>(i)].data(), nullptr);
+      dev.predict(i, *block, lo - block->first, n, dev.predictions[static_cast<size_t>(i)].data(), nullptr);
     });
     for (int i = 0; i < d; ++i) {  // counted as the evaluation loops count
       const auto [lo, n] = rows_of(i);

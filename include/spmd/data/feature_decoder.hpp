@@ -44,6 +44,12 @@ class FeatureDecoder {
   // native byte order; any alignment). Bitwise what the loader gives.
   void decode(const std::byte* stored, std::int64_t elements, float* out) const;
 
+  // uint8: the float of every byte value (what decode() gives, for a model that decodes
+  // bytes where it computes: a GPU); other types: nullptr.
+  const std::array<float, 256>* byte_table() const {
+    return stored_ == ElementType::UInt8 ? &byte_table_ : nullptr;
+  }
+
   // Throws spmd::Error, naming the row (first_row is the first one's index in the dataset)
   // and the element, for a value the loader refuses. Integer types never fail.
   void check(const std::byte* stored, std::int64_t first_row, std::int64_t rows, std::int64_t row_elements) const;

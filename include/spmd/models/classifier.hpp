@@ -2,6 +2,7 @@
 // A classifier as the eval workload sees it: per-device predictors that map a batch of
 // samples to class indices. The models (zero, logistic regression, CNN ensemble) implement
 // it; eval knows nothing else about them. No MPI here.
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -10,6 +11,11 @@
 #include "spmd/runtime/devices.hpp"
 
 namespace spmd::models {
+
+// Samples stored one byte per value (uint8 images): value v stands for table[v]. The table
+// is data::FeatureDecoder's (the loader's float(v / 255.0), or the --features-scale factor),
+// so decoding through it anywhere gives the loader's bits.
+using ByteTable = std::array<float, 256>;
 
 // Runs on one device's worker thread; owns that device's buffers (allocated once for
 // max_rows and reused every call).
@@ -21,6 +27,17 @@ class DevicePredictor {
   // probabilities (a softmax; the ensemble's mean of its members'). Every row is predicted
   // on its own: its outputs do not depend on the other rows of the batch or its size.
   virtual void predict(const float* samples, std::int64_t rows, std::int32_t* classes_out, float* probs_out) = 0;
+
+  // Whether predict_bytes() takes byte samples where the model computes. A GPU does: a
+  // quarter of the float bytes cross PCIe and a kernel decodes them. Otherwise (false, the
+  // CPU) the caller decodes on the host, where a vectorised loop beats a table, and calls
+  // predict().
+  virtual bool decodes_bytes() const { return false; }
+  // predict() on samples [rows, sample_size] of bytes, value v read as table[v]: the same
+  // outputs as predict() on the decoded floats, bit for bit. Only where decodes_bytes();
+  // elsewhere it throws spmd::Error.
+  virtual void predict_bytes(const std::uint8_t* samples, std::int64_t rows, const ByteTable& table,
+                             std::int32_t* classes_out, float* probs_out);
 };
 
 class Classifier {

@@ -32,6 +32,10 @@ class CnnMember {
                            float* probs_out) = 0;
   // Forward only: probs_out [batch, classes] (host). batch <= max_batch.
   virtual void forward(const float* images, int batch, float* probs_out) = 0;
+  // As DevicePredictor::decodes_bytes / predict_bytes (classifier.hpp): forward() on images
+  // stored one byte per value, decoded through table where the member computes.
+  virtual bool decodes_bytes() const { return false; }
+  virtual void forward_bytes(const std::uint8_t* images, int batch, const ByteTable& table, float* probs_out);
 };
 
 // This device's rows of the logistic-regression data, resident where the device computes.

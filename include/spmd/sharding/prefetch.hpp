@@ -15,11 +15,11 @@
 // main thread, in the same order on every rank). A producer that reads HDF5 does so through
 // its own serial handle, while no other thread calls HDF5 (data/serial_row_reader.hpp).
 //
-// CUDA: T is the unit handed over, so a device variant needs no new interface: the
-// producer copies into a device (or pinned host) buffer and returns a handle to it. The
-// planned PinnedPrefetcher keeps depth + 1 pinned buffers in a ring (depth queued, one in
-// use by the consumer) and recycles a buffer when the consumer's next call shows it is
-// done with the previous one; its next() keeps this signature.
+// On a GPU the blocks this thread reads stay host bytes as stored (uint8 images too); each
+// GPU model then copies its tiles through page-locked staging on a copy stream of its own
+// and decodes them on the GPU, the copy of one tile overlapping the compute of the one
+// before (backends/cuda/byte_stager.hpp): the thread hides the reads, the copy stream the
+// transfers.
 #include <condition_variable>
 #include <cstddef>
 #include <deque>

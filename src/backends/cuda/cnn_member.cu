@@ -18,11 +18,13 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "spmd/models/cnn_params.hpp"
 #include "spmd/models/device_models.hpp"
+#include "spmd/backends/cuda/byte_stager.hpp"
 #include "spmd/backends/cuda/check.hpp"
 #include "spmd/runtime/error.hpp"
 #include "spmd/runtime/time_account.hpp"
@@ -333,19 +335,27 @@ class CudaCnnMember final : public CnnMember {
     check_batch(batch, max_batch_, "CUDA CNN forward", "max_batch");
     if (batch == 0) return;
     tensor::set_current_gpu(ordinal_);
-    const std::int64_t pixels = layout_->input_size(), classes = layout_->classes();
+    const std::int64_t pixels = layout_->input_size();
     for (int first = 0; first < batch; first += rows_per_pass_) {
       const int n = std::min(rows_per_pass_, batch - first);
       upload_batch(images + first * pixels, nullptr, n);
-      forward_pass(n);
-      softmax(n, false, 0.0f);
-      probs_.download(probs_host_.data(), static_cast<std::size_t>(n * classes), stream_.get());
-      // Also frees the staging buffers for the next pass.
-      stream_.synchronize("running the CNN forward pass on the GPU");
-      if (probs_out != nullptr)
-        std::memcpy(probs_out + first * classes, probs_host_.data(),
-                    static_cast<std::size_t>(n * classes) * sizeof(float));
+      finish_forward(first, n, probs_out);
     }
+  }
+
+  bool decodes_bytes() const override { return true; }
+
+  void forward_bytes(const std::uint8_t* images, int batch, const ByteTable& table, float* probs_out) override {
+    check_batch(batch, max_batch_, "CUDA CNN forward", "max_batch");
+    if (batch == 0) return;
+    tensor::set_current_gpu(ordinal_);
+    const std::int64_t pixels = layout_->input_size();
+    if (!stager_)  // made at the first byte batch (float images never need it), then reused
+      stager_.emplace(static_cast<std::size_t>(rows_per_pass_) * static_cast<std::size_t>(pixels), "CUDA CNN member");
+    stager_->run(images, batch, pixels, rows_per_pass_, table, x_.data(), stream_.get(),
+                 [&](std::int64_t first, std::int64_t n) {
+                   finish_forward(static_cast<int>(first), static_cast<int>(n), probs_out);
+                 });
   }
 
  private:
@@ -361,6 +371,19 @@ class CudaCnnMember final : public CnnMember {
 
   void gemm(const RowMajorGemm& g, const float* A, const float* B, float* C, const char* what) {
     tensor::sgemm_row_major(cublas_.get(), g, 1.0f, A, B, 0.0f, C, what);
+  }
+
+  // Rows [first, first + n) of the batch are in x_ (or queued there on the stream): the
+  // forward pass, the softmax, and the probabilities back into probs_out (when not null).
+  void finish_forward(int first, int n, float* probs_out) {
+    const std::int64_t classes = layout_->classes();
+    forward_pass(n);
+    softmax(n, false, 0.0f);
+    probs_.download(probs_host_.data(), static_cast<std::size_t>(n * classes), stream_.get());
+    // Also frees the staging buffers for the next pass.
+    stream_.synchronize("running the CNN forward pass on the GPU");
+    if (probs_out != nullptr)
+      std::memcpy(probs_out + first * classes, probs_host_.data(), static_cast<std::size_t>(n * classes) * sizeof(float));
   }
 
   // Host batch -> pinned staging -> GPU (x_, and labels_ when labels != nullptr).
@@ -496,6 +519,7 @@ class CudaCnnMember final : public CnnMember {
   tensor::PinnedBuffer<std::int32_t> labels_host_;
   tensor::PinnedBuffer<float> probs_host_;
   tensor::PinnedBuffer<double> loss_host_;
+  std::optional<tensor::ByteStager> stager_;  // byte images: tiles of [rows_per_pass, H, W, C] bytes
 };
 
 }  // namespace

@@ -20,6 +20,7 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,7 @@
 #include "spmd/models/device_models.hpp"
 #include "spmd/models/logreg.hpp"
 #include "spmd/backends/cuda/models.hpp"
+#include "spmd/backends/cuda/byte_stager.hpp"
 #include "spmd/backends/cuda/check.hpp"
 #include "spmd/runtime/error.hpp"
 #include "spmd/backends/cuda/cuda_device.hpp"
@@ -292,7 +294,6 @@ class CudaLogregShard final : public LogregShard {
     }
   }
 
- private:
   int ordinal_;
   int features_, classes_;
   std::int64_t record_;  // doubles per chunk: 1 + F * C
@@ -331,26 +332,48 @@ class CudaLogregPredictor final : public DevicePredictor {
   ~CudaLogregPredictor() override { tensor::set_current_gpu_noexcept(ordinal_); }
 
   void predict(const float* samples, std::int64_t rows, std::int32_t* classes_out, float* probs_out) override {
-    if (rows < 0 || rows > max_rows_)
-      throw Error("CUDA logreg predictor: batch of " + std::to_string(rows) + " rows; it was made for max_rows = " +
-                  std::to_string(max_rows_));
+    check_rows(rows);
     if (rows == 0) return;
     tensor::set_current_gpu(ordinal_);
-    const cudaStream_t s = stream_.get();
-    // The logits come back to the host, which picks the class and the probabilities with
-    // the CPU predictor's own code (the same bits on every backend).
     for (std::int64_t first = 0; first < rows; first += tile_rows_) {
       const std::int64_t n = std::min(tile_rows_, rows - first);
-      X_.upload(samples + first * features_, static_cast<std::size_t>(n * features_), s);
-      launch_logits(X_.data(), n, features_, WT_.data(), classes_, Z_.data(), s);
-      Z_.download(Z_host_.data(), static_cast<std::size_t>(n * classes_), s);
-      stream_.synchronize("predicting logreg classes on the GPU");
-      logreg_logits_to_outputs(Z_host_.data(), n, classes_, classes_, bias_.empty() ? nullptr : bias_.data(),
-                               classes_out + first, probs_out ? probs_out + first * classes_ : nullptr);
+      X_.upload(samples + first * features_, static_cast<std::size_t>(n * features_), stream_.get());
+      finish_tile(first, n, classes_out, probs_out);
     }
   }
 
+  bool decodes_bytes() const override { return true; }
+
+  void predict_bytes(const std::uint8_t* samples, std::int64_t rows, const ByteTable& table,
+                     std::int32_t* classes_out, float* probs_out) override {
+    check_rows(rows);
+    if (rows == 0) return;
+    tensor::set_current_gpu(ordinal_);
+    if (!stager_)  // made at the first byte batch (float data never needs it), then reused
+      stager_.emplace(static_cast<std::size_t>(tile_rows_ * features_), "CUDA logreg predictor");
+    stager_->run(samples, rows, features_, tile_rows_, table, X_.data(), stream_.get(),
+                 [&](std::int64_t first, std::int64_t n) { finish_tile(first, n, classes_out, probs_out); });
+  }
+
  private:
+  void check_rows(std::int64_t rows) const {
+    if (rows < 0 || rows > max_rows_)
+      throw Error("CUDA logreg predictor: batch of " + std::to_string(rows) + " rows; it was made for max_rows = " +
+                  std::to_string(max_rows_));
+  }
+
+  // Rows [first, first + n) of the batch are in X_ (or queued there on the stream): their
+  // logits come back to the host, which picks the class and the probabilities with the CPU
+  // predictor's own code (the same bits on every backend).
+  void finish_tile(std::int64_t first, std::int64_t n, std::int32_t* classes_out, float* probs_out) {
+    const cudaStream_t s = stream_.get();
+    launch_logits(X_.data(), n, features_, WT_.data(), classes_, Z_.data(), s);
+    Z_.download(Z_host_.data(), static_cast<std::size_t>(n * classes_), s);
+    stream_.synchronize("predicting logreg classes on the GPU");
+    logreg_logits_to_outputs(Z_host_.data(), n, classes_, classes_, bias_.empty() ? nullptr : bias_.data(),
+                             classes_out + first, probs_out ? probs_out + first * classes_ : nullptr);
+  }
+
   int ordinal_;
   int features_, classes_;
   std::int64_t max_rows_, tile_rows_;
@@ -360,6 +383,7 @@ class CudaLogregPredictor final : public DevicePredictor {
   tensor::DeviceBuffer<float> X_;                    // [tile, F]
   tensor::DeviceBuffer<float> Z_;                    // [tile, C]
   tensor::PinnedBuffer<float> Z_host_;               // [tile, C]
+  std::optional<tensor::ByteStager> stager_;         // byte samples: tiles of [tile, F] bytes
 };
 
 }  // namespace
