@@ -72,7 +72,8 @@ int cmd_ensemble(const Args& args) {
       "checkpoint", po::value<std::string>(), "HDF5 checkpoint written after every epoch and on SIGTERM/SIGINT (atomic)")(
       "resume", po::bool_switch(), "continue from --checkpoint (refused if it comes from other options)")(
       "metrics-csv", po::value<std::string>(), "per-epoch CSV of the metrics")(
-      "progress-every", po::value<int>()->default_value(0), "print a progress line every N steps (0: 10 lines per epoch)");
+      "progress-every", po::value<int>()->default_value(0), "print a progress line every N steps (0: 10 lines per epoch)")(
+      "quiet", po::bool_switch(), "no progress lines, only the start-up table, the epoch rows and the summary");
   options.add(dataset_key_options());
   options.add(test_key_options());
   options.add(common_options());
@@ -88,6 +89,8 @@ int cmd_ensemble(const Args& args) {
         require_non_negative(vm, "train-limit");
         require_non_negative(vm, "test-limit");
         require_non_negative(vm, "progress-every");
+        if (vm["quiet"].as<bool>() && !vm["progress-every"].defaulted())
+          throw Error("--quiet and --progress-every contradict each other: give one of them");
         require_non_negative(vm, "classes");
         data::FeatureScale::parse(vm["input-scale"].as<std::string>(), true);
         require_at_most(vm, "classes", data::kMaxClasses, "labels are class indices below it");
@@ -147,7 +150,8 @@ int cmd_ensemble(const Args& args) {
                                static_cast<unsigned long long>(o.seed), o.train.c_str(),
                                o.train_limit ? workloads::format(" (first %lld)", static_cast<long long>(o.train_limit)).c_str() : ""));
   const int every = vm["progress-every"].as<int>();
-  workloads::ProgressLine progress(ctx.is_root());
+  const bool quiet = vm["quiet"].as<bool>();
+  workloads::ProgressLine progress(ctx.is_root() && !quiet);
   workloads::EnsembleEvents events;
   workloads::Table table({{"epoch", "", 5}, {"train loss", "", 10}, {"train acc", "", 9}, {"test loss", "", 10},
                           {"test acc", "", 9}, {"members acc", "min..max", 15}, {"time", "s", 8},
@@ -161,7 +165,7 @@ int cmd_ensemble(const Args& args) {
     print_root(table.header());
   };
   events.progress = [&](int epoch, std::int64_t step, std::int64_t steps, double ips) {
-    if (!ctx.is_root()) return;
+    if (!ctx.is_root() || quiet) return;
     progress.update("epoch " + std::to_string(epoch) + " step", step, steps,
                     workloads::format("%.0f images/s per member", ips), every > 0 ? every : std::max<std::int64_t>(1, steps / 10));
   };

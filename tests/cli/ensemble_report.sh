@@ -38,4 +38,13 @@ for name, path, used, rows in (('train', '$TRAIN', 320, 60000), ('test', '$TEST'
     assert (s['keys']['features'], s['keys']['labels']) == ('images', 'labels'), (name, s['keys'])
     assert (s['path'], s['features'], s['labels']) == (path, 'images', 'labels'), (name, s)  # the older names stay
 assert e['data'] == '$TEST' and e['dataset_rows'] == 10000, e"
+# --quiet, as eval's and logreg's: no progress lines, the epoch rows and summary stay;
+# with --progress-every it is a contradiction, refused naming both.
+QUIET=(--train "$TRAIN" --test "$TEST" --train-limit 320 --test-limit 600 --eval-batch 128)
+run quiet 0 300 mpi 2 "$SPMD" ensemble "${QUIET[@]}" --epochs 1 --quiet
+expect_not_in "--quiet: no progress lines" '^# epoch 1 step'
+expect_in "--quiet: the epoch row stays" '^ +1 +[0-9.]+ +[0-9.]+'
+expect_in "--quiet: the summary stays" 'training images/s per member'
+run quiet_and_progress nonzero 30 mpi 2 "$SPMD" ensemble "${QUIET[@]}" --quiet --progress-every 3
+expect_in "--quiet with --progress-every is refused naming both" '--quiet and --progress-every contradict'
 finish
