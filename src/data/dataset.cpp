@@ -76,7 +76,7 @@ DatasetShape inspect(hid_t file, const std::string& path, const DatasetKeys& key
   DatasetShape shape;
   H5Dataset features = open_dataset(file, path, keys.features, "features");
   shape.features_type =
-      dataset_element_type(features.get(), path, "features", keys.features, "integers of 8-64 bits, float32, float64");
+      dataset_element_type(features.get(), path, "features", keys.features, "integers of 8-64 bits, float16, float32, float64");
   const auto fdims = dataset_dims(features.get());
   if (fdims.size() < 2)
     throw Error("'" + path + "': features dataset '" + keys.features + "' has shape " + format_shape(fdims) + " (" +

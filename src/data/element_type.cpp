@@ -1,6 +1,41 @@
 #include "spmd/data/element_type.hpp"
 
+#include <cmath>
+
+#include "spmd/runtime/check.hpp"
+
 namespace spmd::data {
+
+namespace {
+
+// IEEE binary16 in native (little-endian) byte order, as numpy's float16 and h5py's type of
+// it: HDF5 has no predefined one. Made once; lives until the library closes.
+hid_t native_float16() {
+  static const hid_t type = [] {
+    const hid_t t = SPMD_CHECK_HDF5(H5Tcopy(H5T_NATIVE_FLOAT), "making the float16 memory type");
+    SPMD_CHECK_HDF5(H5Tset_fields(t, 15, 10, 5, 0, 10), "laying out the float16 memory type");
+    SPMD_CHECK_HDF5(H5Tset_size(t, 2), "sizing the float16 memory type");
+    SPMD_CHECK_HDF5(H5Tset_precision(t, 16), "sizing the float16 memory type");
+    SPMD_CHECK_HDF5(H5Tset_ebias(t, 15), "biasing the float16 memory type's exponent");
+    return t;
+  }();
+  return type;
+}
+
+}  // namespace
+
+float float16_to_float(std::uint16_t bits) {
+  const bool negative = (bits & 0x8000u) != 0;
+  const unsigned exponent = (bits >> 10) & 0x1fu, mantissa = bits & 0x3ffu;
+  float magnitude;
+  if (exponent == 0x1f)
+    magnitude = mantissa == 0 ? HUGE_VALF : NAN;
+  else if (exponent == 0)
+    magnitude = std::ldexp(static_cast<float>(mantissa), -24);  // zero and subnormals: mantissa x 2^-24
+  else
+    magnitude = std::ldexp(static_cast<float>(mantissa | 0x400u), static_cast<int>(exponent) - 25);
+  return negative ? -magnitude : magnitude;
+}
 
 const char* to_string(ElementType type) {
   switch (type) {
@@ -12,6 +47,7 @@ const char* to_string(ElementType type) {
     case ElementType::UInt32: return "uint32";
     case ElementType::Int64: return "int64";
     case ElementType::UInt64: return "uint64";
+    case ElementType::Float16: return "float16";
     case ElementType::Float32: return "float32";
     case ElementType::Float64: return "float64";
   }
@@ -23,7 +59,8 @@ std::size_t size_of(ElementType type) {
     case ElementType::Int8:
     case ElementType::UInt8: return 1;
     case ElementType::Int16:
-    case ElementType::UInt16: return 2;
+    case ElementType::UInt16:
+    case ElementType::Float16: return 2;
     case ElementType::Int32:
     case ElementType::UInt32:
     case ElementType::Float32: return 4;
@@ -34,7 +71,9 @@ std::size_t size_of(ElementType type) {
   return 0;
 }
 
-bool is_integer(ElementType type) { return type != ElementType::Float32 && type != ElementType::Float64; }
+bool is_integer(ElementType type) {
+  return type != ElementType::Float16 && type != ElementType::Float32 && type != ElementType::Float64;
+}
 
 hid_t native_hdf5_type(ElementType type) {
   switch (type) {
@@ -46,6 +85,7 @@ hid_t native_hdf5_type(ElementType type) {
     case ElementType::UInt32: return H5T_NATIVE_UINT32;
     case ElementType::Int64: return H5T_NATIVE_INT64;
     case ElementType::UInt64: return H5T_NATIVE_UINT64;
+    case ElementType::Float16: return native_float16();
     case ElementType::Float32: return H5T_NATIVE_FLOAT;
     case ElementType::Float64: return H5T_NATIVE_DOUBLE;
   }
@@ -66,10 +106,11 @@ std::optional<ElementType> element_type_of(hid_t hdf5_type) {
     }
   }
   if (cls == H5T_FLOAT) {
-    // Size alone would accept a custom 32- or 64-bit float layout; the reads below assume
-    // IEEE single/double, recognised by their exponent and mantissa widths.
+    // Size alone would accept a custom float layout; the reads below assume IEEE
+    // half/single/double, recognised by their exponent and mantissa widths.
     std::size_t sign_pos = 0, exp_pos = 0, exp_bits = 0, mant_pos = 0, mant_bits = 0;
     if (H5Tget_fields(hdf5_type, &sign_pos, &exp_pos, &exp_bits, &mant_pos, &mant_bits) < 0) return std::nullopt;
+    if (size == 2 && exp_bits == 5 && mant_bits == 10) return ElementType::Float16;
     if (size == 4 && exp_bits == 8 && mant_bits == 23) return ElementType::Float32;
     if (size == 8 && exp_bits == 11 && mant_bits == 52) return ElementType::Float64;
   }

@@ -71,6 +71,10 @@ void FeatureDecoder::decode(const std::byte* stored, std::int64_t elements, floa
       if (!scaled) std::memcpy(out, stored, static_cast<std::size_t>(elements) * sizeof(float));
       else decode_as<float>(stored, elements, out, to_float);
       break;
+    case ElementType::Float16:
+      // Widened exactly; a factor applies to the float16's value, in double, as for the others.
+      decode_as<std::uint16_t>(stored, elements, out, [&](std::uint16_t bits) { return to_float(float16_to_float(bits)); });
+      break;
     case ElementType::Float64: decode_as<double>(stored, elements, out, to_float); break;
     case ElementType::Int8: decode_as<std::int8_t>(stored, elements, out, to_float); break;
     case ElementType::Int16: decode_as<std::int16_t>(stored, elements, out, to_float); break;
@@ -94,6 +98,9 @@ void FeatureDecoder::check(const std::byte* stored, std::int64_t first_row, std:
   if (stored_ == ElementType::Float32) {
     for (std::int64_t i = 0; i < n; ++i)
       if (const float v = load<float>(stored, i); !std::isfinite(v)) throw non_finite(i, v);
+  } else if (stored_ == ElementType::Float16) {
+    for (std::int64_t i = 0; i < n; ++i)
+      if (const float v = float16_to_float(load<std::uint16_t>(stored, i)); !std::isfinite(v)) throw non_finite(i, v);
   } else if (stored_ == ElementType::Float64) {
     float decoded = 0;
     for (std::int64_t i = 0; i < n; ++i) {

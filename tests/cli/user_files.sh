@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # HDF5 files as users make them with h5py: every storage h5py writes (chunked, gzip +
 # shuffle + fletcher32, compact, a virtual dataset mapping another file), bool labels (an
-# HDF5 enum), [N, 1] label columns. Each must give exactly the objective of the same data in
+# HDF5 enum), [N, 1] label columns, float16 features. Each must give exactly the objective of the same data in
 # a plain file, on 1 and 3 ranks. Also: the warning for inferred classes that have no
 # example, `spmd data info`'s storage columns, and a damaged chunk reported once per rank
 # (no doubled "rank 0: rank 0:"). Refusals (LZF without its plugin, 2-D labels, a label of
@@ -55,6 +55,20 @@ with h5py.File(f"{d}/damaged.h5", "w") as h:
 with open(f"{d}/damaged.h5", "r+b") as fh:
     fh.seek(info.byte_offset + 4)
     fh.write(b"\xff" * 32)
+# float16 features (numpy's half, as h5py writes it; big-endian and gzip-chunked too)
+# against the same values widened to float32; one with an inf.
+X16 = X.astype(np.float16)
+X16[0, :3] = [6.0e-8, -6.1e-5, 65504.0]  # a subnormal, the smallest normal, the largest
+for name, data, opts in (("f16", X16, {}), ("f16_be_gzip", X16.astype(">f2"), dict(chunks=(16, 9), compression="gzip")),
+                         ("f16_widened", X16.astype(np.float32), {})):
+    with h5py.File(f"{d}/{name}.h5", "w") as h:
+        h.create_dataset("X", data=data, **opts)
+        h.create_dataset("y", data=y)
+bad = X16.copy()
+bad[5, 2] = np.inf
+with h5py.File(f"{d}/f16_inf.h5", "w") as h:
+    h.create_dataset("X", data=bad)
+    h.create_dataset("y", data=y)
 PY
 
 value() { py "import json; print(repr(json.load(open('$1'))['value']))"; }
@@ -74,6 +88,33 @@ for np in 1 3; do
   if [ "$(value "$WORK/bool$np.json")" = "$(value "$WORK/int$np.json")" ]; then echo "ok   bool labels on $np rank(s) read as 0/1"
   else fail "bool labels on $np rank(s): objective differs from the same labels as int8"; fi
 done
+# float16 features: read as their float32 values, bit for bit, through the loader (logreg)
+# and eval's streamed blocks; a non-finite one is refused naming its row.
+for np in 1 3; do
+  run "f16_widened_np$np" 0 120 mpi $np "$SPMD" logreg --data "$U/f16_widened.h5" --maxiter 15 \
+    --json "$WORK/f16w$np.json" --weights-out "$WORK/f16w$np-weights.h5"
+  for name in f16 f16_be_gzip; do
+    run "${name}_np$np" 0 120 mpi $np "$SPMD" logreg --data "$U/$name.h5" --maxiter 15 --json "$WORK/$name$np.json"
+    checks=$((checks + 1))
+    if [ "$(value "$WORK/$name$np.json")" = "$(value "$WORK/f16w$np.json")" ]; then
+      echo "ok   $name on $np rank(s): the widened float32 file's objective, bit for bit"
+    else fail "$name on $np rank(s): objective $(value "$WORK/$name$np.json"), float32 gives $(value "$WORK/f16w$np.json")"; fi
+    run "${name}_eval_np$np" 0 120 mpi $np "$SPMD" eval --data "$U/$name.h5" --model logreg --weights "$WORK/f16w1-weights.h5" \
+      --devices 2 --per-device-batch 7 --predictions "$WORK/${name}_pred$np.h5" --quiet
+  done
+  run "f16_widened_eval_np$np" 0 120 mpi $np "$SPMD" eval --data "$U/f16_widened.h5" --model logreg \
+    --weights "$WORK/f16w1-weights.h5" --devices 2 --per-device-batch 7 --predictions "$WORK/f16_widened_pred$np.h5" --quiet
+  run "f16_eval_same_np$np" 0 30 py "
+import h5py
+w = h5py.File('$WORK/f16_widened_pred$np.h5')['probabilities'][...]
+for n in ('f16', 'f16_be_gzip'):
+    assert h5py.File('$WORK/' + n + '_pred$np.h5')['probabilities'][...].tobytes() == w.tobytes(), n"
+done
+run f16_inf 1 60 mpi 2 "$SPMD" logreg --data "$U/f16_inf.h5" --maxiter 2
+expect_in "a float16 inf is refused naming its row" "f16_inf.h5': features dataset 'X': row 5 has a non-finite value \(inf\)"
+run info_f16 0 30 "$SPMD" data info "$U/f16_be_gzip.h5"
+expect_in "data info: float16 features" "/X +float16 \(big-endian\) +\[257, 9\]"
+
 run bool_classes 0 10 py "import json; j=json.load(open('$WORK/bool1.json')); assert j['classes']==2, j['classes']" || true
 
 run id_labels 0 120 mpi 2 "$SPMD" logreg --data "$U/id_labels.h5" --maxiter 2

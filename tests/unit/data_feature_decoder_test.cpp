@@ -6,8 +6,10 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <string>
 #include <vector>
 
+#include "spmd/data/element_type.hpp"
 #include "spmd/data/feature_decoder.hpp"
 #include "spmd/runtime/error.hpp"
 
@@ -135,4 +137,49 @@ TEST(FeatureRange, KeepsTheExtentBeyondZero) {
   r.add(w.data(), 2);
   EXPECT_EQ(r.below, 3.0);
   EXPECT_EQ(r.above, 255.0);
+}
+
+// Every one of the 65536 float16 bit patterns widens to the compiler's own conversion
+// (_Float16, IEEE binary16) bit for bit (NaNs stay NaN), and the decoder applies the same
+// widening with and without a factor.
+TEST(FeatureDecoder, Float16WidensExactlyForEveryBitPattern) {
+#if defined(__FLT16_MAX__)
+  std::vector<std::uint16_t> all(65536);
+  for (std::uint32_t b = 0; b < 65536; ++b) all[b] = static_cast<std::uint16_t>(b);
+  std::vector<float> decoded(all.size()), scaled(all.size());
+  FeatureScale half;
+  half.mode = FeatureScale::Mode::Factor;
+  half.factor = 1.0;
+  half.divisor = 2.0;
+  FeatureDecoder(ElementType::Float16, {}, "test").decode(reinterpret_cast<const std::byte*>(all.data()),
+                                                          static_cast<std::int64_t>(all.size()), decoded.data());
+  FeatureDecoder(ElementType::Float16, half, "test").decode(reinterpret_cast<const std::byte*>(all.data()),
+                                                            static_cast<std::int64_t>(all.size()), scaled.data());
+  for (std::uint32_t b = 0; b < 65536; ++b) {
+    _Float16 h;
+    std::memcpy(&h, &all[b], sizeof h);
+    const float want = static_cast<float>(h);
+    const float got = data::float16_to_float(all[b]);
+    if (std::isnan(want)) {
+      ASSERT_TRUE(std::isnan(got)) << "bits 0x" << std::hex << b;
+      continue;
+    }
+    ASSERT_EQ(std::memcmp(&got, &want, sizeof got), 0) << "bits 0x" << std::hex << b << ": " << got << " vs " << want;
+    ASSERT_EQ(std::memcmp(&decoded[b], &want, sizeof want), 0) << "decode, bits 0x" << std::hex << b;
+    const float want_scaled = static_cast<float>(static_cast<double>(want) * 1.0 / 2.0);
+    ASSERT_EQ(std::memcmp(&scaled[b], &want_scaled, sizeof want), 0) << "factor, bits 0x" << std::hex << b;
+  }
+  // The loader's check: inf and NaN are refused, naming the row; the largest finite is not.
+  const std::uint16_t row[3] = {0x3c00, 0x7bff, 0x7c00};  // 1, 65504, inf
+  const FeatureDecoder d16(ElementType::Float16, {}, "'f.h5': features dataset 'X'");
+  EXPECT_NO_THROW(d16.check(reinterpret_cast<const std::byte*>(row), 10, 2, 1));
+  try {
+    d16.check(reinterpret_cast<const std::byte*>(row), 10, 3, 1);
+    ADD_FAILURE() << "inf accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("row 12 has a non-finite value (inf)"), std::string::npos) << e.what();
+  }
+#else
+  GTEST_SKIP() << "this compiler has no _Float16 to compare with";
+#endif
 }

@@ -2,7 +2,7 @@
 // Loading a labelled dataset from HDF5, each rank reading only its own rows.
 //
 // A dataset is two HDF5 datasets in one file:
-//   features [N, d1, d2, ...]  any integer type (8-64 bits), float32 or float64 on disk;
+//   features [N, d1, d2, ...]  any integer type (8-64 bits), float16, float32 or float64 on disk;
 //                              float32 in memory. uint8 (images) are scaled to [0, 1] by
 //                              /255; the others are converted as they are.
 //   labels   [N] or [N, 1]      any integer type on disk, or an enum over one (h5py's bool:

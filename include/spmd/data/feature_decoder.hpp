@@ -8,7 +8,7 @@
 //   uint8, auto          a table of float(v / 255.0) (numpy's `images / 255.0` then float32)
 //   other types, auto    static_cast<float>(v) (exact below 2^24); none: the same, uint8 too
 //   factor f (/ d)       float(double(v) * f / d)
-// Checks, as the loader makes them: float32 and float64 values must be finite (the message
+// Checks, as the loader makes them: float16, float32 and float64 values must be finite (the message
 // names the row and element), and a float64 must stay inside the float32 range once scaled.
 // Images (FeatureScale::images) under auto of another type than uint8 must lie in [0, 1]
 // over every rank's rows: FeatureRange collects the values, require_scaled_images agrees.
