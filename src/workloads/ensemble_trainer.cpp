@@ -108,16 +108,23 @@ TestResult EnsembleTrainer::evaluate(const data::LoadedShard& test) {
   // sharded: pad_shard_unpad over one "device"); only the real rows are counted.
   // The rows are kept as stored (ensemble.cpp): each padded batch is decoded once, for every
   // member (padding rows are zero bytes, which decode to 0.0f as zero floats were).
+  // Members that decode bytes where they compute (a GPU) are given the uint8 rows instead.
   const data::FeatureDecoder decoder(test.stored_type, test.scale, "the test set");
   const std::int64_t row_bytes = pixels_ * static_cast<std::int64_t>(decoder.element_bytes());
+  const models::ByteTable* table = decoder.byte_table();
+  const bool members_decode = table != nullptr && !member_.empty() && member_.front()->decodes_bytes();
   auto step = [&](const sharding::ShardedArgs& a, const PaddedStep&) -> std::vector<sharding::HostArray> {
-    decoder.decode(a.arg(0).array().at(0).bytes(), E * static_cast<std::int64_t>(pixels_), test_images_.data());
+    const std::byte* stored = a.arg(0).array().at(0).bytes();
+    if (!members_decode) decoder.decode(stored, E * static_cast<std::int64_t>(pixels_), test_images_.data());
     const float* images = test_images_.data();
     const std::int32_t* labels = a.arg(1).array().at(0).data<std::int32_t>().data();
     const std::int64_t real = a.batch();
     ctx_.pool().run([&](int i) {
       float* probs = test_probs_[static_cast<size_t>(i)].data();
-      member_[static_cast<size_t>(i)]->forward(images, E, probs);
+      if (members_decode)
+        member_[static_cast<size_t>(i)]->forward_bytes(reinterpret_cast<const std::uint8_t*>(stored), E, *table, probs);
+      else
+        member_[static_cast<size_t>(i)]->forward(images, E, probs);
       for (std::int64_t row = 0; row < real; ++row)
         member_correct[static_cast<size_t>(i)] += argmax(probs + row * classes_, classes_) == labels[row];
     });
