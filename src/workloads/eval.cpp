@@ -89,6 +89,7 @@ struct Devices {
   std::vector<std::vector<std::int32_t>> predictions;
   std::vector<std::vector<float>> probabilities;
   std::vector<std::vector<float>> inputs;  // [max_rows, sample_size] each; empty when no host decode is needed
+  std::vector<char> bytes_on_device;       // per device: its predictor takes the uint8 rows (decided once)
   const data::FeatureDecoder* decoder = nullptr;
   std::int64_t sample_size = 0;
 
@@ -104,8 +105,9 @@ struct Devices {
     models::DevicePredictor& predictor = *predictors[static_cast<size_t>(i)];
     const std::byte* stored = b.columns[kFeatures].bytes() + row * b.columns[kFeatures].row_elements();
     if (decoder->in_place()) return predictor.predict(reinterpret_cast<const float*>(stored), n, classes, probs);
-    if (const auto* table = decoder->byte_table(); table != nullptr && predictor.decodes_bytes())
-      return predictor.predict_bytes(reinterpret_cast<const std::uint8_t*>(stored), n, *table, classes, probs);
+    if (bytes_on_device[static_cast<size_t>(i)])
+      return predictor.predict_bytes(reinterpret_cast<const std::uint8_t*>(stored), n, *decoder->byte_table(), classes,
+                                     probs);
     float* out = inputs[static_cast<size_t>(i)].data();
     decoder->decode(stored, n * sample_size, out);
     predictor.predict(out, n, classes, probs);
@@ -120,6 +122,7 @@ Devices make_devices(const Context& ctx, const models::Classifier& model, std::i
   d.predictions.resize(n);
   d.probabilities.resize(n);
   d.inputs.resize(n);
+  d.bytes_on_device.assign(n, 0);
   d.decoder = &decoder;
   d.sample_size = sample_size;
   ctx.pool().run([&](int i) {
@@ -127,8 +130,8 @@ Devices make_devices(const Context& ctx, const models::Classifier& model, std::i
     d.predictors[k] = model.make_predictor(ctx.devices()[k], max_rows);
     d.predictions[k].assign(static_cast<size_t>(max_rows), 0);
     if (probabilities) d.probabilities[k].assign(static_cast<size_t>(max_rows * model.classes()), 0.0f);
-    const bool decoded_on_host = !decoder.in_place() && !(decoder.byte_table() && d.predictors[k]->decodes_bytes());
-    if (decoded_on_host) d.inputs[k].assign(static_cast<size_t>(max_rows * sample_size), 0.0f);
+    d.bytes_on_device[k] = decoder.byte_table() != nullptr && d.predictors[k]->decodes_bytes();
+    if (!decoder.in_place() && !d.bytes_on_device[k]) d.inputs[k].assign(static_cast<size_t>(max_rows * sample_size), 0.0f);
   });
   return d;
 }

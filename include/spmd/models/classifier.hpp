@@ -13,7 +13,7 @@
 namespace spmd::models {
 
 // Samples stored one byte per value (uint8 images): value v stands for table[v]. The table
-// is data::FeatureDecoder's (the loader's float(v / 255.0), or the --features-scale factor),
+// is data::FeatureDecoder's (the loader's float(v / 255.0), or --input-scale's factor),
 // so decoding through it anywhere gives the loader's bits.
 using ByteTable = std::array<float, 256>;
 
