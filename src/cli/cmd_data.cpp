@@ -95,7 +95,7 @@ int make_classification(const Args& args) {
     p.random_state = vm["seed"].as<std::uint64_t>();
     return p;
   };
-  const auto cl = parse_validated("data make-classification", "--out FILE [options]", options, args, {},
+  const auto cl = parse_validated("data make-classification", "--out FILE [options]", options, args, {.inputs = {}, .outputs = {"out"}, .mpi_io = {}},
                                   [&](const po::variables_map& vm) {
                                     require_present(vm, "out");
                                     require_writable_destination(vm, "out");
@@ -128,7 +128,7 @@ int info(const Args& args) {
   options.add(common_options(false));
   Args with_flag = args;
   if (!with_flag.empty() && with_flag[0].rfind("-", 0) != 0) with_flag.insert(with_flag.begin(), "--file");
-  const auto cl = parse_validated("data info", "FILE [--json OUT]", options, with_flag, {"file"},
+  const auto cl = parse_validated("data info", "FILE [--json OUT]", options, with_flag, {.inputs = {"file"}, .outputs = {}, .mpi_io = {}},
                                   [](const po::variables_map& vm) {
                                     require_present(vm, "file");
                                     require_readable_file(vm, "file");

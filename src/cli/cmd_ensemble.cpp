@@ -9,9 +9,11 @@
 #include "commands.hpp"
 #include "dataset_key_options.hpp"
 #include "spmd/data/dataset.hpp"
+#include "spmd/data/output_set.hpp"
 #include "spmd/data/output_lock.hpp"
 #include "spmd/runtime/error.hpp"
 #include "spmd/models/cnn_params.hpp"
+#include "spmd/workloads/checkpoint.hpp"
 #include "spmd/workloads/ensemble.hpp"
 #include "spmd/workloads/report.hpp"
 #include "spmd/workloads/time_breakdown.hpp"
@@ -71,6 +73,8 @@ int cmd_ensemble(const Args& args) {
       "how stored features become float32: auto (uint8 / 255; other types as stored; images of another type beyond [0, 1] are refused), none (as stored, uint8 too), or a factor such as 1/255")(
       "checkpoint", po::value<std::string>(), "HDF5 checkpoint written after every epoch and on SIGTERM/SIGINT (atomic)")(
       "resume", po::bool_switch(), "continue from --checkpoint (refused if it comes from other options)")(
+      "overwrite", po::bool_switch(),
+      "replace an existing --checkpoint with a new training (without it, or --resume, an existing file is refused)")(
       "metrics-csv", po::value<std::string>(), "per-epoch CSV of the metrics")(
       "progress-every", po::value<int>()->default_value(0), "print a progress line every N steps (0: 10 lines per epoch)")(
       "quiet", po::bool_switch(), "no progress lines, only the start-up table, the epoch rows and the summary");
@@ -78,7 +82,10 @@ int cmd_ensemble(const Args& args) {
   options.add(test_key_options());
   options.add(common_options());
   const auto cl = parse_validated(
-      "ensemble", "--train FILE --test FILE [options]", options, args, {"train", "test"}, [](const po::variables_map& vm) {
+      "ensemble", "--train FILE --test FILE [options]", options, args,
+      // --checkpoint is no input here: it changes every epoch (the resume check reads it).
+      {.inputs = {"train", "test"}, .outputs = {"checkpoint", "metrics-csv"}, .mpi_io = {"train", "test", "checkpoint"}},
+      [](const po::variables_map& vm) {
         require_present(vm, "train");
         require_present(vm, "test");
         require_readable_file(vm, "train");
@@ -100,6 +107,10 @@ int cmd_ensemble(const Args& args) {
         if (vm["resume"].as<bool>()) {
           require_present(vm, "checkpoint", "--resume continues from it");
           require_readable_file(vm, "checkpoint");
+          if (vm["overwrite"].as<bool>())
+            throw Error("--resume and --overwrite contradict each other: continue the checkpoint, or replace it");
+        } else if (vm.count("checkpoint") && !vm["overwrite"].as<bool>()) {
+          workloads::refuse_existing_checkpoint(vm["checkpoint"].as<std::string>(), "checkpoint");
         }
         require_writable_destination(vm, "checkpoint");
         require_writable_destination(vm, "metrics-csv");
@@ -204,9 +215,10 @@ int cmd_ensemble(const Args& args) {
                                static_cast<unsigned long long>(r.params_digest)));
   const auto breakdown = workloads::reduce_time_breakdown(ctx, account.stop());
   print_root(workloads::time_breakdown_table(breakdown));
-  if (ctx.is_root()) {
-    if (vm.count("metrics-csv")) workloads::write_text_atomic(vm["metrics-csv"].as<std::string>(), workloads::metrics_csv(r));
-  }
+  // The CSV and the JSON appear together, or neither does (the checkpoint is published
+  // after every epoch: it is what a stopped run resumes from).
+  data::OutputSet outputs(ctx);
+  if (vm.count("metrics-csv")) outputs.write_text(vm["metrics-csv"].as<std::string>(), workloads::metrics_csv(r));
   auto j = workloads::startup_json(ctx);
   if (ctx.is_root() && !json_path(vm).empty()) {
     j.update(workloads::to_json(r, o, ctx));
@@ -216,8 +228,9 @@ int cmd_ensemble(const Args& args) {
     j["test"].update(data::to_json(test_keys));
     j["train"]["keys"] = data::to_json(train_keys);
     j["test"]["keys"] = data::to_json(test_keys);
-    workloads::write_json(json_path(vm), j);
   }
+  if (!json_path(vm).empty()) outputs.write_text(json_path(vm), workloads::json_text(j));
+  outputs.publish();
   return 0;
 }
 

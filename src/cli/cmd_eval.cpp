@@ -8,6 +8,7 @@
 #include "dataset_key_options.hpp"
 #include "model_loading.hpp"
 #include "spmd/data/dataset.hpp"
+#include "spmd/data/output_set.hpp"
 #include "spmd/runtime/error.hpp"
 #include "spmd/sharding/step_sync.hpp"
 #include "spmd/workloads/eval.hpp"
@@ -117,7 +118,9 @@ int cmd_eval(const Args& args) {
   options.add(dataset_key_options());
   options.add(common_options());
   const auto cl = parse_validated(
-      "eval", "--data FILE [options]", options, args, {"data", "weights"}, [](const po::variables_map& vm) {
+      "eval", "--data FILE [options]", options, args,
+      {.inputs = {"data", "weights"}, .outputs = {"predictions"}, .mpi_io = {"data", "weights", "predictions"}},
+      [](const po::variables_map& vm) {
         require_present(vm, "data");
         require_readable_file(vm, "data");
         require_positive(vm, "per-device-batch");
@@ -206,13 +209,16 @@ int cmd_eval(const Args& args) {
   // seconds and examples_per_second stay (tools/scaling_report.py reads them); this says
   // whether they include a model's compute (false for --model zero: data movement only).
   j["timing_includes_compute"] = model_computes;
+  // The predictions file and the JSON appear together at the end, or neither does.
+  data::OutputSet outputs(ctx);
+  std::string predictions_line;
   if (predictions) {
     const std::string path = vm["predictions"].as<std::string>();
-    predictions->write(ctx, path, {model->describe(), o.data, o.keys.features, o.keys.labels});
+    predictions->write(ctx, path, {model->describe(), o.data, o.keys.features, o.keys.labels}, outputs);
     const std::int64_t missing = result.dataset_rows - result.total;
-    print_root(workloads::format("# predictions: %s (%lld rows%s)\n", path.c_str(), static_cast<long long>(result.dataset_rows),
-                                 missing ? workloads::format("; %lld not evaluated: predicted = -1", static_cast<long long>(missing)).c_str()
-                                         : ""));
+    predictions_line = workloads::format("# predictions: %s (%lld rows%s)\n", path.c_str(), static_cast<long long>(result.dataset_rows),
+                                         missing ? workloads::format("; %lld not evaluated: predicted = -1", static_cast<long long>(missing)).c_str()
+                                                 : "");
     j["predictions"] = path;
   }
   // Before --benchmark: its extra passes are a measurement of their own, not the workload.
@@ -226,7 +232,9 @@ int cmd_eval(const Args& args) {
     print_root(workloads::benchmark_table(b, model->describe(), o.per_device_batch));
     j["benchmark"] = workloads::to_json(b);
   }
-  if (ctx.is_root() && !json.empty()) workloads::write_json(json, j);
+  if (!json.empty()) outputs.write_text(json, workloads::json_text(j));
+  outputs.publish();
+  print_root(predictions_line);
   return 0;
 }
 

@@ -3,6 +3,7 @@
 #include "commands.hpp"
 #include "dataset_key_options.hpp"
 #include "spmd/data/dataset.hpp"
+#include "spmd/data/output_set.hpp"
 #include "spmd/runtime/error.hpp"
 #include "spmd/workloads/logreg.hpp"
 #include "spmd/workloads/logreg_weights.hpp"
@@ -49,7 +50,9 @@ int cmd_logreg(const Args& args) {
       "quiet", po::bool_switch(), "no per-iteration lines, only the summary");
   options.add(dataset_key_options());
   options.add(common_options());
-  const auto cl = parse_validated("logreg", "--data FILE [options]", options, args, {"data"}, [](const po::variables_map& vm) {
+  const auto cl = parse_validated("logreg", "--data FILE [options]", options, args,
+                                  {.inputs = {"data"}, .outputs = {"weights-out", "metrics-csv"}, .mpi_io = {"data"}},
+                                  [](const po::variables_map& vm) {
     require_present(vm, "data");
     require_readable_file(vm, "data");
     require_non_negative(vm, "classes");
@@ -130,22 +133,25 @@ int cmd_logreg(const Args& args) {
         "--max-linesearch %d evaluations (gradient norm %.3e); try --linesearch backtracking or a larger "
         "--max-linesearch.\n",
         o.solver.max_linesearch, r.error));
+  // The weights, the CSV and the JSON appear together at the end, or none of them does.
+  data::OutputSet outputs(ctx);
   if (vm.count("weights-out"))
     workloads::write_logreg_weights(ctx, vm["weights-out"].as<std::string>(), {r.W, r.bias, r.features, r.classes},
-                                    {optim::to_string(r.status), r.iterations, r.value, o.data});
+                                    {optim::to_string(r.status), r.iterations, r.value, o.data}, outputs);
   const auto breakdown = workloads::reduce_time_breakdown(ctx, account.stop());
   print_root(workloads::time_breakdown_table(breakdown));
   auto j = workloads::startup_json(ctx);  // collective: every rank
-  if (ctx.is_root()) {
-    if (vm.count("metrics-csv")) workloads::write_text_atomic(vm["metrics-csv"].as<std::string>(), workloads::metrics_csv(r));
-    if (!json_path(vm).empty()) {
+  if (vm.count("metrics-csv")) outputs.write_text(vm["metrics-csv"].as<std::string>(), workloads::metrics_csv(r));
+  if (!json_path(vm).empty()) {
+    if (ctx.is_root()) {
       j.update(workloads::to_json(r, o, ctx));
       j["time_breakdown"] = workloads::to_json(breakdown);
       j["data"] = o.data;
       j["keys"] = data::to_json(keys);
-      workloads::write_json(json_path(vm), j);
     }
+    outputs.write_text(json_path(vm), workloads::json_text(j));
   }
+  outputs.publish();
   // A solver that did not converge is a result, not a failure: exit 0 unless non-finite.
   return r.status == optim::LBFGSStatus::non_finite ? 3 : 0;
 }

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include "spmd/backends/backend.hpp"
 #include "spmd/data/file_identity.hpp"
 #include "spmd/data/h5_file.hpp"
+#include "spmd/data/output_targets.hpp"
 #include "spmd/runtime/agree.hpp"
 #include "spmd/runtime/io_deadline.hpp"
 #include "spmd/runtime/check.hpp"
@@ -361,10 +363,66 @@ void share_identities(MPI_Comm node, CommandLine& cl) {
     in.identity = {f[1], f[2], static_cast<std::int64_t>(f[3]), static_cast<std::int64_t>(f[4])};
   }
 }
+
+// Ranks started in different working directories (mpirun -wdir A ... : -wdir B ..., some
+// schedulers) would each resolve a relative output to another file, and the collective
+// create of an MPI-IO output waits for ever. When the directories differ, every relative
+// output is made absolute against rank 0's, the same text on every rank, and rank 0 says so.
+void resolve_outputs_in_one_directory(CommandLine& cl, const std::vector<std::string>& outputs) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::string cwd = fs::current_path(ec).string();
+  const auto local = static_cast<long long>(runtime::stable_hash(cwd) >> 1);
+  long long lowest = local, highest = local;
+  SPMD_CHECK_MPI(MPI_Allreduce(&local, &lowest, 1, MPI_LONG_LONG, MPI_MIN, MPI_COMM_WORLD), "comparing working directories");
+  SPMD_CHECK_MPI(MPI_Allreduce(&local, &highest, 1, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD), "comparing working directories");
+  if (lowest == highest) return;
+  long long length = static_cast<long long>(cwd.size());
+  SPMD_CHECK_MPI(MPI_Bcast(&length, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD), "sharing rank 0's working directory");
+  cwd.resize(static_cast<std::size_t>(length));
+  SPMD_CHECK_MPI(MPI_Bcast(cwd.data(), static_cast<int>(length), MPI_CHAR, 0, MPI_COMM_WORLD),
+                 "sharing rank 0's working directory");
+  std::string said;
+  for (const auto& name : outputs) {
+    if (!cl.vm.count(name)) continue;
+    const fs::path path(cl.vm[name].as<std::string>());
+    if (path.empty() || path.is_absolute()) continue;
+    const std::string absolute = (fs::path(cwd) / path).lexically_normal().string();
+    cl.vm.at(name).value() = absolute;
+    said += " --" + name + " '" + absolute + "'";
+  }
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank == 0 && !said.empty())
+    std::printf("# the ranks run in different working directories: relative outputs are written where rank 0 "
+                "would (%s):%s\n", cwd.c_str(), said.c_str());
+}
+
+std::vector<data::FileArgument> file_arguments(const po::variables_map& vm, const std::vector<std::string>& names,
+                                               const std::vector<std::string>& mpi_io) {
+  std::vector<data::FileArgument> out;
+  for (const auto& name : names)
+    if (vm.count(name))
+      out.push_back({name, vm[name].as<std::string>(), std::find(mpi_io.begin(), mpi_io.end(), name) != mpi_io.end()});
+  return out;
+}
+
+// Every command reads --config and writes --json.
+std::vector<std::string> with_common(std::vector<std::string> names, const char* common) {
+  names.push_back(common);
+  return names;
+}
+
+void require_safe_outputs(const po::variables_map& vm, const FileOptions& files) {
+  const auto inputs = with_common(files.inputs, "config"), outputs = with_common(files.outputs, "json");
+  int ranks = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  data::require_safe_outputs(file_arguments(vm, inputs, files.mpi_io), file_arguments(vm, outputs, files.mpi_io), ranks);
+}
 }  // namespace
 
 CommandLine parse_validated(const std::string& command, const std::string& usage, const po::options_description& options,
-                            const std::vector<std::string>& args, const std::vector<std::string>& file_options,
+                            const std::vector<std::string>& args, const FileOptions& files,
                             const std::function<void(const po::variables_map&)>& validate) {
   CommandLine cl;
   // The options are checked once per node (they touch the file system: inputs readable,
@@ -376,16 +434,19 @@ CommandLine parse_validated(const std::string& command, const std::string& usage
   const bool checks_here = node.rank() == 0;
   runtime::set_io_phase("start-up: option and input checks");
   runtime::agree_on(MPI_COMM_WORLD, [&] {
-    cl = parse_command(command, usage, options, args, file_options);
+    cl = parse_command(command, usage, options, args, files.inputs);
     cl.checks_files = checks_here;
-    if (!cl.help && checks_here) {
-      stat_inputs(cl);
-      context_options(cl.vm);
-      require_writable_destination(cl.vm, "json");
-      if (validate) validate(cl.vm);
-    }
   });
   if (cl.help) return cl;
+  resolve_outputs_in_one_directory(cl, with_common(files.outputs, "json"));
+  runtime::agree_on(MPI_COMM_WORLD, [&] {
+    if (!checks_here) return;
+    stat_inputs(cl);
+    context_options(cl.vm);
+    require_writable_destination(cl.vm, "json");
+    require_safe_outputs(cl.vm, files);
+    if (validate) validate(cl.vm);
+  });
   share_identities(node.comm(), cl);
   make_canonical(cl);
   runtime::require_identical_on_all_ranks(MPI_COMM_WORLD, cl.canonical, "options or input files");

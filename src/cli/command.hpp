@@ -79,12 +79,26 @@ std::string json_path(const po::variables_map& vm);
 
 namespace spmd::cli {
 
+// The files a command reads and writes, by option name. Inputs are stat'ed once per node
+// and hashed with the options; outputs are checked against the inputs and each other
+// (data::require_safe_outputs: no output may be an input, another output or a device).
+// --config is an input and --json an output of every command. An option may be both (an
+// ensemble's --checkpoint is read on --resume and written every epoch).
+struct FileOptions {
+  std::vector<std::string> inputs;
+  std::vector<std::string> outputs;
+  std::vector<std::string> mpi_io;  // of the above, those every rank opens through MPI-IO
+};
+
 // The whole front half of every command, on every rank: parse, validate (validate may
-// throw spmd::Error), agree across ranks on failure (so every rank exits, rank 0 prints),
-// then check that all ranks got the same options and inputs. Returns with help=true when
-// --help was given (the caller prints help_text on rank 0 and exits 0).
+// throw spmd::Error), check the outputs, agree across ranks on failure (so every rank
+// exits, rank 0 prints), then check that all ranks got the same options and inputs.
+// Relative outputs are resolved against rank 0's working directory when the ranks run in
+// different ones (MPMD launches, some schedulers), so that all ranks write one file.
+// Returns with help=true when --help was given (the caller prints help_text on rank 0 and
+// exits 0).
 CommandLine parse_validated(const std::string& command, const std::string& usage, const po::options_description& options,
-                            const std::vector<std::string>& args, const std::vector<std::string>& file_options,
+                            const std::vector<std::string>& args, const FileOptions& files,
                             const std::function<void(const po::variables_map&)>& validate);
 
 }  // namespace spmd::cli

@@ -6,6 +6,7 @@
 
 #include "output_path.hpp"
 #include "spmd/data/h5_file.hpp"
+#include "spmd/data/output_set.hpp"
 #include "spmd/data/output_space.hpp"
 #include "spmd/runtime/agree.hpp"
 #include "spmd/runtime/check.hpp"
@@ -200,7 +201,7 @@ void ParallelH5Writer::set_attribute_double(const std::string& object, const std
   runtime::agree_on(ctx_.comm(), [&] { write_attribute(file_.get(), object, name, H5T_NATIVE_DOUBLE, &value, final_path_); });
 }
 
-void ParallelH5Writer::commit() {
+void ParallelH5Writer::commit(OutputSet* outputs) {
   runtime::TimeScope io(runtime::TimeCategory::Io);
   require_open("commit");
   runtime::agree_on(ctx_.comm(), [&] {
@@ -209,9 +210,13 @@ void ParallelH5Writer::commit() {
     SPMD_CHECK_HDF5(H5Fflush(file_.get(), H5F_SCOPE_GLOBAL), hint.c_str());
     if (file_.close() < 0) runtime::throw_hdf5_error("H5Fclose(file)", __FILE__, __LINE__, hint.c_str());
   });
-  runtime::agree_on(ctx_.comm(), [&] {
-    if (ctx_.is_root()) output_path::publish(temp_path_, final_path_);
-  });
+  if (outputs) {
+    outputs->stage(temp_path_, final_path_);
+  } else {
+    runtime::agree_on(ctx_.comm(), [&] {
+      if (ctx_.is_root()) output_path::publish(temp_path_, final_path_);
+    });
+  }
   committed_ = true;
 }
 

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "output_path.hpp"
+#include "spmd/data/output_set.hpp"
 #include "spmd/data/h5_file.hpp"
 #include "spmd/data/output_space.hpp"
 #include "spmd/runtime/agree.hpp"
@@ -136,14 +137,17 @@ void AtomicH5Writer::set_attribute_doubles(const std::string& object, const std:
                   values.data());
 }
 
-void AtomicH5Writer::commit() {
+void AtomicH5Writer::commit(OutputSet* outputs) {
   runtime::TimeScope io(runtime::TimeCategory::Io);
   require_open("commit");
   try {
     const std::string hint = "finishing '" + temp_path_ + "' (for '" + final_path_ + "'; is the disk full?)";
     SPMD_CHECK_HDF5(H5Fflush(file_.get(), H5F_SCOPE_GLOBAL), hint.c_str());
     if (file_.close() < 0) runtime::throw_hdf5_error("H5Fclose(file)", __FILE__, __LINE__, hint.c_str());
-    output_path::publish(temp_path_, final_path_);
+    if (outputs)
+      outputs->stage(temp_path_, final_path_);
+    else
+      output_path::publish(temp_path_, final_path_);
   } catch (...) {
     discard();
     throw;
@@ -152,13 +156,13 @@ void AtomicH5Writer::commit() {
 }
 
 void write_on_root(const runtime::Context& ctx, const std::string& path,
-                   const std::function<void(AtomicH5Writer&)>& fill) {
+                   const std::function<void(AtomicH5Writer&)>& fill, OutputSet* outputs) {
   runtime::agree_on(ctx.comm(), [&] {
     if (!ctx.is_root()) return;
     try {
       AtomicH5Writer writer(path);
       fill(writer);
-      writer.commit();
+      writer.commit(outputs);
     } catch (const std::exception& e) {
       // The check macros already name the rank: say it once.
       const std::string what = e.what(), rank = "rank " + std::to_string(ctx.rank()) + ": ";

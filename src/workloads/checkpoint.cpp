@@ -1,10 +1,12 @@
 #include "spmd/workloads/checkpoint.hpp"
 
+#include <chrono>
 #include <cmath>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "spmd/data/file_identity.hpp"
 #include "spmd/data/h5_file.hpp"
 #include "spmd/data/h5_parallel_reader.hpp"
 #include "spmd/data/h5_parallel_writer.hpp"
@@ -270,6 +272,39 @@ CheckpointParams read_checkpoint_params(const runtime::Context& ctx, const std::
   });
   for (std::int64_t g = 0; g < members; ++g) out.members.emplace_back(all.begin() + g * P, all.begin() + (g + 1) * P);
   return out;
+}
+
+namespace {
+std::string age_text(std::int64_t seconds) {
+  if (seconds < 120) return std::to_string(std::max<std::int64_t>(seconds, 0)) + " s";
+  if (seconds < 2 * 3600) return std::to_string(seconds / 60) + " min";
+  if (seconds < 2 * 86400) return std::to_string(seconds / 3600) + " h " + std::to_string(seconds / 60 % 60) + " min";
+  return std::to_string(seconds / 86400) + " days";
+}
+
+// What the file at path holds, for the refusal: a checkpoint's members and epochs, or why
+// it is not one.
+std::string existing_contents(const std::string& path) {
+  try {
+    const data::H5Reader in(path);
+    if (!in.has_attribute("/", "model") || in.attribute_string("/", "model") != "cnn-ensemble")
+      return "an HDF5 file that is not a spmd ensemble checkpoint";
+    return "a checkpoint of " + std::to_string(in.attribute_int("/", "members")) + " members after " +
+           std::to_string(in.attribute_int("/", "epochs_done")) + " epochs";
+  } catch (const std::exception&) {
+    return "a file that is not an HDF5 checkpoint";
+  }
+}
+}  // namespace
+
+void refuse_existing_checkpoint(const std::string& path, const std::string& option) {
+  const auto id = data::file_identity(path);
+  if (id.size < 0) return;
+  const auto now = std::chrono::system_clock::now().time_since_epoch();
+  const std::int64_t age = std::chrono::duration_cast<std::chrono::seconds>(now).count() - id.mtime_ns / 1000000000;
+  throw Error("--" + option + " '" + path + "' already exists: " + existing_contents(path) + ", written " +
+              age_text(age) + " ago (" + std::to_string(id.size) + " bytes). A training is not replaced by " +
+              "accident: add --resume to continue it, --overwrite to replace it, or give another --" + option);
 }
 
 }  // namespace spmd::workloads

@@ -55,7 +55,8 @@ void PredictionRecorder::record(std::int64_t first, std::int64_t rows, const std
   }
 }
 
-void PredictionRecorder::write(const runtime::Context& ctx, const std::string& path, const FileInfo& info) const {
+void PredictionRecorder::write(const runtime::Context& ctx, const std::string& path, const FileInfo& info,
+                               data::OutputSet& outputs) const {
   const std::int64_t n = shard_.shard.global_rows;
   const std::int64_t first = shard_.shard.first_row, rows = shard_.file_rows;
   const auto& labels = shard_.file_labels.empty() ? shard_.shard.labels : shard_.file_labels;
@@ -72,7 +73,7 @@ void PredictionRecorder::write(const runtime::Context& ctx, const std::string& p
   out.set_attribute_string("/", "labels_key", info.labels_key);
   out.set_attribute_int("/", "classes", classes_);
   out.set_attribute_int("/", "evaluated", evaluated);
-  out.commit();
+  out.commit(&outputs);
 }
 
 }  // namespace spmd::workloads

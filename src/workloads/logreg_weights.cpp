@@ -26,7 +26,7 @@ void require_finite(const std::vector<float>& values, std::int64_t columns, cons
 }  // namespace
 
 void write_logreg_weights(const runtime::Context& ctx, const std::string& path, const models::LogregParameters& w,
-                          const LogregWeightsInfo& info) {
+                          const LogregWeightsInfo& info, data::OutputSet& outputs) {
   data::write_on_root(ctx, path, [&](data::AtomicH5Writer& out) {
     out.write("W", w.W, {w.features, w.classes});
     if (w.has_intercept()) out.write("b", w.bias, {w.classes});
@@ -36,7 +36,7 @@ void write_logreg_weights(const runtime::Context& ctx, const std::string& path, 
     out.set_attribute_int("/", "iterations", info.iterations);
     out.set_attribute_double("/", "value", info.value);
     out.set_attribute_string("/", "data", info.data);
-  });
+  }, &outputs);
 }
 
 models::LogregParameters read_logreg_weights(const runtime::Context& ctx, const std::string& path) {

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "spmd/data/output_set.hpp"
 #include "spmd/runtime/error.hpp"
 #include "spmd/runtime/io_deadline.hpp"
 
@@ -75,48 +76,9 @@ std::string Table::row(const std::vector<std::string>& cells) const {
   return out + "\n";
 }
 
-void write_text_atomic(const std::string& path, const std::string& text) {
-  namespace fs = std::filesystem;
-  const fs::path final_path(path);
-  const fs::path dir = final_path.has_parent_path() ? final_path.parent_path() : fs::path(".");
-  const fs::path tmp = dir / ("." + final_path.filename().string() + ".tmp." + std::to_string(::getpid()));
-  // POSIX calls, so that a failure says why (errno: "No space left on device"), and the
-  // temporary file goes whatever fails.
-  const auto fail = [&](const std::string& what, int error) {
-    std::error_code ec;
-    fs::remove(tmp, ec);
-    throw Error("cannot write '" + path + "': " + what + " (" + std::strerror(error) + "; " +
-                std::to_string(text.size()) + " bytes to write)");
-  };
-  const runtime::IoDeadline deadline("open", tmp.string());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) fail("cannot create " + tmp.string(), errno);
-  for (std::size_t done = 0; done < text.size();) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int error = n < 0 ? errno : ENOSPC;
-      ::close(fd);
-      fail("write failed", error);
-    }
-    done += static_cast<std::size_t>(n);
-  }
-  // Some file systems report a full disk only here (NFS, quotas).
-  if (::fsync(fd) != 0 && errno != EINVAL) {
-    const int error = errno;
-    ::close(fd);
-    fail("write failed", error);
-  }
-  if (::close(fd) != 0) fail("write failed", errno);
-  std::error_code ec;
-  fs::rename(tmp, final_path, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    throw Error("cannot write '" + path + "': rename failed (" + ec.message() + ")");
-  }
-}
+std::string json_text(const nlohmann::json& j) { return j.dump(2) + "\n"; }
 
-void write_json(const std::string& path, const nlohmann::json& j) { write_text_atomic(path, j.dump(2) + "\n"); }
+void write_json(const std::string& path, const nlohmann::json& j) { data::write_text_atomic(path, json_text(j)); }
 
 bool stderr_is_terminal() { return ::isatty(STDERR_FILENO) == 1; }
 

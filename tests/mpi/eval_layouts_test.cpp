@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "spmd/data/h5_reader.hpp"
+#include "spmd/data/output_set.hpp"
 #include "spmd/data/h5_writer.hpp"
 #include "spmd/runtime/collectives.hpp"
 #include "spmd/runtime/error.hpp"
@@ -89,7 +90,11 @@ std::int64_t expected_correct(std::int64_t n) { return (n + 2) / 3; }
 // of some ranks (drop-remainder) when any.
 void expect_predictions_in_file_order(const runtime::Context& ctx, const workloads::PredictionRecorder& recorder,
                                       const std::string& path, std::int64_t n, std::int64_t not_evaluated) {
-  recorder.write(ctx, path, {"row classifier", "rows", "images", "labels"});
+  {
+    data::OutputSet outputs(ctx);
+    recorder.write(ctx, path, {"row classifier", "rows", "images", "labels"}, outputs);
+    outputs.publish();
+  }
   if (!ctx.is_root()) return;
   data::H5Reader in(path);
   const auto predicted = in.read<std::int32_t>("predicted", {n});

@@ -27,6 +27,8 @@ class Context;
 
 namespace spmd::data {
 
+class OutputSet;
+
 class ParallelH5Writer {
  public:
   // Creates the temporary file. The folder of final_path must exist (on every rank) and have
@@ -60,7 +62,9 @@ class ParallelH5Writer {
   void set_attribute_double(const std::string& object, const std::string& name, double value);
 
   // Flush, close, fsync, rename onto final_path (rank 0), agreed. Nothing more afterwards.
-  void commit();
+  // With `outputs`, the finished temporary is handed to that set instead of renamed: it
+  // appears with the run's other outputs at OutputSet::publish().
+  void commit(OutputSet* outputs = nullptr);
 
  private:
   void require_open(const char* operation) const;

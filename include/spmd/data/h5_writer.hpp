@@ -27,6 +27,8 @@ class Context;
 
 namespace spmd::data {
 
+class OutputSet;
+
 class AtomicH5Writer {
  public:
   // Creates the temporary file. The folder of final_path must exist. Throws spmd::Error.
@@ -63,7 +65,9 @@ class AtomicH5Writer {
   void set_attribute_doubles(const std::string& object, const std::string& name, std::span<const double> values);
 
   // Flush, close, fsync, rename onto final_path. After it the writer accepts nothing more.
-  void commit();
+  // With `outputs`, the finished temporary goes to that set instead (OutputSet::publish()
+  // renames it with the run's other outputs).
+  void commit(OutputSet* outputs = nullptr);
 
  private:
   void require_open(const char* operation) const;
@@ -81,6 +85,6 @@ class AtomicH5Writer {
 // and commits; the other ranks wait. Any failure on rank 0 is rethrown on every rank as
 // spmd::CollectiveError.
 void write_on_root(const runtime::Context& ctx, const std::string& path,
-                   const std::function<void(AtomicH5Writer&)>& fill);
+                   const std::function<void(AtomicH5Writer&)>& fill, OutputSet* outputs = nullptr);
 
 }  // namespace spmd::data

@@ -63,6 +63,13 @@ void require_checkpoint_space(const runtime::Context& ctx, const std::string& pa
 CheckpointState read_checkpoint(const runtime::Context& ctx, const std::string& path, const std::string& expected_options,
                                 std::vector<models::CnnParams>& params, std::vector<models::CnnParams>& momentum);
 
+// A finished training is never replaced by accident: a run that would write a checkpoint
+// where a file already is, without --resume, is refused unless --overwrite. Throws
+// spmd::Error naming the option, the file and what it holds ("a checkpoint of 4 members
+// after 12 epochs, written 3 h 5 min ago", or what else the file is); returns when nothing
+// is there. No MPI (the option checks call it once per node).
+void refuse_existing_checkpoint(const std::string& path, const std::string& option);
+
 // Every member's parameters and the config they belong to, for spmd eval --model cnn.
 struct CheckpointParams {
   models::CnnConfig config;

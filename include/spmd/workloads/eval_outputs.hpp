@@ -20,6 +20,10 @@
 
 #include "spmd/runtime/context.hpp"
 
+namespace spmd::data {
+class OutputSet;
+}
+
 namespace spmd::workloads {
 
 struct EvalShard;
@@ -64,8 +68,9 @@ class PredictionRecorder {
   struct FileInfo {
     std::string model, data, features_key, labels_key;
   };
-  // Collective: writes the file described at the top (atomically).
-  void write(const runtime::Context& ctx, const std::string& path, const FileInfo& info) const;
+  // Collective: writes the file described at the top to its temporary and hands it to
+  // `outputs`, which publishes it with the run's other outputs.
+  void write(const runtime::Context& ctx, const std::string& path, const FileInfo& info, data::OutputSet& outputs) const;
 
  private:
   const EvalShard& shard_;

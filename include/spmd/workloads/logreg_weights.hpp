@@ -9,6 +9,10 @@
 #include "spmd/models/logreg_parameters.hpp"
 #include "spmd/runtime/context.hpp"
 
+namespace spmd::data {
+class OutputSet;
+}
+
 namespace spmd::workloads {
 
 struct LogregWeightsInfo {
@@ -18,9 +22,10 @@ struct LogregWeightsInfo {
   std::string data;
 };
 
-// Collective; rank 0 writes atomically (temp file + rename), errors agreed on every rank.
+// Collective; rank 0 writes the file to its temporary and hands it to `outputs` (published
+// with the run's other outputs); errors agreed on every rank.
 void write_logreg_weights(const runtime::Context& ctx, const std::string& path, const models::LogregParameters& w,
-                          const LogregWeightsInfo& info);
+                          const LogregWeightsInfo& info, data::OutputSet& outputs);
 
 // Collective; rank 0 reads and validates, everyone gets the weights. A missing file, a
 // file that is not HDF5, a missing "W", a W that is not 2-D, a "b" that is not [classes] or

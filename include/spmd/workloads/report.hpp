@@ -39,11 +39,11 @@ class Table {
 // printf into a std::string.
 std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 
-// Writes text to path through a temporary file in the same folder and a rename, so a
-// reader never sees half a file. Throws spmd::Error naming the path.
-void write_text_atomic(const std::string& path, const std::string& text);
-// JSON pretty-printed, atomically. Rank 0 only by convention (callers check).
+// JSON pretty-printed, atomically (data::write_text_atomic). Rank 0 only by convention
+// (callers check); a run with several outputs writes it through its data::OutputSet.
 void write_json(const std::string& path, const nlohmann::json& j);
+// The text write_json writes (pretty-printed, a final newline).
+std::string json_text(const nlohmann::json& j);
 
 // stderr is a terminal (live progress bars) or not (periodic lines).
 bool stderr_is_terminal();
