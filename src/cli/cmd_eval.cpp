@@ -13,6 +13,7 @@
 #include "spmd/sharding/step_sync.hpp"
 #include "spmd/workloads/eval.hpp"
 #include "spmd/workloads/eval_benchmark.hpp"
+#include "spmd/workloads/memory_estimate.hpp"
 #include "spmd/workloads/report.hpp"
 #include "spmd/workloads/time_breakdown.hpp"
 
@@ -174,8 +175,14 @@ int cmd_eval(const Args& args) {
   j["model"] = model->describe();
   j["data"] = o.data;
   j["keys"] = data::to_json(keys);
+  // Before anything is allocated: the batch within the data, the memory within the node's.
+  const auto shape = data::probe_shape(ctx, o.data, o.keys);
+  print_root(workloads::fit_eval_batch(ctx, o, shape.rows));
+  const std::string memory = workloads::require_memory_fits(
+      ctx, workloads::eval_memory(ctx, o, shape, *model, vm.count("predictions") > 0, vm["benchmark"].as<bool>()),
+      "lower --per-device-batch or --min-device-batch, or spread the rows over more ranks or nodes");
   if (vm["dry-run"].as<bool>()) {
-    print_root(workloads::eval_dry_run(ctx, o, *model, &j));
+    print_root(workloads::eval_dry_run(ctx, o, *model, &j) + memory);
     if (ctx.is_root() && !json.empty()) workloads::write_json(json, j);
     return 0;
   }

@@ -1,4 +1,5 @@
 #include "command.hpp"
+#include "option_checks.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -45,7 +46,7 @@ po::options_description common_options(bool with_devices) {
       "json", po::value<std::string>(), "write a machine-readable summary to this file (rank 0, atomic)")(
       "hang-timeout", real_value(300.0),
       "seconds a rank may wait in one collective before the job is stopped with a report naming the "
-      "ranks that did not arrive (0 disables)")(
+      "ranks that did not arrive (0 disables; else at least 1)")(
       "simulate-stall", po::value<std::string>(),
       "testing aid: RANK:PHASE makes that rank sleep when it enters PHASE (e.g. '1:eval step 3'), as a stuck rank would; "
       "RANK:io:CALL[:TEXT] makes its first file-system CALL (stat, open, H5Fopen, ...) on a path containing TEXT hang "
@@ -126,7 +127,9 @@ CommandLine parse_command(const std::string& command, const std::string& usage, 
   cl.help_text = help.str();
   for (const auto& a : args) refuse_boost_placeholders(a, "argument '" + a.substr(0, 60) + "'");
   try {
-    po::store(po::command_line_parser(args).options(options).run(), cl.vm);
+    const auto parsed = po::command_line_parser(args).options(options).run();
+    refuse_negative_unsigned(parsed, options);
+    po::store(parsed, cl.vm);
     if (cl.vm.count("help")) {
       cl.help = true;
       return cl;
@@ -138,13 +141,17 @@ CommandLine parse_command(const std::string& command, const std::string& usage, 
       std::stringstream in;
       in << file.rdbuf();
       refuse_boost_placeholders(in.str(), "--config '" + path + "'");
+      const auto from_file = parse_config(in.str(), path, options);
+      refuse_negative_unsigned(from_file, options);
       try {
-        po::store(po::parse_config_file(in, options, /*allow_unregistered=*/false), cl.vm);
+        po::store(from_file, cl.vm);
       } catch (const po::error& e) {
         throw Error("--config '" + path + "': " + std::string(e.what()));
       }
     }
     po::notify(cl.vm);
+    require_finite_reals(cl.vm);
+    check_hang_timeout(cl.vm);
     arm_io_deadline(cl.vm);
   } catch (const po::error& e) {
     throw Error(std::string(e.what()) + " (see spmd " + command + " --help)");
@@ -216,8 +223,8 @@ runtime::ContextOptions context_options(const po::variables_map& vm) {
                   v + "')");
   }
   if (vm.count("hang-timeout")) {
+    check_hang_timeout(vm);
     o.hang_timeout_s = vm["hang-timeout"].as<double>();
-    if (!(o.hang_timeout_s >= 0)) throw Error("--hang-timeout must be >= 0 seconds (0 disables the watchdog)");
   }
   return o;
 }

@@ -15,6 +15,7 @@
 #include "spmd/runtime/context.hpp"
 #include "spmd/runtime/watchdog.hpp"
 #include "spmd/runtime/time_account.hpp"
+#include "shard_labels.hpp"
 
 namespace spmd::data {
 
@@ -472,44 +473,39 @@ LoadedShard load(const runtime::Context& ctx, ShardReader& reader, std::int64_t 
   }
   if (reader.keys().labels.empty()) return shard;
 
-  std::vector<std::int64_t> labels(static_cast<std::size_t>(rows));
-  reader.read_labels(first_row, rows, labels);
   const std::string where = "'" + reader.path() + "': labels dataset '" + reader.keys().labels + "'";
-  std::string error;
   // A label is an index into the classes (a weight matrix [features, classes], per-class
   // counts): one far above the number of examples is an id to remap, not a class. With
   // classes given, the range check below says it more precisely.
   const std::int64_t bound = classes > 0 ? std::numeric_limits<std::int64_t>::max() : label_bound(shape.rows);
-  for (std::size_t i = 0; i < labels.size() && error.empty(); ++i)
-    if (labels[i] >= bound)
-      error = rank_prefix(ctx) + where + ": row " + std::to_string(first_row + static_cast<std::int64_t>(i)) +
-              " has label " + std::to_string(labels[i]) + ", above the largest class index this program accepts for " +
-              std::to_string(shape.rows) + " examples (" + std::to_string(bound - 1) +
-              "): labels must be class indices 0..C-1; remap ids first (numpy: ids, y = np.unique(y, "
-              "return_inverse=True))";
+  const LabelScan scan = read_labels_int32(ctx, reader, first_row, rows, bound, classes, shard.labels);
+  std::string error;
+  if (scan.above_row >= 0)
+    error = rank_prefix(ctx) + where + ": row " + std::to_string(scan.above_row) + " has label " +
+            std::to_string(scan.above_value) + ", above the largest class index this program accepts for " +
+            std::to_string(shape.rows) + " examples (" + std::to_string(bound - 1) +
+            "): labels must be class indices 0..C-1; remap ids first (numpy: ids, y = np.unique(y, "
+            "return_inverse=True))";
   runtime::agree_or_throw(ctx.comm(), error);
   std::string how;
   std::int64_t limit = classes;
   if (classes <= 0) {
-    std::int64_t largest = labels.empty() ? -1 : *std::max_element(labels.begin(), labels.end());
+    std::int64_t largest = scan.largest;
     runtime::allreduce_max(ctx, std::span<std::int64_t>(&largest, 1));
     limit = std::max<std::int64_t>(largest + 1, 0);
     how = "classes inferred as " + std::to_string(limit) + " = 1 + the largest label";
   } else {
     how = "classes = " + std::to_string(classes);
   }
-  for (std::size_t i = 0; i < labels.size(); ++i)
-    if (labels[i] < 0 || labels[i] >= limit) {
-      error = rank_prefix(ctx) + where + ": row " + std::to_string(first_row + static_cast<std::int64_t>(i)) +
-              " has label " + std::to_string(labels[i]) + ", outside [0, " + std::to_string(limit) + ") (" + how + ")";
-      break;
-    }
+  if (scan.outside_row >= 0)
+    error = rank_prefix(ctx) + where + ": row " + std::to_string(scan.outside_row) + " has label " +
+            std::to_string(scan.outside_value) + ", outside [0, " + std::to_string(limit) + ") (" + how + ")";
   runtime::agree_or_throw(ctx.comm(), error);
   // Examples per class over all ranks: inferred classes that no example has (ids such as
   // 1001..1004 make 1005 classes) are worth a warning, as they cost a weight column each.
   if (limit > 0) {
     shard.class_counts.assign(static_cast<std::size_t>(limit), 0);
-    for (auto label : labels) ++shard.class_counts[static_cast<std::size_t>(label)];
+    for (auto label : shard.labels) ++shard.class_counts[static_cast<std::size_t>(label)];
     runtime::allreduce_sum(ctx, std::span<std::int64_t>(shard.class_counts));
     const auto empty = std::count(shard.class_counts.begin(), shard.class_counts.end(), 0);
     if (empty > 0 && classes <= 0)
@@ -519,7 +515,6 @@ LoadedShard load(const runtime::Context& ctx, ShardReader& reader, std::int64_t 
                                "remap the labels to 0..K-1 (numpy: np.unique(y, return_inverse=True))");
   }
   shard.classes = static_cast<int>(limit);
-  shard.labels.assign(labels.begin(), labels.end());
   return shard;
 }
 }  // namespace

@@ -60,16 +60,36 @@ std::vector<AttributeDescription> describe_attributes(const H5Reader& reader, co
   return out;
 }
 
-LabelHistogram histogram_of(const std::vector<std::int64_t>& values) {
-  std::map<std::int64_t, std::int64_t> counts;
-  for (auto v : values) ++counts[v];
+// A label column's histogram in bounded memory, read in pieces: values in [0, kDense) are
+// counted in an array (the common case, and fast enough for 2^31 rows), others in a map
+// that stops taking new values at kMaxTracked (ids as labels), after which `distinct` is a
+// lower bound.
+LabelHistogram histogram_of(const H5Reader& reader, const std::string& name) {
+  constexpr std::int64_t kDense = 1 << 16, kMaxTracked = 1 << 20;
+  std::vector<std::int64_t> dense(kDense, 0);
+  std::map<std::int64_t, std::int64_t> sparse;
   LabelHistogram h;
-  h.distinct = static_cast<std::int64_t>(counts.size());
-  if (!counts.empty()) {
-    h.min = counts.begin()->first;
-    h.max = counts.rbegin()->first;
-  }
-  if (h.distinct <= kMaxHistogramValues) h.counts.assign(counts.begin(), counts.end());
+  bool any = false;
+  reader.read_int64_pieces(name, std::int64_t{1} << 20, [&](std::span<const std::int64_t> values) {
+    for (const std::int64_t v : values) {
+      if (v >= 0 && v < kDense) {
+        ++dense[static_cast<std::size_t>(v)];
+      } else if (auto it = sparse.find(v); it != sparse.end()) {
+        ++it->second;
+      } else if (static_cast<std::int64_t>(sparse.size()) < kMaxTracked) {
+        sparse.emplace(v, 1);
+      } else {
+        h.distinct_at_least = true;
+      }
+      h.min = any ? std::min(h.min, v) : v;
+      h.max = any ? std::max(h.max, v) : v;
+      any = true;
+    }
+  });
+  for (std::int64_t v = 0; v < kDense; ++v)
+    if (dense[static_cast<std::size_t>(v)] > 0) sparse.emplace(v, dense[static_cast<std::size_t>(v)]);
+  h.distinct = static_cast<std::int64_t>(sparse.size());
+  if (h.distinct <= kMaxHistogramValues && !h.distinct_at_least) h.counts.assign(sparse.begin(), sparse.end());
   return h;
 }
 
@@ -134,7 +154,7 @@ FileDescription describe_file(const std::string& path) {
     if (element && is_integer(*element) && d.shape.size() == 1 && storage.layout != "virtual" &&
         d.usable.rfind("not usable", 0) != 0) {
       try {
-        d.histogram = histogram_of(reader.read<std::int64_t>(name));
+        d.histogram = histogram_of(reader, name);
       } catch (const Error&) {
         // uint64 values beyond int64: no histogram rather than no description.
       }
@@ -171,6 +191,7 @@ nlohmann::json to_json(const FileDescription& f) {
       h["min"] = d.histogram->min;
       h["max"] = d.histogram->max;
       h["distinct"] = d.histogram->distinct;
+      h["distinct_at_least"] = d.histogram->distinct_at_least;
       nlohmann::json counts = nlohmann::json::object();
       for (const auto& [value, count] : d.histogram->counts) counts[std::to_string(value)] = count;
       h["counts"] = counts;
@@ -200,7 +221,8 @@ std::string to_text(const FileDescription& f) {
   for (const auto& d : f.datasets) {
     if (!d.histogram) continue;
     const auto& h = *d.histogram;
-    os << "\nhistogram of " << d.name << ": " << h.distinct << " distinct values in [" << h.min << ", " << h.max << "]\n";
+    os << "\nhistogram of " << d.name << ": " << (h.distinct_at_least ? "at least " : "") << h.distinct
+       << " distinct values in [" << h.min << ", " << h.max << "]\n";
     if (h.counts.empty()) {
       os << "  (more than " << kMaxHistogramValues << " distinct values: not listed)\n";
       continue;

@@ -100,6 +100,30 @@ void H5Reader::read_into(const std::string& name, ElementType type, void* out, s
   }
 }
 
+void H5Reader::read_int64_pieces(const std::string& name, std::int64_t piece_rows,
+                                 const std::function<void(std::span<const std::int64_t>)>& consume) const {
+  runtime::TimeScope io(runtime::TimeCategory::Io);
+  const auto dims = shape(name);
+  if (dims.size() != 1) throw Error("'" + path_ + "': dataset '" + name + "' is not 1-D");
+  H5Dataset dataset = open_dataset(file_.get(), path_, name, "requested dataset");
+  H5Dataspace file_space(SPMD_CHECK_HDF5(H5Dget_space(dataset.get()), "reading a dataset's space"));
+  H5PropList xfer = strict_transfer();
+  std::vector<std::int64_t> piece(static_cast<std::size_t>(std::min(dims[0], piece_rows)));
+  for (std::int64_t first = 0; first < dims[0]; first += piece_rows) {
+    const hsize_t start = static_cast<hsize_t>(first), count = static_cast<hsize_t>(std::min(piece_rows, dims[0] - first));
+    SPMD_CHECK_HDF5(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, &start, nullptr, &count, nullptr),
+                    "selecting a piece of a dataset");
+    H5Dataspace memory(SPMD_CHECK_HDF5(H5Screate_simple(1, &count, nullptr), "creating a memory space"));
+    if (H5Dread(dataset.get(), H5T_NATIVE_INT64, memory.get(), file_space.get(), xfer.get(), piece.data()) < 0) {
+      H5Eclear2(H5E_DEFAULT);
+      throw Error("'" + path_ + "': dataset '" + name + "' cannot be read as int64 at rows " + std::to_string(first) +
+                  ".." + std::to_string(first + static_cast<std::int64_t>(count) - 1) +
+                  " (a value out of range, or the file is damaged)");
+    }
+    consume(std::span<const std::int64_t>(piece.data(), static_cast<std::size_t>(count)));
+  }
+}
+
 template <class T>
 std::vector<T> H5Reader::read(const std::string& name) const {
   const auto dims = shape(name);

@@ -13,6 +13,7 @@
 #include "spmd/runtime/collectives.hpp"
 #include "spmd/runtime/error.hpp"
 #include "spmd/workloads/ensemble_trainer.hpp"
+#include "spmd/workloads/memory_estimate.hpp"
 #include "spmd/workloads/report.hpp"
 
 namespace spmd::workloads {
@@ -76,6 +77,17 @@ EnsembleData load_data(const runtime::Context& ctx, EnsembleOptions& o) {
   if (n_train < o.batch_size)
     throw CollectiveError("--train-limit/--train: " + std::to_string(n_train) + " training examples are fewer than one batch of " +
                           std::to_string(o.batch_size));
+  const std::int64_t n_test = o.test_limit > 0 ? std::min(o.test_limit, test_shape.rows) : test_shape.rows;
+  // A test batch beyond the test set is padding only: one step either way.
+  o.eval_batch = static_cast<int>(std::clamp<std::int64_t>(n_test, 1, o.eval_batch));
+  models::CnnConfig sized = o.model;
+  sized.classes = std::max(2, sized.classes);  // inferred classes: at least 2 (checked after loading)
+  require_memory_fits(ctx,
+                      ensemble_memory(train_shape, n_train, test_shape, n_test,
+                                      static_cast<double>(models::CnnLayout(sized).param_count()),
+                                      ctx.devices_per_rank(), o.batch_size, o.eval_batch),
+                      "every rank holds both sets whole: lower --train-limit / --test-limit, --batch-size or "
+                      "--eval-batch, or run fewer ranks per node");
   ctx.set_phase("ensemble: loading data");
   EnsembleData d;
   d.train =
@@ -86,7 +98,6 @@ EnsembleData load_data(const runtime::Context& ctx, EnsembleOptions& o) {
       throw CollectiveError("'" + o.train + "': the labels of the training set hold " + std::to_string(o.model.classes) +
                             " class(es); a classifier needs at least 2 (set --classes)");
   }
-  const std::int64_t n_test = o.test_limit > 0 ? std::min(o.test_limit, test_shape.rows) : test_shape.rows;
   d.test =
       data::load_shard(ctx, o.test, o.test_keys, 0, n_test, o.model.classes, o.input_scale, data::FeatureForm::Stored);
   d.train_dataset_rows = train_shape.rows;

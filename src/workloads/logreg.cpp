@@ -6,6 +6,7 @@
 #include "spmd/runtime/agree.hpp"
 #include "spmd/runtime/collectives.hpp"
 #include "spmd/workloads/logreg_objective.hpp"
+#include "spmd/workloads/memory_estimate.hpp"
 #include "spmd/workloads/report.hpp"
 
 namespace spmd::workloads {
@@ -46,6 +47,9 @@ LogregResult run_logreg(const runtime::Context& ctx, const LogregOptions& o,
   optim::validate(o.solver);
   const auto shape = data::probe_shape(ctx, o.data, o.keys);
   const auto rows = logreg_rank_rows(shape.rows, ctx.rank(), ctx.size());
+  const std::int64_t features = shape.sample_size + (o.fit_intercept ? 1 : 0);
+  require_memory_fits(ctx, logreg_memory(rows.size, features, std::max(2, o.classes), o.solver.history, true),
+                      "spread the rows over more ranks or nodes");
   ctx.set_phase("logreg: loading rows");
   const auto shard = data::load_shard(ctx, o.data, o.keys, rows.first, rows.size, o.classes, o.input_scale,
                                       data::FeatureForm::Float32,
@@ -62,6 +66,12 @@ LogregResult run_logreg(const runtime::Context& ctx, const LogregOptions& o,
   if (r.classes < 2)
     throw CollectiveError("logreg: '" + o.data + "' has labels of " + std::to_string(r.classes) +
                           " class(es); multiclass logistic regression needs at least 2 (set --classes)");
+  // Inferred classes are known only now; the shard is in memory already.
+  if (o.classes <= 0)
+    require_memory_fits(ctx, logreg_memory(rows.size, features, r.classes, o.solver.history, false),
+                        "the weights are features x classes (" + std::to_string(r.classes) +
+                            " classes = 1 + the largest label): remap ids to 0..K-1 (numpy: np.unique(y, "
+                            "return_inverse=True)) or lower --history");
   std::vector<std::int64_t> mine{shard.rows};
   r.rows_per_rank.resize(static_cast<size_t>(ctx.size()));
   runtime::allgather_bytes(ctx, mine.data(), sizeof(std::int64_t), r.rows_per_rank.data());

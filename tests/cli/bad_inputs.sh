@@ -151,7 +151,7 @@ done
 refuse "logreg[--maxiter -5]" 2 "maxiter.*>= 1.*-5" "${L[@]}" --maxiter -5
 refuse "logreg[--history 0]" 3 "history.*>= 1" "${L[@]}" --history 0
 refuse "logreg[--history -1]" 2 "history.*>= 1" "${L[@]}" --history -1
-for lr in 0 -0.01 nan; do refuse "ensemble[--learning-rate $lr]" 2 "learning_rate" "${N[@]}" --learning-rate $lr; done
+for lr in 0 -0.01 nan; do refuse "ensemble[--learning-rate $lr]" 2 "learning.rate" "${N[@]}" --learning-rate $lr; done
 for m in -0.1 1 1.5; do refuse "ensemble[--momentum $m]" 3 "momentum" "${N[@]}" --momentum $m; done
 refuse "eval[keep-remainder, 2 ranks]" 2 "keep-remainder needs exactly one device" "${E[@]}" --strategy keep-remainder
 refuse "eval[keep-remainder, 2 devices]" 1 "keep-remainder needs exactly one device" "${E[@]}" --strategy keep-remainder --devices 2

@@ -20,6 +20,7 @@ struct AttributeDescription {
 struct LabelHistogram {
   std::int64_t min = 0, max = 0;
   std::int64_t distinct = 0;
+  bool distinct_at_least = false;  // more distinct values than were tracked: `distinct` is a lower bound
   // (value, count) in increasing value; empty when `distinct` exceeds kMaxHistogramValues.
   std::vector<std::pair<std::int64_t, std::int64_t>> counts;
 };

@@ -3,6 +3,8 @@
 // AtomicH5Writer makes, `spmd data info`. Large inputs are read per rank with
 // dataset.hpp's ShardReader instead.
 #include <cstdint>
+#include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -44,6 +46,12 @@ class H5Reader {
   // As read<T>, and checks the shape first.
   template <class T>
   std::vector<T> read(const std::string& name, const std::vector<std::int64_t>& expected_shape) const;
+
+  // A 1-D dataset as int64 in pieces of at most piece_rows values, handed to consume in
+  // order: memory bounded whatever the rows (a label column of 2^31 rows and more). The
+  // conversion is strict, as read<T>'s.
+  void read_int64_pieces(const std::string& name, std::int64_t piece_rows,
+                         const std::function<void(std::span<const std::int64_t>)>& consume) const;
 
   // Attributes of `object` ("/" or "" for the file, else a dataset or group name).
   std::vector<std::string> attribute_names(const std::string& object) const;

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Options and memory checked up front (issue 32, sections 3 and 5): numbers Boost accepts
+# but no option means (inf, a wrapped -1, a sub-second --hang-timeout) are refused naming the
+# option; a batch beyond the data is capped (drop-remainder: refused); --config files with a
+# byte-order mark or a '#' inside a value; the memory a run needs is estimated from the
+# shapes before anything is allocated and refused past `ulimit -v` or the node's memory,
+# naming the need and the limit. A sparse HDF5 file of 2.3e9 rows (no disk: unwritten
+# chunks read as fill values) stands for data past 2^31 rows. Every refusal: every rank
+# exits non-zero within 20 s, no output file.
+source "$(dirname "$0")/../support/cli_lib.sh"
+source "$(dirname "$0")/../support/rank_exits.sh"
+OUT=$WORK/out
+RC=$WORK/rc
+mkdir -p "$OUT" "$RC"
+SMALL=$WORK/small.h5
+"$SPMD" data make-classification --out "$SMALL" --samples 1003 --features 8 --informative 4 --classes 3 >/dev/null ||
+  { echo "FAIL make-classification"; exit 1; }
+HUGE=$WORK/huge.h5
+/usr/bin/python3 - "$HUGE" <<'PY' || { echo "FAIL making the sparse file"; exit 1; }
+import sys, h5py
+with h5py.File(sys.argv[1], "w") as f:
+    f.create_dataset("X", shape=(2_300_000_000, 4), dtype="u1", chunks=(1 << 20, 4))
+    f.create_dataset("y", shape=(2_300_000_000,), dtype="u1", chunks=(1 << 22,))
+PY
+
+no_outputs() {
+  checks=$((checks + 1))
+  local left; left=$(ls -A "$OUT")
+  if [ -z "$left" ]; then echo "ok   $1: no output file"; else fail "$1: left output files: $left"; fi
+}
+# refuse NAME NP MESSAGE CMD...: every rank fails within 20 s, the output has MESSAGE, no file.
+refuse() {
+  local name=$1 np=$2 message=$3; shift 3
+  rm -rf "$OUT" "$RC/$name"; mkdir -p "$OUT" "$RC/$name"
+  run "$name" nonzero 30 job "$RC/$name" "$np" "$@" || return 0
+  expect_in "$name: message" "$message"
+  every_rank_failed "$name" "$np"
+  no_outputs "$name"
+}
+logreg_small() { "$SPMD" logreg --data "$SMALL" --features-key X --labels-key y --json "$OUT/r.json" --weights-out "$OUT/w.h5" "$@"; }
+eval_small() { "$SPMD" eval --data "$SMALL" --features-key X --labels-key y --classes 3 --json "$OUT/r.json" "$@"; }
+export -f logreg_small eval_small
+export SPMD SMALL HUGE OUT
+
+# --- Numbers: finite, in range, named ---
+refuse l2_inf 2 "--l2 must be a finite number \(got inf\)" bash -c 'logreg_small --l2 inf'
+refuse tol_nan 2 "--tol must be a finite number \(got nan\)" bash -c 'logreg_small --tol nan'
+refuse hang_timeout_tiny 2 "--hang-timeout must be 0 \(no watchdog\) or at least 1 second \(got 0.001\)" \
+  bash -c 'logreg_small --hang-timeout 0.001'
+refuse seed_negative 2 "--seed must be a whole number >= 0 \(got '-1'\)" \
+  bash -c '"$SPMD" ensemble --train "$SMALL" --test "$SMALL" --json "$OUT/r.json" --seed -1'
+refuse data_seed_negative 2 "--seed must be a whole number >= 0 \(got '-3'\)" \
+  bash -c '"$SPMD" data make-classification --out "$OUT/m.h5" --seed=-3'
+refuse drop_remainder_batch 2 "--per-device-batch 600 is more than the smallest rank's rows per device \(501" \
+  bash -c 'eval_small --strategy drop-remainder --per-device-batch 600'
+
+# A batch far above the rows: capped at a device's rows (502 on 2 ranks), little memory.
+run batch_max 0 60 mpi 2 "$SPMD" eval --data "$SMALL" --features-key X --labels-key y --classes 3 \
+  --per-device-batch 9223372036854775807 --json "$WORK/batch_max.json"
+expect_in "batch_max: capped, said" "per-device-batch 9223372036854775807 is more than a device's rows \(502\): batches of 502 rows"
+expect_in "batch_max: every example counted" "every example counted exactly once: total 1003"
+# Each rank's peak resident memory in its own file (rss.RANK, kB).
+run batch_2e9 0 60 mpi 2 bash -c 'exec /usr/bin/time -f "%M" -o "$0.$OMPI_COMM_WORLD_RANK" "$SPMD" eval --data "$SMALL" \
+  --features-key X --labels-key y --classes 3 --per-device-batch 2000000000' "$WORK/rss"
+checks=$((checks + 1))
+peaks=$(cat "$WORK"/rss.* | tr '\n' ' ')
+[ "$(cat "$WORK"/rss.* | awk '$1 < 400000' | wc -l)" = 2 ] && echo "ok   batch_2e9: each rank under 400 MB ($peaks kB)" ||
+  fail "batch_2e9: the ranks' peak memory: $peaks kB"
+
+# --- --config: byte-order mark, '#' comments only at a line's start or after whitespace ---
+printf '\xef\xbb\xbf# a config saved by a Windows editor\ndata = %s\nfeatures-key = X  # the matrix\nlabels-key = y\nclasses = 3\njson = %s/run#7.json\n' \
+  "$SMALL" "$OUT" >"$WORK/bom.ini"
+rm -rf "$OUT"; mkdir -p "$OUT"
+run config_bom_hash 0 60 "$SPMD" eval --config "$WORK/bom.ini" --quiet
+checks=$((checks + 1))
+[ "$(ls -A "$OUT")" = "run#7.json" ] && echo "ok   config: '#' inside a value kept (run#7.json)" ||
+  fail "config: files left: $(ls -A "$OUT")"
+printf 'data = x.h5\nbogus = 1\n' >"$WORK/unknown.ini"
+refuse config_unknown 2 "--config '.*unknown.ini' line 2: unrecognised option 'bogus'" \
+  bash -c '"$SPMD" eval --config "$0" --json "$OUT/r.json"' "$WORK/unknown.ini"
+
+# --- Past 2^31 rows, sparse: described in bounded memory; memory refused up front ---
+run info_huge 0 120 /usr/bin/time -f "maxrss_kb %M" "$SPMD" data info "$HUGE"
+expect_in "info_huge: histogram over every row" "^ +0 +2300000000$"
+checks=$((checks + 1))
+awk '/maxrss_kb/ { exit !($2 < 400000) }' "$LAST_OUT" && echo "ok   info_huge: under 400 MB" ||
+  fail "info_huge: $(grep maxrss_kb "$LAST_OUT")"
+refuse eval_huge_ulimit 2 "rank [01] \(.*\) needs 4\.3 GiB \(labels 4\.3 GiB.*ulimit -v \(RLIMIT_AS" \
+  bash -c 'ulimit -v 3000000; "$SPMD" eval --data "$HUGE" --classes 3 --json "$OUT/r.json"'
+refuse eval_huge_node 2 "the 2 rank\(s\) on .* need .* together .* (MemAvailable|memory cgroup).*lower --per-device-batch" \
+  bash -c '"$SPMD" eval --data "$HUGE" --classes 3 --min-device-batch 2000000000 --json "$OUT/r.json"'
+refuse logreg_huge 2 "not enough memory for this run: .*features 17\.1 GiB" \
+  bash -c '"$SPMD" logreg --data "$HUGE" --json "$OUT/r.json" --weights-out "$OUT/w.h5"'
+finish
