@@ -81,7 +81,7 @@ cat "$out/section4.txt"
 
 section "5. CNN ensemble: 2 members (one per rank, each from its own seed), 1 epoch on 10000 images, then eval of its checkpoint"
 mpirun -np 2 "$SPMD" ensemble --train "$DATA_DIR/fashion-mnist/train.h5" --test "$test_set" --train-limit 10000 \
-  --epochs 1 --checkpoint "$out/ensemble.h5" --json "$out/ensemble.json" --progress-every 100 2>&1 |
+  --epochs 1 --checkpoint "$out/ensemble.h5" --overwrite --json "$out/ensemble.json" --progress-every 100 2>&1 |
   trim >"$out/section5.txt"
 mpirun -np 2 "$SPMD" eval --data "$test_set" --model cnn --weights "$out/ensemble.h5" --strategy pad \
   --per-device-batch 512 --json "$out/eval-cnn.json" --quiet | trim breakdown >>"$out/section5.txt"
