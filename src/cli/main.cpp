@@ -14,10 +14,12 @@
 #include <cstring>
 #include <initializer_list>
 #include <map>
+#include <new>
 #include <memory>
 #include <string>
 
 #include "commands.hpp"
+#include "spmd/runtime/io_deadline.hpp"
 #include "spmd/backends/backend.hpp"
 #include "spmd/runtime/check.hpp"
 #include "spmd/runtime/error.hpp"
@@ -128,6 +130,17 @@ int main(int argc, char** argv) {
   } catch (const spmd::CollectiveError& e) {
     if (rank == 0) std::fprintf(stderr, "spmd %s: error: %s\n", command.c_str(), e.what());
     return 1;
+  } catch (const std::bad_alloc&) {
+    // Past the start-up estimate (memory taken by other jobs since, or a need it does not
+    // model): say where, and what to change, instead of a bare std::bad_alloc.
+    std::fprintf(stderr,
+                 "spmd %s: error on rank %d: out of memory during '%s': an allocation failed although the start-up "
+                 "estimate fitted (another process may have taken the memory since). Give each rank fewer rows (more "
+                 "ranks or nodes), a smaller --per-device-batch / --batch-size, or a larger memory limit (ulimit -v, the "
+                 "job's --mem); 'spmd eval --dry-run' prints the estimate\n",
+                 command.c_str(), rank, spmd::runtime::io_phase().c_str());
+    std::fflush(stderr);
+    spmd::runtime::abort_job(1);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "spmd %s: error on rank %d: %s\n", command.c_str(), rank, e.what());
     std::fflush(stderr);

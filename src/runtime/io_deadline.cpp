@@ -44,6 +44,10 @@ class Monitor {
     std::lock_guard<std::mutex> lock(mutex_);
     phase_ = p;
   }
+  std::string phase() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return phase_;
+  }
   void set_stall(int rank, const std::string& call, const std::string& path_part) {
     std::lock_guard<std::mutex> lock(mutex_);
     stall_rank_ = rank;
@@ -121,6 +125,7 @@ class Monitor {
 
 void set_io_deadline(double seconds) { Monitor::get().set_deadline(seconds); }
 void set_io_phase(const std::string& phase) { Monitor::get().set_phase(phase); }
+std::string io_phase() { return Monitor::get().phase(); }
 void simulate_io_stall(int rank, const std::string& what) {
   const auto colon = what.find(':');
   Monitor::get().set_stall(rank, what.substr(0, colon), colon == std::string::npos ? "" : what.substr(colon + 1));

@@ -20,6 +20,8 @@ void set_io_deadline(double seconds);
 // What the program is doing, named in the report ("start-up: option and input checks", a
 // workload's phase). Context::set_phase keeps it current.
 void set_io_phase(const std::string& phase);
+// The phase last set (for reports of other failures: an allocation that failed).
+std::string io_phase();
 
 // Testing aid (--simulate-stall RANK:io:CALL[:TEXT]): on this rank, the first wrapped CALL
 // (stat, open, ...) whose path contains TEXT blocks as if its mount had hung, until the
