@@ -15,6 +15,7 @@
 #include "spmd/runtime/context.hpp"
 #include "spmd/runtime/watchdog.hpp"
 #include "spmd/runtime/time_account.hpp"
+#include "row_read.hpp"
 #include "shard_labels.hpp"
 
 namespace spmd::data {
@@ -29,11 +30,6 @@ std::string describe_keys(const DatasetKeys& keys) {
 
 std::string rank_prefix(const runtime::Context& ctx) { return "rank " + std::to_string(ctx.rank()) + ": "; }
 
-// The message prefixed with this rank, unless a check macro already named it.
-std::string with_rank(const runtime::Context& ctx, const std::string& message) {
-  const std::string prefix = rank_prefix(ctx);
-  return message.rfind(prefix, 0) == 0 ? message : prefix + message;
-}
 
 
 ElementType dataset_element_type(hid_t dataset, const std::string& path, const std::string& role,
@@ -66,6 +62,7 @@ ElementType label_element_type(hid_t dataset, const std::string& path, const std
 StorageInfo checked_storage(hid_t dataset, const std::string& path, const std::string& role, const std::string& name) {
   StorageInfo storage = dataset_storage(dataset);
   require_decodable(storage, path, role, name);
+  require_defined_values(storage, path, role, name);
   return storage;
 }
 
@@ -82,7 +79,9 @@ DatasetShape inspect(hid_t file, const std::string& path, const DatasetKeys& key
   if (fdims.size() < 2)
     throw Error("'" + path + "': features dataset '" + keys.features + "' has shape " + format_shape(fdims) + " (" +
                 std::to_string(fdims.size()) + "-D); features must be at least 2-D [N, ...]");
-  shape.features_virtual = checked_storage(features.get(), path, "features", keys.features).is_virtual();
+  const StorageInfo fstorage = checked_storage(features.get(), path, "features", keys.features);
+  shape.features_virtual = fstorage.is_virtual();
+  shape.features_partly_written = fstorage.partly_written();
   shape.rows = fdims[0];
   shape.sample_shape.assign(fdims.begin() + 1, fdims.end());
   shape.sample_size = 1;
@@ -100,7 +99,9 @@ DatasetShape inspect(hid_t file, const std::string& path, const DatasetKeys& key
     if (ldims.size() != 1 && !column)
       throw Error("'" + path + "': labels dataset '" + keys.labels + "' has shape " + format_shape(ldims) + " (" +
                   std::to_string(ldims.size()) + "-D); labels must be 1-D [N] (or [N, 1])");
-    shape.labels_virtual = checked_storage(labels.get(), path, "labels", keys.labels).is_virtual();
+    const StorageInfo lstorage = checked_storage(labels.get(), path, "labels", keys.labels);
+    shape.labels_virtual = lstorage.is_virtual();
+    shape.labels_partly_written = lstorage.partly_written();
     if (ldims[0] != shape.rows)
       throw Error("'" + path + "': features dataset '" + keys.features + "' has " + std::to_string(shape.rows) +
                   " rows but labels dataset '" + keys.labels + "' has " + std::to_string(ldims[0]) +
@@ -114,74 +115,6 @@ DatasetShape inspect(hid_t file, const std::string& path, const DatasetKeys& key
                 " is empty (N = 0 rows)");
   features_out = std::move(features);
   return shape;
-}
-
-// One collective H5Dread of rows [row0, row0 + rows) of a dataset whose rows hold
-// row_elems elements of mem_type. rows == 0 still takes part, with empty selections.
-void read_rows(const runtime::Context& ctx, hid_t dataset, hid_t mem_type, hid_t xfer, std::int64_t row0,
-               std::int64_t rows, std::int64_t row_elems, void* buffer) {
-  const char* hint = "collective hyperslab read (every rank must reach this read)";
-  H5Dataspace file_space(SPMD_CHECK_HDF5(H5Dget_space(dataset), hint));
-  const int rank = SPMD_CHECK_HDF5(H5Sget_simple_extent_ndims(file_space.get()), hint);
-  std::vector<hsize_t> dims(static_cast<std::size_t>(rank));
-  SPMD_CHECK_HDF5(H5Sget_simple_extent_dims(file_space.get(), dims.data(), nullptr), hint);
-  H5Dataspace mem_space;
-  unsigned char dummy = 0;
-  if (rows > 0) {
-    std::vector<hsize_t> start(dims.size(), 0), count = dims;
-    start[0] = static_cast<hsize_t>(row0);
-    count[0] = static_cast<hsize_t>(rows);
-    SPMD_CHECK_HDF5(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr), hint);
-    const hsize_t elems = static_cast<hsize_t>(rows * row_elems);
-    mem_space = H5Dataspace(SPMD_CHECK_HDF5(H5Screate_simple(1, &elems, nullptr), hint));
-  } else {
-    SPMD_CHECK_HDF5(H5Sselect_none(file_space.get()), hint);
-    const hsize_t one = 1;
-    mem_space = H5Dataspace(SPMD_CHECK_HDF5(H5Screate_simple(1, &one, nullptr), hint));
-    SPMD_CHECK_HDF5(H5Sselect_none(mem_space.get()), hint);
-    buffer = &dummy;
-  }
-  runtime::Watchdog::Armed armed(ctx.watchdog(), "H5Dread (MPI-IO, collective)");
-  SPMD_CHECK_HDF5(H5Dread(dataset, mem_type, mem_space.get(), file_space.get(), xfer, buffer), hint);
-}
-
-// Reads rows [first, first + count) in pieces of at most piece_rows. Every rank makes the
-// same number of H5Dread calls (the largest count decides); a rank that has run out of
-// rows, or has failed, joins with empty selections. consume(buffer, global_row0, rows)
-// sees each piece; an exception from it (or the read) becomes this rank's error, which
-// is agreed on after the last call, so all ranks throw together.
-// mem_type: how HDF5 hands over the values (0: Disk's native type; required for std::byte).
-template <class Disk, class Dest, class Consume>
-void read_in_pieces(const runtime::Context& ctx, hid_t dataset, hid_t xfer, std::int64_t row_elems, std::int64_t first,
-                    std::int64_t count, std::int64_t piece_rows, Dest&& destination, Consume&& consume,
-                    hid_t mem_type = 0) {
-  // Raw bytes (std::byte) come with their element type's mem_type; others default to theirs.
-  if constexpr (!std::is_same_v<Disk, std::byte>)
-    if (mem_type == 0) mem_type = native_hdf5_type(element_type_v<Disk>);
-  std::int64_t pieces = (count + piece_rows - 1) / piece_rows;
-  runtime::allreduce_max(ctx, std::span<std::int64_t>(&pieces, 1));
-  std::string error;
-  for (std::int64_t p = 0; p < pieces; ++p) {
-    const std::int64_t row0 = first + p * piece_rows;
-    std::int64_t rows = std::clamp<std::int64_t>(count - p * piece_rows, 0, piece_rows);
-    if (!error.empty()) rows = 0;
-    Disk* buffer = nullptr;
-    if (rows > 0) {
-      try {
-        buffer = destination(p * piece_rows, rows);
-      } catch (const std::exception& e) {
-        error = with_rank(ctx, e.what());
-        rows = 0;  // still join this read
-      }
-    }
-    try {
-      read_rows(ctx, dataset, mem_type, xfer, row0, rows, row_elems, buffer);
-      if (rows > 0) consume(static_cast<const Disk*>(buffer), row0, rows);
-    } catch (const std::exception& e) {
-      if (error.empty()) error = with_rank(ctx, e.what());
-    }
-  }
-  runtime::agree_or_throw(ctx.comm(), error);
 }
 
 }  // namespace
@@ -244,8 +177,8 @@ void ShardReader::read_feature_pieces(std::int64_t first_row, std::int64_t count
                                       Consume&& consume) {
   const std::int64_t piece_rows = std::max<std::int64_t>(
       1, max_read_bytes_ / (shape_.sample_size * static_cast<std::int64_t>(size_of(shape_.features_type))));
-  read_in_pieces<std::byte>(ctx_, features_.get(), features_xfer(), shape_.sample_size, first_row, count, piece_rows,
-                            destination, consume, native_hdf5_type(shape_.features_type));
+  read_in_pieces<std::byte>(ctx_, features_.get(), features_xfer(), first_row, count, piece_rows, destination, consume,
+                            native_hdf5_type(shape_.features_type));
 }
 
 void ShardReader::read_features(std::int64_t first_row, std::int64_t count, std::span<float> out,
@@ -333,7 +266,7 @@ void read_labels_as(const runtime::Context& ctx, hid_t dataset, hid_t xfer, hid_
                     std::int64_t count, std::int64_t piece_rows, std::span<std::int64_t> out, const std::string& where) {
   std::vector<Disk> staging;
   read_in_pieces<Disk>(
-      ctx, dataset, xfer, 1, first, count, piece_rows,
+      ctx, dataset, xfer, first, count, piece_rows,
       [&](std::int64_t, std::int64_t rows) {
         staging.resize(static_cast<std::size_t>(rows));
         return staging.data();
@@ -360,7 +293,7 @@ void ShardReader::read_labels(std::int64_t first_row, std::int64_t count, std::s
   const std::int64_t piece_rows =
       std::max<std::int64_t>(1, max_read_bytes_ / static_cast<std::int64_t>(size_of(*shape_.labels_type)));
   const std::string where = "'" + path_ + "': labels dataset '" + keys_.labels + "'";
-  const hid_t ds = labels_.get(), xfer = shape_.labels_virtual ? H5P_DEFAULT : collective_xfer_.get();
+  const hid_t ds = labels_.get(), xfer = labels_xfer();
   const hid_t mem = shape_.labels_enum ? labels_mem_type_.get() : 0;
   switch (*shape_.labels_type) {
     case ElementType::Int8: read_labels_as<std::int8_t>(ctx_, ds, xfer, mem, first_row, count, piece_rows, out, where); break;

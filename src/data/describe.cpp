@@ -150,6 +150,10 @@ FileDescription describe_file(const std::string& path) {
     d.chunk = storage.chunk;
     d.filters = describe_filters(storage.filters);
     d.usable = usable_as(dataset.get(), d.shape, storage);
+    d.chunks_total = storage.chunks_total;
+    d.chunks_written = storage.chunks_written;
+    if (d.usable.rfind("not usable", 0) != 0)
+      d.notes = storage_notes(storage, d.shape, static_cast<std::int64_t>(H5Tget_size(type.get())), path, name);
     const auto element = element_type_of(type.get());
     if (element && is_integer(*element) && d.shape.size() == 1 && storage.layout != "virtual" &&
         d.usable.rfind("not usable", 0) != 0) {
@@ -185,6 +189,9 @@ nlohmann::json to_json(const FileDescription& f) {
     dj["chunk"] = d.chunk;
     dj["filters"] = d.filters;
     dj["usable"] = d.usable;
+    dj["chunks_total"] = d.chunks_total;
+    dj["chunks_written"] = d.chunks_written;
+    dj["notes"] = d.notes;
     dj["attributes"] = attributes_json(d.attributes);
     if (d.histogram) {
       nlohmann::json h;
@@ -216,6 +223,7 @@ std::string to_text(const FileDescription& f) {
        << format_shape(d.shape) << human_bytes(d.bytes) << "\n";
     os << "    layout " << d.layout << (d.chunk.empty() ? "" : " " + format_shape(d.chunk)) << ", filters " << d.filters
        << "; " << (d.usable.rfind("not usable", 0) == 0 ? "" : "usable as ") << d.usable << "\n";
+    for (const auto& note : d.notes) os << "    note: " << note << "\n";
     for (const auto& a : d.attributes) os << "    @" << a.name << " = " << a.value << "\n";
   }
   for (const auto& d : f.datasets) {

@@ -2,6 +2,10 @@
 
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
 #include <algorithm>
 #include <filesystem>
 #include <sstream>
@@ -55,6 +59,54 @@ void require_hdf5_file(const std::string& path, const std::string& what) {
                 (fs::file_size(path, ec) == 0 ? std::string(", the file is empty") : std::string()) + ")");
 }
 
+namespace {
+
+herr_t find_lock_errno(unsigned, const H5E_error2_t* err, void* client) {
+  static const char kLock[] = "unable to lock file";
+  if (!err || !err->desc) return 0;
+  const std::string desc = err->desc;
+  if (desc.find(kLock) == std::string::npos) return 0;
+  auto* found = static_cast<int*>(client);
+  *found = -1;  // a lock failure, errno unknown
+  const auto at = desc.find("errno = ");
+  if (at != std::string::npos) *found = std::atoi(desc.c_str() + at + 8);
+  return 0;
+}
+
+// HDF5 (1.10 and later) takes a lock on every file it opens: a shared one to read, an
+// exclusive one to write. Its "unable to lock file" says nothing of what to do.
+[[noreturn]] void throw_lock_error(const std::string& path, const std::string& what, int error) {
+  const bool held = error == EAGAIN || error == EWOULDBLOCK || error == -1;
+  std::string text = "cannot read " + what + " from '" + path + "': HDF5 could not lock the file (" +
+                     (error > 0 ? "errno " + std::to_string(error) + ", " + std::strerror(error) : std::string("lock refused")) +
+                     "): ";
+  if (held)
+    text += "another process has it open for writing (h5py: a File opened with 'a', 'r+' or 'w' and not yet closed). "
+            "Close it there, or wait for that writer to finish. HDF5_USE_FILE_LOCKING=FALSE in the environment makes "
+            "HDF5 open files without these locks: use it only when nothing will write the file while this run reads "
+            "it, since no lock then stops a writer, and a read racing a write gives wrong values or a failed read";
+  else
+    text += "the file system does not support the locks HDF5 takes (some NFS and Lustre mounts). Set "
+            "HDF5_USE_FILE_LOCKING=FALSE in the environment to open files without locks; that is safe as long as no "
+            "process writes the file while this run reads it";
+  throw Error(text);
+}
+
+// After a failed H5Fopen: a lock failure is explained (throw_lock_error); anything else is
+// thrown as HDF5 says it.
+[[noreturn]] void throw_open_error(const std::string& path, const std::string& what, const char* call, int line,
+                                   const std::string& hint) {
+  int lock_errno = 0;
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, find_lock_errno, &lock_errno);
+  if (lock_errno != 0) {
+    H5Eclear2(H5E_DEFAULT);
+    throw_lock_error(path, what, lock_errno);
+  }
+  runtime::throw_hdf5_error(call, __FILE__, line, hint.c_str());
+}
+
+}  // namespace
+
 H5File open_file_serial(const std::string& path, const std::string& what) {
   runtime::TimeScope io(runtime::TimeCategory::Io);
   require_hdf5_file(path, what);
@@ -65,10 +117,9 @@ H5File open_checked_file_serial(const std::string& path, const std::string& what
   runtime::TimeScope io(runtime::TimeCategory::Io);
   const runtime::IoDeadline deadline("H5Fopen", path);
   const hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-  if (id < 0) {
-    const std::string hint = "reading " + what + " from '" + path + "'";
-    runtime::throw_hdf5_error("H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT)", __FILE__, __LINE__, hint.c_str());
-  }
+  if (id < 0)
+    throw_open_error(path, what, "H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT)", __LINE__,
+                     "reading " + what + " from '" + path + "'");
   return H5File(id);
 }
 
@@ -95,7 +146,9 @@ H5File open_file_parallel(const runtime::Context& ctx, const std::string& path, 
       // calls on this file, which the readers here do.
       SPMD_CHECK_HDF5(H5Pset_all_coll_metadata_ops(fapl.get(), true), hint.c_str());
       runtime::Watchdog::Armed armed(ctx.watchdog(), "H5Fopen (MPI-IO, collective)");
-      file = H5File(SPMD_CHECK_HDF5(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get()), hint.c_str()));
+      const hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get());
+      if (id < 0) throw_open_error(path, what, "H5Fopen(path, H5F_ACC_RDONLY, fapl)", __LINE__, hint);
+      file = H5File(id);
     });
   } catch (const CollectiveError&) {
     // Closing an MPI-IO file is collective; the ranks that failed to open will not join.

@@ -5,8 +5,8 @@
 #include "spmd/runtime/agree.hpp"
 #include "spmd/runtime/check.hpp"
 #include "spmd/runtime/context.hpp"
-#include "spmd/runtime/watchdog.hpp"
 #include "spmd/runtime/time_account.hpp"
+#include "row_read.hpp"
 
 namespace spmd::data {
 
@@ -33,26 +33,10 @@ std::vector<T> read_rows_parallel(const runtime::Context& ctx, const std::string
   });
   runtime::agree_on(ctx.comm(), [&] {
     const std::string hint = "reading rows of " + what + " from '" + path + "' with MPI-IO";
-    H5Dataspace file_space(SPMD_CHECK_HDF5(H5Dget_space(dataset.get()), hint.c_str()));
-    const hsize_t flat = out.size();
-    H5Dataspace mem_space(SPMD_CHECK_HDF5(H5Screate_simple(1, &flat, nullptr), hint.c_str()));
-    if (out.empty()) {
-      SPMD_CHECK_HDF5(H5Sselect_none(file_space.get()), hint.c_str());
-      SPMD_CHECK_HDF5(H5Sselect_none(mem_space.get()), hint.c_str());
-    } else {
-      std::vector<hsize_t> start(dims.size(), 0), count = dims;
-      start[0] = static_cast<hsize_t>(first_row);
-      count[0] = static_cast<hsize_t>(rows);
-      SPMD_CHECK_HDF5(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr),
-                      hint.c_str());
-    }
     H5PropList xfer(SPMD_CHECK_HDF5(H5Pcreate(H5P_DATASET_XFER), hint.c_str()));
     SPMD_CHECK_HDF5(H5Pset_dxpl_mpio(xfer.get(), H5FD_MPIO_COLLECTIVE), hint.c_str());
-    T nothing{};  // HDF5 wants a non-null buffer even for no elements
-    runtime::Watchdog::Armed armed(ctx.watchdog(), "H5Dread (MPI-IO, collective)");
-    SPMD_CHECK_HDF5(H5Dread(dataset.get(), native_hdf5_type(element_type_v<T>), mem_space.get(), file_space.get(),
-                            xfer.get(), out.empty() ? &nothing : out.data()),
-                    hint.c_str());
+    read_rows(ctx, dataset.get(), native_hdf5_type(element_type_v<T>), xfer.get(), first_row,
+              out.empty() ? 0 : rows, out.data());
   });
   return out;
 }

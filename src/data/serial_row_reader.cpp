@@ -5,6 +5,7 @@
 #include "spmd/data/h5_file.hpp"
 #include "spmd/runtime/check.hpp"
 #include "spmd/runtime/time_account.hpp"
+#include "row_read.hpp"
 
 namespace spmd::data {
 
@@ -39,13 +40,7 @@ void SerialRowReader::read(std::int64_t first_row, std::int64_t count, std::byte
     throw Error("'" + path_ + "': cannot read " + rows_text + " of features dataset '" + key_ + "', which has " +
                 std::to_string(shape_.rows) + " rows");
   if (count == 0) return;
-  std::vector<hsize_t> start(shape_.sample_shape.size() + 1, 0), extent{static_cast<hsize_t>(count)};
-  extent.insert(extent.end(), shape_.sample_shape.begin(), shape_.sample_shape.end());
-  start[0] = static_cast<hsize_t>(first_row);
-  SPMD_CHECK_HDF5(H5Sselect_hyperslab(file_space_.get(), H5S_SELECT_SET, start.data(), nullptr, extent.data(), nullptr),
-                  hint.c_str());
-  const hsize_t elements = static_cast<hsize_t>(count * shape_.sample_size);
-  H5Dataspace mem_space(SPMD_CHECK_HDF5(H5Screate_simple(1, &elements, nullptr), hint.c_str()));
+  const H5Dataspace mem_space = select_rows(file_space_.get(), first_row, count, hint.c_str());
   SPMD_CHECK_HDF5(H5Dread(dataset_.get(), native_hdf5_type(shape_.features_type), mem_space.get(), file_space_.get(),
                           H5P_DEFAULT, out),
                   hint.c_str());

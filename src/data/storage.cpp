@@ -1,5 +1,9 @@
 #include "spmd/data/storage.hpp"
 
+#include <algorithm>
+#include <sstream>
+
+#include "spmd/data/h5_file.hpp"
 #include "spmd/data/h5_handle.hpp"
 #include "spmd/runtime/check.hpp"
 
@@ -30,6 +34,33 @@ const KnownFilter* known_filter(int id) {
   return nullptr;
 }
 
+// Chunks spanned by the extent and chunks written, and whether reading the others is defined.
+void count_chunks(hid_t dataset, hid_t dcpl, StorageInfo& info) {
+  const char* hint = "counting a chunked dataset's written chunks";
+  H5Dataspace space(SPMD_CHECK_HDF5(H5Dget_space(dataset), hint));
+  hsize_t extent[H5S_MAX_RANK];
+  const int rank = SPMD_CHECK_HDF5(H5Sget_simple_extent_dims(space.get(), extent, nullptr), hint);
+  info.chunks_total = 1;
+  for (int i = 0; i < rank && i < static_cast<int>(info.chunk.size()); ++i) {
+    const auto c = static_cast<hsize_t>(info.chunk[static_cast<std::size_t>(i)]);
+    info.chunks_total *= static_cast<std::int64_t>((extent[i] + c - 1) / c);
+  }
+  hsize_t written = 0;
+  SPMD_CHECK_HDF5(H5Dget_num_chunks(dataset, space.get(), &written), hint);
+  info.chunks_written = static_cast<std::int64_t>(written);
+  // HDF5 skips unwritten chunks on a read (the buffer keeps whatever it held) when it is
+  // told never to fill, or has no fill value to fill with.
+  H5D_fill_time_t when = H5D_FILL_TIME_IFSET;
+  H5D_fill_value_t value = H5D_FILL_VALUE_DEFAULT;
+  SPMD_CHECK_HDF5(H5Pget_fill_time(dcpl, &when), hint);
+  SPMD_CHECK_HDF5(H5Pfill_value_defined(dcpl, &value), hint);
+  info.fills_unwritten = when != H5D_FILL_TIME_NEVER && value != H5D_FILL_VALUE_UNDEFINED;
+  if (info.fills_unwritten && H5Pget_fill_value(dcpl, H5T_NATIVE_DOUBLE, &info.fill_value) < 0) {
+    H5Eclear2(H5E_DEFAULT);  // not a number (strings, compounds): nothing to show
+    info.fill_value = 0;
+  }
+}
+
 }  // namespace
 
 StorageInfo dataset_storage(hid_t dataset) {
@@ -47,6 +78,7 @@ StorageInfo dataset_storage(hid_t dataset) {
     hsize_t dims[H5S_MAX_RANK];
     const int rank = SPMD_CHECK_HDF5(H5Pget_chunk(dcpl.get(), H5S_MAX_RANK, dims), hint);
     for (int i = 0; i < rank; ++i) info.chunk.push_back(static_cast<std::int64_t>(dims[i]));
+    count_chunks(dataset, dcpl.get(), info);
   }
   const int n = SPMD_CHECK_HDF5(H5Pget_nfilters(dcpl.get()), hint);
   for (int i = 0; i < n; ++i) {
@@ -83,6 +115,83 @@ void require_decodable(const StorageInfo& storage, const std::string& path, cons
     throw Error("'" + path + "': " + role + " dataset '" + name + "' is compressed with the HDF5 filter '" + f.name +
                 "' (id " + std::to_string(f.id) + "), which this HDF5 library cannot decode: " + fix);
   }
+}
+
+void require_defined_values(const StorageInfo& storage, const std::string& path, const std::string& role,
+                            const std::string& name) {
+  if (!storage.partly_written() || storage.fills_unwritten) return;
+  throw Error("'" + path + "': " + role + " dataset '" + name + "' has " +
+              std::to_string(storage.chunks_total - storage.chunks_written) + " of its " +
+              std::to_string(storage.chunks_total) +
+              " chunks never written, and the file says not to fill them (fill time never, or no fill value), so "
+              "HDF5 gives no values for those rows: write every row, or recreate the dataset with a fill value "
+              "(h5py: create_dataset(..., fillvalue=0), the default)");
+}
+
+namespace {
+constexpr std::int64_t kChunkCacheBytes = std::int64_t{1} << 20;  // HDF5's default chunk cache, per dataset
+constexpr std::int64_t kStreamReadBytes = std::int64_t{16} << 20;  // eval streams 16 MiB of float32 rows a read
+
+std::string join_dims(const std::vector<std::int64_t>& dims, const char* sep) {
+  std::string s;
+  for (std::size_t i = 0; i < dims.size(); ++i) s += (i ? sep : "") + std::to_string(dims[i]);
+  return s;
+}
+
+std::string mib(std::int64_t bytes) {
+  std::ostringstream os;
+  os.precision(3);
+  os << static_cast<double>(bytes) / static_cast<double>(kChunkCacheBytes) << " MiB";
+  return os.str();
+}
+
+// Compressed chunks each holding many rows, more of them across a run of rows than HDF5's
+// chunk cache holds: every read of a few rows decompresses the chunks it touches whole
+// again. "" when the chunking reads fine.
+std::string slow_chunking(const StorageInfo& storage, const std::vector<std::int64_t>& shape,
+                          std::int64_t element_bytes, const std::string& path, const std::string& name) {
+  if (storage.filters.empty() || shape.size() < 2 || shape[0] == 0) return "";
+  std::int64_t row_elements = 1, row_chunks = 1, chunk_bytes = element_bytes;
+  for (std::size_t i = 1; i < shape.size(); ++i) {
+    row_elements *= shape[i];
+    row_chunks *= (shape[i] + storage.chunk[i] - 1) / std::max<std::int64_t>(storage.chunk[i], 1);
+  }
+  for (auto c : storage.chunk) chunk_bytes *= c;
+  const std::int64_t band_bytes = row_chunks * chunk_bytes;  // the chunks holding chunk[0] whole rows
+  const std::int64_t read_rows = std::clamp<std::int64_t>(kStreamReadBytes / (4 * std::max<std::int64_t>(row_elements, 1)), 1, shape[0]);
+  const std::int64_t chunk_rows = std::min(storage.chunk[0], shape[0]);
+  if (band_bytes <= kChunkCacheBytes || chunk_rows < 2 * read_rows) return "";
+  std::vector<std::int64_t> better = shape;
+  better[0] = std::clamp<std::int64_t>(kChunkCacheBytes / std::max<std::int64_t>(row_elements * element_bytes, 1), 1, shape[0]);
+  const std::string object = name.rfind('/', 0) == 0 ? name.substr(1) : name;
+  return "slow to read by nature: each compressed chunk " + format_shape(storage.chunk) + " holds " +
+         std::to_string(chunk_rows) + " rows" +
+         (row_chunks > 1 ? " of a part of each row (" + std::to_string(row_chunks) + " chunks to a row)" : std::string()) +
+         ", and the chunks of a run of rows (" + mib(band_bytes) +
+         ") exceed HDF5's 1 MiB chunk cache, so every read of " + std::to_string(read_rows) +
+         " rows (16 MiB of float32, what eval streams) decompresses about " +
+         std::to_string((chunk_rows + read_rows - 1) / read_rows) +
+         "x the rows it uses. Rechunk into whole rows: h5repack -l " + object + ":CHUNK=" + join_dims(better, "x") + " " +
+         path + " rechunked.h5 (h5py: chunks=(" + join_dims(better, ", ") + "))";
+}
+}  // namespace
+
+std::vector<std::string> storage_notes(const StorageInfo& storage, const std::vector<std::int64_t>& shape,
+                                       std::int64_t element_bytes, const std::string& path, const std::string& name) {
+  std::vector<std::string> notes;
+  if (storage.layout != "chunked" || storage.chunk.size() != shape.size()) return notes;
+  if (storage.partly_written()) {
+    std::ostringstream fill;
+    fill << storage.fill_value;
+    notes.push_back(std::to_string(storage.chunks_total - storage.chunks_written) + " of " +
+                    std::to_string(storage.chunks_total) + " chunks never written: " +
+                    (storage.fills_unwritten ? "their rows read as the fill value " + fill.str()
+                                             : std::string("no fill value, so their rows have no values (refused "
+                                                           "as features or labels)")));
+  }
+  if (const std::string slow = slow_chunking(storage, shape, element_bytes, path, name); !slow.empty())
+    notes.push_back(slow);
+  return notes;
 }
 
 std::string describe_filters(const std::vector<FilterInfo>& filters) {

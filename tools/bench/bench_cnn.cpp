@@ -26,6 +26,7 @@
 #include "spmd/models/cnn_cpu.hpp"
 #include "spmd/models/cnn_init.hpp"
 #include "spmd/runtime/error.hpp"
+#include "python_peer.hpp"
 
 extern "C" void openblas_set_num_threads(int);
 
@@ -132,27 +133,7 @@ Result bench_isa(cnn_cpu::Isa isa, const Options& opt) {
 
 // PyTorch's figures via the reference script, or an empty object with "error".
 nlohmann::json run_torch_reference(int runs) {
-  const char* python = "/usr/bin/python3";
-  // Beside this source file (CMake passes absolute source paths).
-  std::string script = __FILE__;
-  script = script.substr(0, script.find_last_of('/') + 1) + "torch_cnn_reference.py";
-  if (std::FILE* f = std::fopen(python, "r")) {
-    std::fclose(f);
-  } else {
-    return {{"error", "no /usr/bin/python3"}};
-  }
-  const std::string cmd = std::string(python) + " " + script + " --json --runs " + std::to_string(runs) + " 2>/dev/null";
-  std::FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return {{"error", "cannot run " + cmd}};
-  std::string out;
-  std::array<char, 4096> buf{};
-  while (std::fgets(buf.data(), static_cast<int>(buf.size()), pipe) != nullptr) out += buf.data();
-  pclose(pipe);
-  try {
-    return nlohmann::json::parse(out);
-  } catch (const std::exception&) {
-    return {{"error", "unreadable output from " + script + ": " + out.substr(0, 200)}};
-  }
+  return spmd::bench::run_python_peer(__FILE__, "torch_cnn_reference.py", "--json --runs " + std::to_string(runs));
 }
 
 Options parse(int argc, char** argv) {

@@ -13,8 +13,9 @@
 // (the sharding layer's split_for_process); ranges may be empty.
 //
 // Every function taking a Context is collective over ctx.comm(): all ranks call it, with
-// the same path and keys. Reads use MPI-IO with collective transfers, a rank with no rows
-// takes part with an empty selection. Every problem (missing file or dataset, wrong rank
+// the same path and keys. Reads use MPI-IO with collective transfers (independent ones for
+// datasets HDF5 cannot read collectively: DatasetShape), a rank with no rows takes part
+// with an empty selection. Every problem (missing file or dataset, wrong rank
 // or dtype, N mismatch, N == 0, a bad range, a non-finite feature, a label out of range) is
 // agreed over the ranks: all of them throw the same spmd::CollectiveError, whose message
 // names the file, the dataset, the rank (for per-rank data) and what is wrong.
@@ -77,6 +78,12 @@ struct DatasetShape {
   // this HDF5 (1.10) cannot read them through MPI-IO.
   bool features_virtual = false;
   bool labels_virtual = false;
+  // Chunked datasets of which some chunks were never written (h5py, when only part of a
+  // dataset was assigned) are read with independent MPI-IO transfers, which give the fill
+  // value there as HDF5 defines: HDF5 1.10's collective read fails on such chunks
+  // (MPI_File_set_view: invalid datatype) on the ranks whose rows they hold.
+  bool features_partly_written = false;
+  bool labels_partly_written = false;
 };
 
 // A column of 1.0 after each row's features in memory, x' = [x, 1], or none. A linear
@@ -210,7 +217,13 @@ class ShardReader {
   DatasetShape shape_;
   std::int64_t max_read_bytes_ = 64 << 20;
   FeatureScale scale_;
-  hid_t features_xfer() const { return shape_.features_virtual ? H5P_DEFAULT : collective_xfer_.get(); }
+  // H5P_DEFAULT: independent transfers (see DatasetShape).
+  hid_t features_xfer() const {
+    return shape_.features_virtual || shape_.features_partly_written ? H5P_DEFAULT : collective_xfer_.get();
+  }
+  hid_t labels_xfer() const {
+    return shape_.labels_virtual || shape_.labels_partly_written ? H5P_DEFAULT : collective_xfer_.get();
+  }
 
   // Declared in this order so that the datasets close before the (collective) file close.
   H5File file_;

@@ -40,6 +40,9 @@ struct DatasetDescription {
   // What spmd can use it as: "features (logreg, eval; CNN: ensemble, eval --model cnn)",
   // "labels", or "not usable: <why>".
   std::string usable;
+  std::int64_t chunks_total = 0, chunks_written = 0;  // chunked only
+  // Unwritten chunks, and chunkings slow to read by nature with their fix (storage_notes).
+  std::vector<std::string> notes;
 };
 
 struct FileDescription {
@@ -53,12 +56,14 @@ struct FileDescription {
 FileDescription describe_file(const std::string& path);
 
 // {"path", "file_bytes", "attributes": {name: value}, "datasets": [{"name", "shape",
-//  "dtype", "bytes", "layout", "chunk", "filters", "usable", "attributes",
+//  "dtype", "bytes", "layout", "chunk", "filters", "usable", "attributes", "chunks_total",
+//  "chunks_written", "notes": [text],
 //  "histogram": {"min", "max", "distinct", "counts": {"0": 1000, ...}}}]}
 nlohmann::json to_json(const FileDescription& description);
 
 // Human-readable text (what `spmd data info` prints): one line per dataset (dtype, shape,
-// size, layout and chunks, filters, what it can be used as), then histograms.
+// size, layout and chunks, filters, what it can be used as, then its notes as "note: ..."
+// lines), then histograms.
 std::string to_text(const FileDescription& description);
 
 }  // namespace spmd::data

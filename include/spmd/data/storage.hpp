@@ -21,7 +21,15 @@ struct StorageInfo {
   std::string layout;               // "contiguous", "chunked", "compact" or "virtual"
   std::vector<std::int64_t> chunk;  // chunk dims when chunked, else {}
   std::vector<FilterInfo> filters;  // in pipeline order
+  // Chunked only: chunks the extent spans, and those written (h5py leaves the others
+  // unallocated when only part of a dataset was assigned). Reading an unwritten chunk gives
+  // the fill value, which is defined unless the file says never to fill (fills_unwritten).
+  std::int64_t chunks_total = 0;
+  std::int64_t chunks_written = 0;
+  bool fills_unwritten = true;
+  double fill_value = 0;  // the value unwritten chunks read as (numeric types; 0 by default)
   bool is_virtual() const { return layout == "virtual"; }
+  bool partly_written() const { return chunks_written < chunks_total; }
 };
 
 StorageInfo dataset_storage(hid_t dataset);
@@ -31,6 +39,18 @@ StorageInfo dataset_storage(hid_t dataset);
 // HDF5_PLUGIN_PATH, or a copy without it (h5repack).
 void require_decodable(const StorageInfo& storage, const std::string& path, const std::string& role,
                        const std::string& name);
+
+// Throws spmd::Error naming the file and the dataset when chunks were never written and the
+// file does not define what reading them gives (fill time never, or no fill value).
+void require_defined_values(const StorageInfo& storage, const std::string& path, const std::string& role,
+                            const std::string& name);
+
+// What `spmd data info` says of a features dataset's storage, beyond its layout line: chunks
+// never written (and what they read as), and chunkings that make reading rows slow by
+// nature, with the h5repack command that rechunks them. Empty when there is nothing to say.
+// shape: the dataset's extent [N, ...]; element_bytes: the stored element's size.
+std::vector<std::string> storage_notes(const StorageInfo& storage, const std::vector<std::int64_t>& shape,
+                                       std::int64_t element_bytes, const std::string& path, const std::string& name);
 
 // "gzip, shuffle" / "lzf (not available)" / "none", for `spmd data info`.
 std::string describe_filters(const std::vector<FilterInfo>& filters);
