@@ -41,6 +41,7 @@ ParallelH5Writer::ParallelH5Writer(const runtime::Context& ctx, std::string fina
     }
   });
   temp_path_ = output_path::temp_path_for(final_path_, pid);
+  live_ = runtime::LiveFile(temp_path_);
   try {
     runtime::agree_on(ctx_.comm(), [&] {
       const std::string hint = "creating '" + temp_path_ + "' with MPI-IO for '" + final_path_ +
@@ -75,6 +76,7 @@ void ParallelH5Writer::discard() noexcept {
     std::error_code ec;
     std::filesystem::remove(temp_path_, ec);
   }
+  live_.release();
 }
 
 void ParallelH5Writer::require_open(const char* operation) const {
@@ -212,6 +214,7 @@ void ParallelH5Writer::commit() {
   runtime::agree_on(ctx_.comm(), [&] {
     if (ctx_.is_root()) output_path::publish(temp_path_, final_path_);
   });
+  live_.release();
   committed_ = true;
 }
 

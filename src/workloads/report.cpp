@@ -14,6 +14,7 @@
 
 #include "spmd/runtime/error.hpp"
 #include "spmd/runtime/io_deadline.hpp"
+#include "spmd/runtime/stop_request.hpp"
 
 namespace spmd::workloads {
 
@@ -89,6 +90,7 @@ void write_text_atomic(const std::string& path, const std::string& text) {
                 std::to_string(text.size()) + " bytes to write)");
   };
   const runtime::IoDeadline deadline("open", tmp.string());
+  const runtime::LiveFile live(tmp.string());  // a signal that ends the process removes it
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) fail("cannot create " + tmp.string(), errno);
   for (std::size_t done = 0; done < text.size();) {
