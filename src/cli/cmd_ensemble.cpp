@@ -1,6 +1,5 @@
 // spmd ensemble: CNN ensemble training, one member per device (workloads/ensemble.hpp).
 #include <algorithm>
-#include <csignal>
 #include <optional>
 #include <string>
 #include <vector>
@@ -12,6 +11,7 @@
 #include "spmd/data/output_set.hpp"
 #include "spmd/data/output_lock.hpp"
 #include "spmd/runtime/error.hpp"
+#include "spmd/runtime/stop_request.hpp"
 #include "spmd/models/cnn_params.hpp"
 #include "spmd/workloads/checkpoint.hpp"
 #include "spmd/workloads/ensemble.hpp"
@@ -21,8 +21,6 @@
 namespace spmd::cli {
 
 namespace {
-extern "C" void request_stop(int) { workloads::ensemble_stop_request().store(1); }
-
 // "32,64" -> {32, 64}, as Flax's `features` of each layer; "none" (or "") -> {} when allowed.
 std::vector<int> parse_widths(const po::variables_map& vm, const std::string& name, bool may_be_empty) {
   const std::string text = vm[name].as<std::string>();
@@ -140,15 +138,12 @@ int cmd_ensemble(const Args& args) {
   o.model.dense_features = parse_widths(vm, "dense-features", true);
   o.model.classes = vm["classes"].as<int>();
   o.input_scale = data::FeatureScale::parse(vm["input-scale"].as<std::string>(), true);
+  // Signals from here on stop the run after the step in progress, with a checkpoint.
+  const runtime::StopPolling stop_polling;
   // One job per checkpoint, for the whole run (a second job is refused now, not after it
   // has overwritten this one's epochs).
   std::optional<data::OutputLock> checkpoint_lock;
   if (!o.checkpoint.empty()) checkpoint_lock.emplace(ctx, o.checkpoint, "checkpoint");
-
-  std::signal(SIGTERM, request_stop);
-  std::signal(SIGINT, request_stop);
-  // mpirun does not forward SIGTERM to the ranks (it kills them); it does forward SIGUSR1.
-  std::signal(SIGUSR1, request_stop);
 
   const auto train_keys = data::resolve_dataset_keys(ctx, o.train, key_request(vm));
   const auto test_keys = data::resolve_dataset_keys(ctx, o.test, test_key_request(vm));
@@ -160,6 +155,7 @@ int cmd_ensemble(const Args& args) {
                                ctx.total_devices(), o.batch_size, o.sgd.learning_rate, o.sgd.momentum,
                                static_cast<unsigned long long>(o.seed), o.train.c_str(),
                                o.train_limit ? workloads::format(" (first %lld)", static_cast<long long>(o.train_limit)).c_str() : ""));
+  if (checkpoint_lock) print_root(checkpoint_lock->takeover_line());
   const int every = vm["progress-every"].as<int>();
   const bool quiet = vm["quiet"].as<bool>();
   workloads::ProgressLine progress(ctx.is_root() && !quiet);
@@ -208,8 +204,10 @@ int cmd_ensemble(const Args& args) {
                                o.test_keys.features.c_str(), o.test_keys.labels.c_str(),
                                examples_text(r.test_examples, r.test_dataset_rows, "").c_str()));
   if (r.interrupted)
-    print_root("# stopped by a signal: checkpoint written to " + (o.checkpoint.empty() ? std::string("(none: no --checkpoint)") : o.checkpoint) +
-               "; continue with the same command plus --resume\n");
+    print_root(workloads::format("# stopped by %s at epoch %d step %lld of %lld: ", runtime::signal_name(r.stop_signal).c_str(),
+                                 r.stopped_epoch, static_cast<long long>(r.stopped_step), static_cast<long long>(r.steps_per_epoch)) +
+               (o.checkpoint.empty() ? std::string("no checkpoint written (no --checkpoint)\n")
+                                     : "checkpoint written to " + o.checkpoint + "; continue with the same command plus --resume\n"));
   print_root(workloads::format("# %d members, %.0f training images/s per member (%.0f for the ensemble), parameters digest %016llx\n",
                                r.members, r.images_per_second, r.images_per_second * r.members,
                                static_cast<unsigned long long>(r.params_digest)));

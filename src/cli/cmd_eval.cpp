@@ -10,6 +10,7 @@
 #include "spmd/data/dataset.hpp"
 #include "spmd/data/output_set.hpp"
 #include "spmd/runtime/error.hpp"
+#include "spmd/runtime/stop_request.hpp"
 #include "spmd/sharding/step_sync.hpp"
 #include "spmd/workloads/eval.hpp"
 #include "spmd/workloads/eval_benchmark.hpp"
@@ -155,6 +156,9 @@ int cmd_eval(const Args& args) {
   runtime::Context ctx(MPI_COMM_WORLD, context_options(vm));
   // The workload from here to its results: the time breakdown (workloads/time_breakdown.hpp).
   runtime::TimeAccount account;
+  // Signals until the pass ends stop it at the next agreement; later ones (writing results)
+  // end the run, removing what it was writing (runtime/stop_request.hpp).
+  std::optional<runtime::StopPolling> stop_polling(std::in_place);
   workloads::EvalOptions o;
   o.data = vm["data"].as<std::string>();
   o.per_device_batch = vm["per-device-batch"].as<std::int64_t>();
@@ -207,7 +211,19 @@ int cmd_eval(const Args& args) {
                       1);
     };
   const auto result = workloads::run_eval(ctx, o, *model, shard, predictions ? &*predictions : nullptr, on_progress);
+  stop_polling.reset();
   progress.close();
+  if (result.stop_signal) {
+    const std::int64_t to_evaluate = result.dataset_rows - result.filtered_rows - result.dropped;
+    print_root(workloads::format("# stopped by %s at step %lld%s: %lld of %lld rows evaluated; no results, predictions or "
+                                 "JSON written (a partial pass is not an evaluation)\n",
+                                 runtime::signal_name(result.stop_signal).c_str(), static_cast<long long>(result.steps),
+                                 result.planned_steps >= 0
+                                     ? workloads::format(" of %lld", static_cast<long long>(result.planned_steps)).c_str()
+                                     : "",
+                                 static_cast<long long>(result.total), static_cast<long long>(to_evaluate)));
+    return 0;
+  }
   require_inputs_unchanged(cl, "at the end of the evaluation");
   const bool model_computes = vm["model"].as<std::string>() != "zero";
   print_root(result_block(result, o, model_computes));

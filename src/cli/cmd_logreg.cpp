@@ -5,6 +5,7 @@
 #include "spmd/data/dataset.hpp"
 #include "spmd/data/output_set.hpp"
 #include "spmd/runtime/error.hpp"
+#include "spmd/runtime/stop_request.hpp"
 #include "spmd/workloads/logreg.hpp"
 #include "spmd/workloads/logreg_weights.hpp"
 #include "spmd/workloads/report.hpp"
@@ -71,6 +72,8 @@ int cmd_logreg(const Args& args) {
   runtime::Context ctx(MPI_COMM_WORLD, context_options(vm));
   // The workload from here to its results: the time breakdown (workloads/time_breakdown.hpp).
   runtime::TimeAccount account;
+  // Signals from here on end the solve at the current iterate (status stopped).
+  const runtime::StopPolling stop_polling;
   workloads::LogregOptions o;
   o.data = vm["data"].as<std::string>();
   o.classes = vm["classes"].as<int>();
@@ -127,6 +130,10 @@ int cmd_logreg(const Args& args) {
         "The objective and gradient are computed in float32 with double accumulation; loosen --tol to about "
         "the error reached.\n",
         r.value, r.error, static_cast<double>(o.solver.tol)));
+  else if (r.status == optim::LBFGSStatus::stopped)
+    print_root(workloads::format("# stopped by %s after iteration %d of at most %d: the weights and results are that "
+                                 "iterate's (status stopped)\n",
+                                 runtime::signal_name(r.stop_signal).c_str(), r.iterations, o.solver.maxiter));
   else if (r.status == optim::LBFGSStatus::linesearch_failed)
     print_root(workloads::format(
         "# linesearch_failed: no step along the search direction met the Wolfe conditions within "

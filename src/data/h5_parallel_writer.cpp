@@ -42,6 +42,7 @@ ParallelH5Writer::ParallelH5Writer(const runtime::Context& ctx, std::string fina
     }
   });
   temp_path_ = output_path::temp_path_for(final_path_, pid);
+  live_ = runtime::LiveFile(temp_path_);
   try {
     runtime::agree_on(ctx_.comm(), [&] {
       const std::string hint = "creating '" + temp_path_ + "' with MPI-IO for '" + final_path_ +
@@ -76,6 +77,7 @@ void ParallelH5Writer::discard() noexcept {
     std::error_code ec;
     std::filesystem::remove(temp_path_, ec);
   }
+  live_.release();
 }
 
 void ParallelH5Writer::require_open(const char* operation) const {
@@ -217,6 +219,7 @@ void ParallelH5Writer::commit(OutputSet* outputs) {
       if (ctx_.is_root()) output_path::publish(temp_path_, final_path_);
     });
   }
+  live_.release();
   committed_ = true;
 }
 

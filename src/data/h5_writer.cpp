@@ -38,6 +38,7 @@ AtomicH5Writer::AtomicH5Writer(std::string final_path) : final_path_(std::move(f
   runtime::TimeScope io(runtime::TimeCategory::Io);
   output_path::require_writable_target(final_path_);
   temp_path_ = output_path::temp_path_for(final_path_, static_cast<long>(::getpid()));
+  live_ = runtime::LiveFile(temp_path_);
   const std::string hint = "creating the temporary file '" + temp_path_ + "' for '" + final_path_ +
                            "' (is the folder writable and not full?)";
   try {
@@ -60,6 +61,7 @@ void AtomicH5Writer::discard() noexcept {
   file_.reset();
   std::error_code ec;
   if (!temp_path_.empty()) fs::remove(temp_path_, ec);
+  live_.release();
 }
 
 void AtomicH5Writer::require_open(const char* operation) const {
@@ -152,6 +154,7 @@ void AtomicH5Writer::commit(OutputSet* outputs) {
     discard();
     throw;
   }
+  live_.release();
   committed_ = true;
 }
 

@@ -37,11 +37,13 @@ std::string holder_text() {
   return "host " + std::string(host) + ", pid " + std::to_string(::getpid()) + ", since " + when;
 }
 
-std::string read_all(int fd) {
+// The holder text in the file, without its trailing newline.
+std::string read_holder(int fd) {
   std::string text;
   char buffer[256];
   ::lseek(fd, 0, SEEK_SET);
   for (ssize_t n; (n = ::read(fd, buffer, sizeof buffer)) > 0;) text.append(buffer, static_cast<std::size_t>(n));
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
   return text;
 }
 
@@ -62,10 +64,9 @@ OutputLock::OutputLock(const runtime::Context& ctx, const std::string& output, c
                     std::strerror(errno) + ")");
       if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
         const int error = errno;
-        std::string holder = read_all(fd);
+        const std::string holder = read_holder(fd);
         ::close(fd);
         if (error == EWOULDBLOCK) {
-          while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
           throw Error("--" + option + " '" + output + "' is in use by another job (" +
                       (holder.empty() ? std::string("holder unknown") : holder) + "): two jobs writing one " + option +
                       " would overwrite each other's. Give this job another --" + option +
@@ -76,12 +77,17 @@ OutputLock::OutputLock(const runtime::Context& ctx, const std::string& output, c
       struct stat locked {}, named {};
       if (::fstat(fd, &locked) == 0 && ::stat(path.c_str(), &named) == 0 && locked.st_ino == named.st_ino &&
           locked.st_dev == named.st_dev) {
+        const std::string stale = read_holder(fd);
+        if (!stale.empty())
+          takeover_line_ = "# --" + option + " '" + output + "': taking over a stale lock left by " + stale +
+                           " (no process holds it: that one ended without removing it)\n";
         const std::string text = holder_text() + "\n";  // for the next job's message
         if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, text.data(), text.size(), 0) != static_cast<ssize_t>(text.size())) {
           // The claim holds without the text; only another job's message would be poorer.
         }
         fd_ = fd;
         path_ = path;
+        live_ = runtime::LiveFile(path);
         return;
       }
       ::close(fd);
@@ -94,19 +100,25 @@ OutputLock::~OutputLock() { release(); }
 
 void OutputLock::release() noexcept {
   if (fd_ < 0) return;
+  live_.release();
   ::unlink(path_.c_str());  // while still locked: nobody can take it between the two
   ::close(fd_);             // releases the flock
   fd_ = -1;
 }
 
 OutputLock::OutputLock(OutputLock&& other) noexcept
-    : fd_(std::exchange(other.fd_, -1)), path_(std::move(other.path_)) {}
+    : fd_(std::exchange(other.fd_, -1)),
+      path_(std::move(other.path_)),
+      takeover_line_(std::move(other.takeover_line_)),
+      live_(std::move(other.live_)) {}
 
 OutputLock& OutputLock::operator=(OutputLock&& other) noexcept {
   if (this != &other) {
     release();
     fd_ = std::exchange(other.fd_, -1);
     path_ = std::move(other.path_);
+    takeover_line_ = std::move(other.takeover_line_);
+    live_ = std::move(other.live_);
   }
   return *this;
 }

@@ -12,6 +12,7 @@
 #include "spmd/runtime/context.hpp"
 #include "spmd/runtime/error.hpp"
 #include "spmd/runtime/io_deadline.hpp"
+#include "spmd/runtime/stop_request.hpp"
 #include "spmd/runtime/time_account.hpp"
 
 namespace spmd::data {
@@ -30,6 +31,7 @@ std::string write_text_temporary(const std::string& path, const std::string& tex
                 std::to_string(text.size()) + " bytes to write)");
   };
   const runtime::IoDeadline deadline("open", tmp);
+  const runtime::LiveFile live(tmp);  // a signal that ends the process removes it
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) fail("cannot create " + tmp, errno);
   for (std::size_t done = 0; done < text.size();) {
@@ -74,7 +76,9 @@ OutputSet::~OutputSet() {
 
 void OutputSet::stage(std::string temp_path, std::string final_path) {
   if (published_) throw Error("internal: output '" + final_path + "' staged after its run's outputs were published");
-  if (ctx_.is_root()) staged_.emplace_back(std::move(temp_path), std::move(final_path));
+  if (!ctx_.is_root()) return;
+  live_.emplace_back(temp_path);  // until published: a signal that ends the process removes it
+  staged_.emplace_back(std::move(temp_path), std::move(final_path));
 }
 
 void OutputSet::write_text(const std::string& path, const std::string& text) {
@@ -101,6 +105,7 @@ void OutputSet::publish() {
     }
   });
   published_ = true;
+  live_.clear();
 }
 
 }  // namespace spmd::data

@@ -30,15 +30,19 @@ std::string bcast_string(MPI_Comm comm, const std::string& s, int root, int rank
 }
 }  // namespace
 
-void agree_or_throw(MPI_Comm comm, const std::string& local_error) {
+void agree_or_throw(MPI_Comm comm, const std::string& local_error) { agree_or_throw_and_stop(comm, local_error, 0); }
+
+int agree_or_throw_and_stop(MPI_Comm comm, const std::string& local_error, int local_stop) {
   TimeScope communication(TimeCategory::Communication);
   int rank = 0, size = 1;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
-  const int mine = local_error.empty() ? size : rank;
-  int first = size;
-  SPMD_CHECK_MPI(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm), "agreeing on success or failure");
-  if (first == size) return;
+  // One MIN reduction: the lowest failing rank (size: none) and the negated largest signal.
+  const int mine[2] = {local_error.empty() ? size : rank, -local_stop};
+  int agreed[2] = {size, 0};
+  SPMD_CHECK_MPI(MPI_Allreduce(mine, agreed, 2, MPI_INT, MPI_MIN, comm), "agreeing on success or failure");
+  const int first = agreed[0];
+  if (first == size) return -agreed[1];
   int failing = 0;
   const int me_failing = local_error.empty() ? 0 : 1;
   SPMD_CHECK_MPI(MPI_Allreduce(&me_failing, &failing, 1, MPI_INT, MPI_SUM, comm), "counting failed ranks");

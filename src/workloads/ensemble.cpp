@@ -12,6 +12,7 @@
 #include "spmd/runtime/agree.hpp"
 #include "spmd/runtime/collectives.hpp"
 #include "spmd/runtime/error.hpp"
+#include "spmd/runtime/stop_request.hpp"
 #include "spmd/workloads/ensemble_trainer.hpp"
 #include "spmd/workloads/memory_estimate.hpp"
 #include "spmd/workloads/report.hpp"
@@ -136,9 +137,10 @@ struct Throughput {
   double per_second() const { return static_cast<double>(images) / std::max(seconds, 1e-9); }
 };
 
-// The steps of epoch `epoch` from state.step to its end. Returns false when a stop was
-// agreed: the state then holds the position after the last step run.
-bool train_epoch(const runtime::Context& ctx, const EnsembleOptions& o, EnsembleTrainer& trainer, const EnsembleData& data,
+// The steps of epoch `epoch` from state.step to its end. Returns the signal of a stop
+// agreed after a step (runtime/stop_request.hpp; checked after every step, so every rank
+// stops after the same one), 0 at the epoch's end: the state holds the position reached.
+int train_epoch(const runtime::Context& ctx, const EnsembleOptions& o, EnsembleTrainer& trainer, const EnsembleData& data,
                  int epoch, CheckpointState& state, Throughput& process, const EnsembleEvents& events) {
   const auto perm = models::epoch_permutation(o.seed, epoch, data.train.rows);
   TrainBatch batch(o.batch_size, o.model.input_size(),
@@ -149,7 +151,7 @@ bool train_epoch(const runtime::Context& ctx, const EnsembleOptions& o, Ensemble
     const auto t0 = Clock::now();
     batch.fill(data.train, perm, step);
     const TrainStepResult r = trainer.step(batch.images.data(), batch.labels.data());
-    const bool stop = stop_requested_on_any_rank(ctx);
+    const int stop = runtime::agreed_stop_signal(ctx);
     const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
     state.train_loss_sum += r.loss / trainer.members();
     state.train_correct += r.correct;
@@ -163,9 +165,9 @@ bool train_epoch(const runtime::Context& ctx, const EnsembleOptions& o, Ensemble
     if (!std::isfinite(r.loss))
       throw CollectiveError("ensemble: the training loss became non-finite at epoch " + std::to_string(epoch) + " step " +
                             std::to_string(step) + " (learning rate " + std::to_string(o.sgd.learning_rate) + " too large?)");
-    if (stop) return false;
+    if (stop) return stop;
   }
-  return true;
+  return 0;
 }
 
 // The epoch's metrics: its training sums, and the test pass. Collective (the slowest
@@ -200,11 +202,6 @@ void close_epoch(const EpochMetrics& e, CheckpointState& state, EnsembleResult& 
 }
 
 }  // namespace
-
-std::atomic<int>& ensemble_stop_request() {
-  static std::atomic<int> stop{0};
-  return stop;
-}
 
 models::CnnConfig model_for_images(models::CnnConfig requested, const std::vector<std::int64_t>& shape,
                                    const std::string& path, const std::string& key) {
@@ -288,9 +285,13 @@ EnsembleResult run_ensemble(const runtime::Context& ctx, const EnsembleOptions& 
   if (events.start) events.start(result);
   Throughput process;
   for (int epoch = state.epochs_done + 1; epoch <= o.epochs; ++epoch) {
-    if (!train_epoch(ctx, o, trainer, data, epoch, state, process, events)) {
+    if (const int stop = train_epoch(ctx, o, trainer, data, epoch, state, process, events)) {
       trainer.save(state);
       result.interrupted = true;
+      result.stop_signal = stop;
+      result.stopped_epoch = epoch;
+      result.stopped_step = state.step;
+      result.steps_per_epoch = data.steps_per_epoch;
       break;
     }
     ctx.set_phase("ensemble epoch " + std::to_string(epoch) + " test evaluation");
@@ -313,6 +314,7 @@ nlohmann::json to_json(const EnsembleResult& r, const EnsembleOptions& o, const 
   j["images_per_second"] = r.images_per_second;
   j["images_per_second_all_members"] = r.images_per_second * r.members;
   j["interrupted"] = r.interrupted;
+  if (r.interrupted) j["stopped_by"] = runtime::signal_name(r.stop_signal);
   j["resumed_from_epoch"] = r.resumed_from_epoch;
   j["resumed_from_step"] = r.resumed_from_step;
   j["params_digest"] = format("%016llx", static_cast<unsigned long long>(r.params_digest));

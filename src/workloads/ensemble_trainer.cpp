@@ -168,10 +168,4 @@ std::uint64_t EnsembleTrainer::params_digest() {
   return runtime::stable_hash(std::string(reinterpret_cast<const char*>(all.data()), all.size() * sizeof(std::int64_t)));
 }
 
-bool stop_requested_on_any_rank(const runtime::Context& ctx) {
-  std::int64_t stop = ensemble_stop_request().load() ? 1 : 0;
-  runtime::allreduce_max(ctx, std::span<std::int64_t>(&stop, 1));
-  return stop != 0;
-}
-
 }  // namespace spmd::workloads

@@ -252,13 +252,15 @@ EvalResult run_batched(const Context& ctx, const EvalOptions& o, const models::C
   std::optional<sharding::WindowedCountBarrier> barrier;  // infinite-pad's count barrier
   if (o.strategy == EvalStrategy::InfinitePad) barrier.emplace(ctx, o.count_window);
   const auto real_rows_of_step = [&](std::int64_t step) { return batcher.real_rows_of_step(step); };
+  int stop = 0;
   for (std::int64_t step = 0;; ++step) {
     if (steps_to_run >= 0 && step >= steps_to_run) break;
     const sharding::Batch* b = batcher.next();
     if (!b) break;
     ctx.set_step_phase("eval step", step);
     if (barrier && barrier->count(step, real_rows_of_step).all_done()) break;
-    reader.agree_at(ctx, step);  // every rank runs this step: a failed read elsewhere ends it here
+    // Every rank runs this step: a failed read elsewhere ends it here, and a signal stops it.
+    if ((stop = reader.agree_at(ctx, step)) != 0) break;
     // nullptr: this rank's rows cannot be read. It keeps the steps (and so the collectives)
     // and computes nothing until the agreement ends every rank.
     if (const RowBlock* block = reader.rows(b->layout.shard_first, b->real_rows())) {
@@ -290,7 +292,10 @@ EvalResult run_batched(const Context& ctx, const EvalOptions& o, const models::C
   }
   const double seconds = timer.wall_seconds(), cpu_seconds = timer.cpu_seconds();
   reader.agree(ctx);
-  return finish(ctx, es, t, seconds, cpu_seconds, dropped);
+  EvalResult r = finish(ctx, es, t, seconds, cpu_seconds, dropped);
+  r.planned_steps = steps_to_run;
+  r.stop_signal = stop;
+  return r;
 }
 
 // pad and pad-metrics: the padded evaluation loop (pad_shard_unpad around the device step,
@@ -388,6 +393,7 @@ EvalResult run_padded(const Context& ctx, const EvalOptions& o, const models::Cl
   po.with_mask = true;
   po.static_return = in_step_metrics;
   po.step_phase = "eval step";
+  po.stop_on_request = true;
   PaddedEvalLoop loop(step_fn, po, {sharding::Arg::ref(global)});
   Tally t(model.classes());
   const Timer timer;
@@ -410,6 +416,8 @@ EvalResult run_padded(const Context& ctx, const EvalOptions& o, const models::Cl
   t.padded = padded_rows_seen;
   const double seconds = timer.wall_seconds(), cpu_seconds = timer.cpu_seconds();
   EvalResult r = finish(ctx, es, t, seconds, cpu_seconds, 0);
+  r.planned_steps = steps;
+  r.stop_signal = loop.stop_signal();
   if (in_step_metrics) {
     // The in-step psum is the result; the host-side tally must agree with it.
     if (global.count != r.total || global.correct != r.correct)

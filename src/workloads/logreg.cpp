@@ -5,6 +5,7 @@
 
 #include "spmd/runtime/agree.hpp"
 #include "spmd/runtime/collectives.hpp"
+#include "spmd/runtime/stop_request.hpp"
 #include "spmd/workloads/logreg_objective.hpp"
 #include "spmd/workloads/memory_estimate.hpp"
 #include "spmd/workloads/report.hpp"
@@ -103,7 +104,10 @@ LogregResult run_logreg(const runtime::Context& ctx, const LogregOptions& o,
   // is no more precise than float32, whatever the solver's Scalar.
   auto solver = o.solver;
   solver.objective_precision = std::numeric_limits<float>::epsilon();
-  const auto result = optim::lbfgs_minimize<double>(checked, std::span<const double>(x0), solver, callback);
+  // One more tiny allreduce per iteration (next to an evaluation's reductions) so that every
+  // rank stops before the same iteration.
+  const auto stop = [&] { return (r.stop_signal = runtime::agreed_stop_signal(ctx)) != 0; };
+  const auto result = optim::lbfgs_minimize<double>(checked, std::span<const double>(x0), solver, callback, stop);
   r.solve_seconds = since(solve_start);
   r.status = result.status;
   r.iterations = result.iterations;
@@ -127,6 +131,7 @@ LogregResult run_logreg(const runtime::Context& ctx, const LogregOptions& o,
 nlohmann::json to_json(const LogregResult& r, const LogregOptions& o, const runtime::Context& ctx) {
   nlohmann::json j;
   j["status"] = optim::to_string(r.status);
+  if (r.status == optim::LBFGSStatus::stopped) j["stopped_by"] = runtime::signal_name(r.stop_signal);
   j["iterations"] = r.iterations;
   j["value"] = r.value;
   j["error"] = r.error;

@@ -32,16 +32,20 @@ PaddedEvalLoop::PaddedEvalLoop(Step step, PaddedEvalOptions options, std::vector
   if (!step_) throw Error("padded evaluation: the step function is empty");
 }
 
-void PaddedEvalLoop::run(const runtime::Context& ctx, RowBlocks& blocks, std::int64_t rows, std::int64_t steps,
-                         const OnOutput& on_output) {
+std::int64_t PaddedEvalLoop::run(const runtime::Context& ctx, RowBlocks& blocks, std::int64_t rows, std::int64_t steps,
+                                 const OnOutput& on_output) {
   const PaddedEvalOptions& o = options_;
   BlockReader reader(blocks, o.step_rows);
   // Placeholders for the batched arguments, replaced by views every step (no allocation).
   args_.resize(statics_ + o.batched_columns.size() + (o.with_mask ? 1 : 0), sharding::ConstHostView());
   const sharding::NamedArgs no_kwargs;
-  for (std::int64_t s = 0; s < steps; ++s) {
+  std::int64_t s = 0;
+  for (; s < steps; ++s) {
     if (o.step_phase) ctx.set_step_phase(o.step_phase, s);
-    reader.agree_at(ctx, s);
+    if (const int stop = reader.agree_at(ctx, s); stop && o.stop_on_request) {
+      stop_signal_ = stop;
+      break;
+    }
     PaddedStep step;
     step.step = s;
     step.first = std::min(rows, s * o.step_rows);
@@ -65,6 +69,7 @@ void PaddedEvalLoop::run(const runtime::Context& ctx, RowBlocks& blocks, std::in
     if (on_output && readable) on_output(step, outputs);
   }
   reader.agree(ctx);
+  return s;
 }
 
 }  // namespace spmd::workloads

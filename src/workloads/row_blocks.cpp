@@ -7,6 +7,7 @@
 #include "spmd/runtime/watchdog.hpp"
 #include "spmd/runtime/check.hpp"
 #include "spmd/runtime/error.hpp"
+#include "spmd/runtime/stop_request.hpp"
 #include "spmd/runtime/time_account.hpp"
 
 namespace spmd::workloads {
@@ -58,10 +59,10 @@ BlockReader::BlockReader(RowBlocks& blocks, std::int64_t step_rows)
       agree_period_(std::max(kAgreementSteps, blocks.block_rows() / std::max<std::int64_t>(1, step_rows))),
       idle_(blocks.empty()) {}
 
-void BlockReader::agree(const runtime::Context& ctx) const {
+int BlockReader::agree(const runtime::Context& ctx) const {
   // Armed: in a loop without other collectives (pad) this is where ranks wait for a stuck one.
   runtime::Watchdog::Armed armed(ctx.watchdog(), "MPI_Allreduce (agreeing on the blocks read)");
-  runtime::agree_or_throw(ctx.comm(), error_);
+  return runtime::agree_or_throw_and_stop(ctx.comm(), error_, runtime::local_stop_signal());
 }
 
 const RowBlock* BlockReader::advance(std::int64_t first, std::int64_t count) {

@@ -51,7 +51,7 @@ wait
 LAST_OUT=$WORK/term.out
 checks=$((checks + 1))
 if [ "$(cat "$WORK/term.rc")" = 0 ]; then echo "ok   sigterm_clean_exit"; else fail "sigterm_clean_exit: rc=$(cat "$WORK/term.rc")"; fi
-expect_in "sigterm says how to resume" 'stopped by a signal: checkpoint written to .*--resume'
+expect_in "sigterm says how to resume" 'stopped by SIGTERM at epoch 1 step [0-9]+ of 200: checkpoint written to .*--resume'
 run sigterm_resume 0 300 mpi 2 "$SPMD" ensemble --train "$TRAIN" --test "$TEST" --train-limit 6400 --test-limit 600 \
     --eval-batch 128 --epochs 1 --checkpoint "$WORK/term.h5" --resume --json "$WORK/term2.json"
 run sigterm_reference 0 300 mpi 2 "$SPMD" ensemble --train "$TRAIN" --test "$TEST" --train-limit 6400 --test-limit 600 \

@@ -6,12 +6,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <unistd.h>
 
 #include "spmd/models/cnn_init.hpp"
 #include "spmd/runtime/collectives.hpp"
+#include "spmd/runtime/stop_request.hpp"
 #include "spmd/workloads/ensemble_trainer.hpp"
 
 using namespace spmd;
@@ -145,11 +147,15 @@ TEST_P(Trainer, ResumedCheckpointContinuesBitwise) {
 
 INSTANTIATE_TEST_SUITE_P(DevicesPerRank, Trainer, ::testing::Values(1, 2));
 
-TEST(TrainerStop, ARequestOnOneRankStopsEveryRank) {
+// The stop the epoch loop agrees on after every step (runtime/stop_request.hpp): a signal
+// delivered to one rank only stops every rank, with that signal's name.
+TEST(TrainerStop, ASignalToOneRankStopsEveryRank) {
   runtime::Context ctx(MPI_COMM_WORLD, {"cpu", 1, 60.0});
-  EXPECT_FALSE(workloads::stop_requested_on_any_rank(ctx));
-  if (ctx.rank() == ctx.size() - 1) workloads::ensemble_stop_request().store(1);
-  EXPECT_TRUE(workloads::stop_requested_on_any_rank(ctx));
-  workloads::ensemble_stop_request().store(0);
-  EXPECT_FALSE(workloads::stop_requested_on_any_rank(ctx));
+  const runtime::StopPolling polling;
+  EXPECT_EQ(runtime::agreed_stop_signal(ctx), 0);
+  if (ctx.rank() == ctx.size() - 1) std::raise(SIGUSR1);
+  EXPECT_EQ(runtime::agreed_stop_signal(ctx), SIGUSR1);
+  EXPECT_EQ(runtime::local_stop_signal(), ctx.rank() == ctx.size() - 1 ? SIGUSR1 : 0);
+  runtime::reset_stop_request_for_tests();
+  EXPECT_EQ(runtime::agreed_stop_signal(ctx), 0);
 }

@@ -35,6 +35,15 @@ run() {
   echo "ok   $name (rc=$rc, ${LAST_SECONDS}s)"
 }
 
+# start_job NAME CMD...: launches CMD in the background (output in $WORK/NAME.out), sets JOB
+# (CMD's own pid: the target of the signals a test sends; the caller bounds its time).
+start_job() {
+  local name=$1; shift
+  LAST_OUT=$WORK/$name.out
+  "$@" >"$LAST_OUT" 2>&1 &
+  JOB=$!
+}
+
 # expect_in NAME PATTERN: the last output contains PATTERN (grep -E).
 expect_in() {
   checks=$((checks + 1))

@@ -149,6 +149,32 @@ TYPED_TEST(LBFGSTyped, StopsAtMaxIterations) {
   }
 }
 
+// The stop predicate (a signal agreed across ranks in logreg) ends the solve between
+// iterations at the last accepted iterate, the same one a run with maxiter = that many
+// iterations reaches; asked before the first step too.
+TYPED_TEST(LBFGSTyped, StopsWhenThePredicateHolds) {
+  using Scalar = TypeParam;
+  for (auto kind : {LineSearchKind::zoom, LineSearchKind::backtracking}) {
+    Rosenbrock<Scalar> f;
+    LBFGSParams<Scalar> params;
+    params.linesearch = kind;
+    const auto x0 = rosenbrock_start<Scalar>(2);
+    int asked = 0;
+    const auto stopped = lbfgs_minimize<Scalar>(f, std::span<const Scalar>(x0), params, {}, [&] { return ++asked > 3; });
+    EXPECT_EQ(stopped.status, LBFGSStatus::stopped) << to_string(kind);
+    EXPECT_EQ(stopped.iterations, 3);
+    EXPECT_EQ(asked, 4);
+    params.maxiter = 3;
+    const auto capped = lbfgs_minimize<Scalar>(f, std::span<const Scalar>(x0), params);
+    EXPECT_EQ(stopped.x, capped.x) << to_string(kind);
+    const auto at_start = lbfgs_minimize<Scalar>(f, std::span<const Scalar>(x0), params, {}, [] { return true; });
+    EXPECT_EQ(at_start.status, LBFGSStatus::stopped);
+    EXPECT_EQ(at_start.iterations, 0);
+    EXPECT_EQ(at_start.x, x0);
+  }
+  EXPECT_STREQ(to_string(LBFGSStatus::stopped), "stopped");
+}
+
 TYPED_TEST(LBFGSTyped, ConvergedAtTheStartTakesNoStep) {
   using Scalar = TypeParam;
   Quadratic<Scalar> f(3, 1u);

@@ -4,7 +4,9 @@
 // gathers the whole output. Like AtomicH5Writer (h5_writer.hpp), the file is created as
 // `<dir>/.<name>.tmp.<pid of rank 0>` in the final file's folder and appears under its
 // final name, complete, only at commit(); a failure or an unwinding exception removes the
-// temporary file and leaves an existing file under the final name untouched.
+// temporary file and leaves an existing file under the final name untouched, and so does a
+// signal that ends any rank while it is written (runtime::LiveFile, on every rank: they
+// share the folder).
 //
 // Every member is collective over ctx.comm(): all ranks call it in the same order with the
 // same names, shapes and attribute values (HDF5's rule for metadata in parallel). Failures
@@ -20,6 +22,7 @@
 
 #include "spmd/data/element_type.hpp"
 #include "spmd/data/h5_handle.hpp"
+#include "spmd/runtime/stop_request.hpp"
 
 namespace spmd::runtime {
 class Context;
@@ -78,6 +81,7 @@ class ParallelH5Writer {
   H5File file_;
   H5PropList collective_xfer_;
   bool committed_ = false;
+  runtime::LiveFile live_;
 };
 
 }  // namespace spmd::data

@@ -6,7 +6,8 @@
 // commit() flushes, closes, fsyncs and renames it onto the final name. If anything fails
 // first, or the writer is destroyed without commit() (an exception unwinding), the
 // temporary file is removed and an existing file under the final name is left untouched.
-// A process killed mid-write leaves its `.NAME.tmp.PID` behind; the final name is safe.
+// A signal that ends the process mid-write removes it too (runtime::LiveFile); only a
+// process killed outright (SIGKILL) leaves its `.NAME.tmp.PID` behind; the final name is safe.
 //
 // Writing is serial (HDF5's POSIX driver, one process). In an MPI job one rank writes:
 // use write_on_root, which runs the writer on rank 0 and agrees on the outcome so every
@@ -20,6 +21,7 @@
 
 #include "spmd/data/element_type.hpp"
 #include "spmd/data/h5_handle.hpp"
+#include "spmd/runtime/stop_request.hpp"
 
 namespace spmd::runtime {
 class Context;
@@ -79,6 +81,7 @@ class AtomicH5Writer {
   std::string temp_path_;
   H5File file_;
   bool committed_ = false;
+  runtime::LiveFile live_;  // the temporary file until it is renamed or removed
 };
 
 // Collective over ctx.comm(): rank 0 creates an AtomicH5Writer for path, calls fill on it

@@ -7,11 +7,14 @@
 // text says who holds it (host, pid, since when) for the refusal message. The holder
 // removes the file when it lets go; the kernel releases a flock when its process ends,
 // however it ends (SIGKILL included), so a crash never leaves a stale claim (only an
-// unlocked file, which the next job takes over). Linux's NFS client
+// unlocked file, which the next job takes over and says so). A signal that ends the holder
+// removes the file too (runtime::LiveFile). Linux's NFS client
 // maps flock to POSIX byte-range locks, which the server arbitrates across nodes; on file
 // systems mounted without lock support (Lustre's -o noflock) the claim is a no-op, said in
 // the message of the error flock returns.
 #include <string>
+
+#include "spmd/runtime/stop_request.hpp"
 
 namespace spmd::runtime {
 class Context;
@@ -35,11 +38,18 @@ class OutputLock {
   // The lock file's path (for tests and messages).
   static std::string lock_path_for(const std::string& output);
 
+  // On rank 0, when the lock file was there unlocked (its holder died without removing
+  // it): "# --OPTION 'OUTPUT': taking over a stale lock left by host H, pid P, since T ...\n"
+  // for the start-up lines; else "".
+  const std::string& takeover_line() const { return takeover_line_; }
+
  private:
   void release() noexcept;
 
   int fd_ = -1;
   std::string path_;
+  std::string takeover_line_;
+  runtime::LiveFile live_;  // removed by a signal that ends the process
 };
 
 }  // namespace spmd::data

@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "spmd/runtime/stop_request.hpp"
+
 namespace spmd::runtime {
 class Context;
 }
@@ -45,6 +47,7 @@ class OutputSet {
  private:
   const runtime::Context& ctx_;
   std::vector<std::pair<std::string, std::string>> staged_;  // temporary, final
+  std::vector<runtime::LiveFile> live_;                     // the staged temporaries
   bool published_ = false;
 };
 

@@ -44,6 +44,11 @@ namespace spmd::optim {
 // course; runs on every rank alike.
 using LBFGSCallback = std::function<void(const LBFGSIteration&)>;
 
+// Asked before every iteration (after the first evaluation, then after every accepted
+// step): true ends the solve with status `stopped` at the current iterate. Called at the
+// same points on every rank fed the same values, so it may be collective (an agreed stop).
+using LBFGSStop = std::function<bool()>;
+
 namespace detail {
 
 // The last m curvature pairs in a ring buffer, and the two-loop recursion over them.
@@ -136,7 +141,7 @@ bool decrease_unrepresentable(Scalar value, double slope, Scalar first_trial, do
 // x0 is copied; the result holds the last accepted iterate.
 template <class Scalar, class LineSearch, Objective<Scalar> F>
 LBFGSResult<Scalar> lbfgs_minimize_with(F& f, std::span<const Scalar> x0, const LBFGSParams<Scalar>& params,
-                                        const LBFGSCallback& callback = {}) {
+                                        const LBFGSCallback& callback = {}, const LBFGSStop& stop = {}) {
   validate(params);
   const std::size_t n = x0.size();
   LBFGSResult<Scalar> result;
@@ -160,6 +165,10 @@ LBFGSResult<Scalar> lbfgs_minimize_with(F& f, std::span<const Scalar> x0, const 
   detail::LBFGSHistory<Scalar> history(params.history, n);
   LineSearch line_search(n);
   for (int iteration = 1; iteration <= params.maxiter; ++iteration) {
+    if (stop && stop()) {
+      result.status = LBFGSStatus::stopped;
+      return result;
+    }
     history.direction(grad, direction);
     double slope = detail::dot<Scalar>(grad, direction);
     if (!(slope < 0) || !std::isfinite(slope)) {
@@ -229,10 +238,10 @@ LBFGSResult<Scalar> lbfgs_minimize_with(F& f, std::span<const Scalar> x0, const 
 // L-BFGS with the line search named by params.linesearch (the run-time choice of the CLI).
 template <class Scalar, Objective<Scalar> F>
 LBFGSResult<Scalar> lbfgs_minimize(F& f, std::span<const Scalar> x0, const LBFGSParams<Scalar>& params,
-                                   const LBFGSCallback& callback = {}) {
+                                   const LBFGSCallback& callback = {}, const LBFGSStop& stop = {}) {
   if (params.linesearch == LineSearchKind::backtracking)
-    return lbfgs_minimize_with<Scalar, LineSearchBacktracking<Scalar>>(f, x0, params, callback);
-  return lbfgs_minimize_with<Scalar, LineSearchZoom<Scalar>>(f, x0, params, callback);
+    return lbfgs_minimize_with<Scalar, LineSearchBacktracking<Scalar>>(f, x0, params, callback, stop);
+  return lbfgs_minimize_with<Scalar, LineSearchZoom<Scalar>>(f, x0, params, callback, stop);
 }
 
 }  // namespace spmd::optim

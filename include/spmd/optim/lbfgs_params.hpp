@@ -38,6 +38,7 @@ enum class LBFGSStatus {
   // objective's floating-point type can represent at this value: the iterate is as
   // accurate as that arithmetic allows (error = the gradient norm reached; tol was tighter).
   precision_limit,
+  stopped,  // the caller's stop predicate held between iterations (a signal): x is the last iterate
 };
 
 inline const char* to_string(LBFGSStatus status) {
@@ -47,6 +48,7 @@ inline const char* to_string(LBFGSStatus status) {
     case LBFGSStatus::linesearch_failed: return "linesearch_failed";
     case LBFGSStatus::non_finite: return "non_finite";
     case LBFGSStatus::precision_limit: return "precision_limit";
+    case LBFGSStatus::stopped: return "stopped";
   }
   return "unknown";
 }

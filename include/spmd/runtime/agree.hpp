@@ -14,6 +14,10 @@ namespace spmd::runtime {
 // local_error: empty when this rank is fine, else a message (the rank is prefixed).
 // Collective over comm. Throws spmd::CollectiveError on every rank if any rank failed.
 void agree_or_throw(MPI_Comm comm, const std::string& local_error);
+// The same agreement carrying, in the same allreduce, the largest of the ranks' local_stop
+// (a stop signal number, runtime/stop_request.hpp; 0 for none): returned when no rank
+// failed. For loops that agree on failures anyway and should stop on a signal at no cost.
+int agree_or_throw_and_stop(MPI_Comm comm, const std::string& local_error, int local_stop);
 
 // Runs fn(); an spmd::Error (or std::exception) it throws becomes this rank's verdict for
 // agree_or_throw. Use around per-rank work that is followed by collectives.

@@ -11,7 +11,6 @@
 // format simple and the rename atomic; the volume is small) hold every member's parameters
 // and momentum, the position (epoch, step), the running sums of the epoch and the options
 // that define the run. --resume continues from one bitwise as if never stopped.
-#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -70,7 +69,10 @@ struct EpochMetrics {
 struct EnsembleResult {
   int members = 0;
   std::vector<EpochMetrics> epochs;  // every epoch of the run, resumed ones included
-  bool interrupted = false;          // stopped by SIGTERM/SIGINT after a checkpoint
+  bool interrupted = false;          // stopped by a signal (checkpoint written when --checkpoint)
+  int stop_signal = 0;               // which (runtime/stop_request.hpp), 0 if none
+  int stopped_epoch = 0;             // the epoch and the steps of it done when stopped
+  std::int64_t stopped_step = 0, steps_per_epoch = 0;
   int resumed_from_epoch = -1;       // -1: fresh start
   std::int64_t resumed_from_step = 0;
   double images_per_second = 0;      // per member, over this process's training steps
@@ -79,10 +81,6 @@ struct EnsembleResult {
   std::int64_t train_examples = 0, test_examples = 0;  // used (after --train-limit / --test-limit)
   std::int64_t train_dataset_rows = 0, test_dataset_rows = 0;  // N in each file
 };
-
-// Set by the CLI's signal handler; agreed over ranks after every training step
-// (stop_requested_on_any_rank): every rank then writes the checkpoint and stops.
-std::atomic<int>& ensemble_stop_request();
 
 // What run_ensemble reports while it runs, on every rank (each may be empty). `start` comes
 // once, when the data and any checkpoint are loaded and before the first step, with the

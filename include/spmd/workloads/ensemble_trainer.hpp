@@ -87,9 +87,4 @@ class EnsembleTrainer {
   MemberSum train_sum_, test_sum_;
 };
 
-// Collective: whether any rank has been asked to stop (ensemble_stop_request, set by a
-// signal handler), as one allreduce of the flag. The epoch loop calls it after every step,
-// so every rank stops after the same step.
-bool stop_requested_on_any_rank(const runtime::Context& ctx);
-
 }  // namespace spmd::workloads

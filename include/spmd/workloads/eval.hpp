@@ -52,6 +52,8 @@ struct EvalResult {
   std::int64_t filtered_rows = 0; // examples removed by --drop-label, over all ranks
   std::int64_t dropped = 0;     // examples never evaluated (drop-remainder), over all ranks
   std::int64_t steps = 0;       // steps every rank ran
+  std::int64_t planned_steps = -1;  // steps the pass would have run (-1: data-dependent, infinite-pad)
+  int stop_signal = 0;          // a stop agreed before the end (runtime/stop_request.hpp): the pass is partial
   std::map<std::int64_t, std::int64_t> batch_shapes;  // rows per device -> steps run with it
   std::vector<std::int64_t> examples_per_rank;         // real examples each rank evaluated
   std::int64_t padded_rows = 0;  // zero rows run on devices, over all ranks

@@ -50,6 +50,7 @@ struct LogregIterationRecord {
 
 struct LogregResult {
   optim::LBFGSStatus status = optim::LBFGSStatus::max_iterations;
+  int stop_signal = 0;  // status stopped: the signal agreed between iterations (runtime/stop_request.hpp)
   int iterations = 0;
   double value = 0, error = 0;
   long long evaluations = 0;

@@ -33,6 +33,9 @@ struct PaddedEvalOptions {
   bool static_return = false;         // pad_shard_unpad's: the step returns its outputs as they are
   // Per-step watchdog phase "NAME STEP" (a string literal), or nullptr to leave the caller's.
   const char* step_phase = nullptr;
+  // Stop early when a stop signal is agreed (BlockReader::agree_at): spmd eval's loop; not
+  // the ensemble's test pass, whose stop comes between training steps.
+  bool stop_on_request = false;
 };
 
 // Where a step's rows are.
@@ -62,8 +65,10 @@ class PaddedEvalLoop {
   // read (row_blocks.hpp), its remaining steps run as all-padding steps (b = 0) without
   // on_output, so that collectives inside the step still match, and every rank throws
   // spmd::CollectiveError at the next agreement (BlockReader::agree_at, or at the end).
-  void run(const runtime::Context& ctx, RowBlocks& blocks, std::int64_t rows, std::int64_t steps,
-           const OnOutput& on_output = {});
+  // Returns the steps run: `steps`, or fewer after an agreed stop (stop_signal() says which).
+  std::int64_t run(const runtime::Context& ctx, RowBlocks& blocks, std::int64_t rows, std::int64_t steps,
+                   const OnOutput& on_output = {});
+  int stop_signal() const { return stop_signal_; }
 
   // Rows per device of a step with b real rows.
   std::int64_t device_batch_for(std::int64_t b) const { return wrapped_.device_batch_for(b, options_.min_device_batch); }
@@ -73,6 +78,7 @@ class PaddedEvalLoop {
   Step step_;
   PaddedEvalOptions options_;
   std::size_t statics_;
+  int stop_signal_ = 0;
   std::vector<sharding::Arg> args_;  // statics, then the step's batched arguments (replaced each step)
   std::vector<std::uint8_t> ones_;   // the mask's real part
   const PaddedStep* current_ = nullptr;

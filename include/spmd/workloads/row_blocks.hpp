@@ -113,13 +113,16 @@ class BlockReader {
   const std::string& error() const { return error_; }
 
   // Collective: every rank calls it at the same point; throws spmd::CollectiveError (the
-  // lowest failing rank's message) on every rank when any rank's reader has failed.
-  void agree(const runtime::Context& ctx) const;
-  // agree() at step `step` when it starts a new period (step > 0): a loop whose ranks run the
-  // same steps calls it on every step, so that a failure ends every rank within a period
-  // instead of at the end of the pass.
-  void agree_at(const runtime::Context& ctx, std::int64_t step) const {
-    if (step > 0 && step % agree_period_ == 0) agree(ctx);
+  // lowest failing rank's message) on every rank when any rank's reader has failed. Returns
+  // the stop signal agreed in the same allreduce (runtime/stop_request.hpp), 0 if none: the
+  // loops stop on a signal at these agreements, at no extra cost, so within a block's worth
+  // of steps (16 MiB of rows, at least kAgreementSteps).
+  int agree(const runtime::Context& ctx) const;
+  // agree() at step `step` when it starts a new period (step > 0), else 0: a loop whose ranks
+  // run the same steps calls it on every step, so that a failure ends every rank within a
+  // period instead of at the end of the pass.
+  int agree_at(const runtime::Context& ctx, std::int64_t step) const {
+    return step > 0 && step % agree_period_ == 0 ? agree(ctx) : 0;
   }
 
  private:
