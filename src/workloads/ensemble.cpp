@@ -88,7 +88,7 @@ EnsembleData load_data(const runtime::Context& ctx, EnsembleOptions& o) {
                                       static_cast<double>(models::CnnLayout(sized).param_count()),
                                       ctx.devices_per_rank(), o.batch_size, o.eval_batch),
                       "every rank holds both sets whole: lower --train-limit / --test-limit, --batch-size or "
-                      "--eval-batch, or run fewer ranks per node");
+                      "--eval-batch");
   ctx.set_phase("ensemble: loading data");
   EnsembleData d;
   d.train =

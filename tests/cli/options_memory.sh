@@ -91,4 +91,35 @@ refuse eval_huge_node 2 "the 2 rank\(s\) on .* need .* together .* (MemAvailable
   bash -c '"$SPMD" eval --data "$HUGE" --classes 3 --min-device-batch 2000000000 --json "$OUT/r.json"'
 refuse logreg_huge 2 "not enough memory for this run: .*features 17\.1 GiB" \
   bash -c '"$SPMD" logreg --data "$HUGE" --json "$OUT/r.json" --weights-out "$OUT/w.h5"'
+# The ensemble holds both sets whole on every rank: 2e8 sparse images refused before loading.
+BIGIMG=$WORK/bigimg.h5
+/usr/bin/python3 - "$BIGIMG" <<'PY' || { echo "FAIL making the sparse images"; exit 1; }
+import sys, h5py
+with h5py.File(sys.argv[1], "w") as f:
+    f.create_dataset("images", shape=(200_000_000, 28, 28), dtype="u1", chunks=(4096, 28, 28))
+    f.create_dataset("labels", shape=(200_000_000,), dtype="u1", chunks=(1 << 20,))
+PY
+export BIGIMG
+refuse ensemble_huge 2 "not enough memory for this run: the 2 rank\(s\) on .* need .* \(training set 146\.8 GiB \+ test set 146\.8 GiB.*lower --train-limit" \
+  bash -c '"$SPMD" ensemble --train "$BIGIMG" --test "$BIGIMG" --json "$OUT/r.json" --checkpoint "$OUT/ck.h5"'
+# Ids as labels: 50000 inferred classes, refused under a limit once the classes are known,
+# naming the cause and the fix (not a bare std::bad_alloc after 21 s).
+IDS=$WORK/ids.h5
+/usr/bin/python3 - "$IDS" <<'PY' || { echo "FAIL making the ids file"; exit 1; }
+import sys, h5py, numpy as np
+rng = np.random.default_rng(0)
+y = rng.integers(0, 10, 2000)
+y[5] = 49999
+with h5py.File(sys.argv[1], "w") as f:
+    f["X"] = rng.standard_normal((2000, 200)).astype("f4")
+    f["y"] = y.astype("i8")
+PY
+export IDS
+refuse logreg_ids_as_labels 2 "needs 2\.0 GiB \(solver 1\.9 GiB.*ulimit -v \(RLIMIT_AS.*50000 classes = 1 \+ the largest label.*np.unique" \
+  bash -c 'ulimit -v 2000000; "$SPMD" logreg --data "$IDS" --json "$OUT/r.json" --weights-out "$OUT/w.h5"'
+[ "$(echo "$LAST_SECONDS < 15" | bc)" = 1 ] && echo "ok   logreg_ids_as_labels: refused in ${LAST_SECONDS}s" ||
+  fail "logreg_ids_as_labels: took ${LAST_SECONDS}s"
+# --dry-run prints each rank's need and the node's room before any data is read.
+run dry_run_memory 0 60 mpi 2 "$SPMD" eval --data "$IDS" --classes 50000 --dry-run
+expect_in "dry_run_memory: the need and its parts" "# memory: rank 0 needs [0-9.]+ MiB \(labels [0-9.]+ KiB \+ prefetched blocks [0-9.]+ MiB \+ device batches [0-9.]+ KiB \+ model [0-9.]+ [KM]iB\); its node's 2 rank\(s\) [0-9.]+ MiB of [0-9.]+ GiB"
 finish
