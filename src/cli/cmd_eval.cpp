@@ -6,7 +6,6 @@
 #include "command.hpp"
 #include "commands.hpp"
 #include "dataset_key_options.hpp"
-#include "model_loading.hpp"
 #include "spmd/data/dataset.hpp"
 #include "spmd/data/output_set.hpp"
 #include "spmd/runtime/error.hpp"
@@ -14,6 +13,7 @@
 #include "spmd/sharding/step_sync.hpp"
 #include "spmd/workloads/eval.hpp"
 #include "spmd/workloads/eval_benchmark.hpp"
+#include "spmd/workloads/eval_models.hpp"
 #include "spmd/workloads/memory_estimate.hpp"
 #include "spmd/workloads/report.hpp"
 #include "spmd/workloads/time_breakdown.hpp"
@@ -29,10 +29,12 @@ std::string shapes_text(const std::map<std::int64_t, std::int64_t>& shapes) {
   return s.empty() ? "-" : s;
 }
 
-// model_computes: false for --model zero, which predicts without computing: its time and
+// A model that predicts without computing (EvalModel::computes false, as zero): its time and
 // throughput measure reading, converting, padding and counting only, and the columns say so
 // (same places, so scripts that read the row by position keep working).
-std::string result_block(const workloads::EvalResult& r, const workloads::EvalOptions& o, bool model_computes) {
+std::string result_block(const workloads::EvalResult& r, const workloads::EvalOptions& o,
+                         const workloads::EvalModel& model) {
+  const bool model_computes = model.computes;
   using workloads::format;
   workloads::Table table({{"strategy", "", 15}, {"correct", "", 9}, {"total", "", 9}, {"accuracy", "", 9},
                           {"steps", "", 6}, {"batch shapes", "steps x rows/device", 22}, {"padded", "rows", 9},
@@ -46,7 +48,8 @@ std::string result_block(const workloads::EvalResult& r, const workloads::EvalOp
   for (auto n : r.examples_per_rank) per_rank += (per_rank.empty() ? "" : ", ") + std::to_string(n);
   out += "# examples per rank: [" + per_rank + "]\n";
   if (!model_computes)
-    out += "# --model zero computes nothing: data time and data rate are data movement only (reading, converting, "
+    out += "# --model " + model.name +
+           " computes nothing: data time and data rate are data movement only (reading, converting, "
            "padding, counting), not a model's speed\n";
   const std::int64_t expected = r.dataset_rows - r.filtered_rows;
   if (r.dropped > 0 || r.total != expected)
@@ -88,9 +91,8 @@ std::string confusion_block(const workloads::ConfusionMatrix& m) {
 int cmd_eval(const Args& args) {
   po::options_description options("spmd eval options");
   options.add_options()("data", po::value<std::string>(), "HDF5 file with the examples (required)")(
-      "model", po::value<std::string>()->default_value("zero"),
-      "zero (always class 0), logreg (--weights from spmd logreg), cnn (--weights: a spmd ensemble checkpoint)")(
-      "weights", po::value<std::string>(), "model file for --model logreg|cnn")(
+      "model", po::value<std::string>()->default_value("zero"), workloads::eval_models_help().c_str())(
+      "weights", po::value<std::string>(), "the model's file (what each --model takes: above)")(
       "classes", po::value<int>()->default_value(10), "number of classes for --model zero (labels must lie in [0, classes))")(
       "per-device-batch", po::value<std::int64_t>()->default_value(512), "rows per device per step (B)")(
       "strategy", po::value<std::string>()->default_value("pad"),
@@ -102,8 +104,8 @@ int cmd_eval(const Args& args) {
       "full-dataset evaluation guide; the stopping step is the same for every value)")(
       "drop-label", po::value<int>(), "drop the examples with this label after loading (per-rank counts become data dependent)")(
       "input-scale", po::value<std::string>()->default_value("auto"),
-      "how stored features become float32: auto (uint8 / 255; other types as stored; with --model cnn, images of "
-      "another type beyond [0, 1] are refused), none (as stored, uint8 too), or a factor such as 1/255")(
+      "how stored features become float32: auto (uint8 / 255; other types as stored; with an image model (cnn), "
+      "images of another type beyond [0, 1] are refused), none (as stored, uint8 too), or a factor such as 1/255")(
       "predictions", po::value<std::string>(),
       "write every example's predicted class (int32 [N], -1 = not evaluated), class probabilities (float32 [N, C]) "
       "and label to this HDF5 file, rows in the input's order (each rank writes its rows; atomic)")(
@@ -135,10 +137,10 @@ int cmd_eval(const Args& args) {
                       " steps (got " + std::to_string(w) + ")");
         require_non_negative(vm, "passes");
         require_positive(vm, "progress-seconds");
-        require_one_of(vm, "model", {"zero", "logreg", "cnn"});
+        const auto& model = workloads::eval_model(vm["model"].as<std::string>());
         workloads::parse_eval_strategy(vm["strategy"].as<std::string>());
-        if (vm["model"].as<std::string>() != "zero") {
-          require_present(vm, "weights", "--model " + vm["model"].as<std::string>() + " needs its weights file");
+        if (!model.weights.empty()) {
+          require_present(vm, "weights", "--model " + model.name + " needs " + model.weights);
           require_readable_file(vm, "weights");
         }
         if (vm.count("drop-label") && vm["drop-label"].as<int>() < 0) throw Error("--drop-label must be >= 0");
@@ -166,14 +168,14 @@ int cmd_eval(const Args& args) {
   o.min_device_batch = vm["min-device-batch"].as<std::int64_t>();
   if (vm.count("drop-label")) o.drop_label = vm["drop-label"].as<int>();
   o.count_window = vm["count-window"].as<int>();
-  o.input_scale = data::FeatureScale::parse(vm["input-scale"].as<std::string>(), vm["model"].as<std::string>() == "cnn");
+  const auto& eval_model = workloads::eval_model(vm["model"].as<std::string>());
+  o.input_scale = data::FeatureScale::parse(vm["input-scale"].as<std::string>(), eval_model.images);
   workloads::require_layout_fits(ctx, o);
   const auto keys = data::resolve_dataset_keys(ctx, o.data, key_request(vm));
   o.keys = keys.keys;
 
   print_root(workloads::startup_table(ctx, "eval") + keys_line("data", o.data, keys));
-  const auto model = load_classifier(ctx, vm["model"].as<std::string>(),
-                                     vm.count("weights") ? vm["weights"].as<std::string>() : "", vm["classes"].as<int>());
+  const auto model = eval_model.load(ctx, vm.count("weights") ? vm["weights"].as<std::string>() : "", vm["classes"].as<int>());
   const std::string json = json_path(vm);
   nlohmann::json j = workloads::startup_json(ctx);
   j["model"] = model->describe();
@@ -225,8 +227,8 @@ int cmd_eval(const Args& args) {
     return 0;
   }
   require_inputs_unchanged(cl, "at the end of the evaluation");
-  const bool model_computes = vm["model"].as<std::string>() != "zero";
-  print_root(result_block(result, o, model_computes));
+  const bool model_computes = eval_model.computes;
+  print_root(result_block(result, o, eval_model));
   print_root(confusion_block(result.confusion));
   j.update(workloads::to_json(result, o, ctx));
   // seconds and examples_per_second stay (tools/scaling_report.py reads them); this says

@@ -1,0 +1,42 @@
+#pragma once
+// The models `spmd eval` runs, one registry row each: its name, what --weights must be, how
+// stored features become its input, and how it is loaded. `--model`'s choices and help come
+// from this table, and no code outside it compares model names: a new eval model is its
+// folder under src/models/ plus one row in src/workloads/eval_models.cpp.
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "spmd/models/classifier.hpp"
+#include "spmd/runtime/context.hpp"
+
+namespace spmd::workloads {
+
+struct EvalModel {
+  std::string name;     // --model NAME
+  std::string summary;  // what it predicts, for --help
+  // What --weights must be, for --help and messages; empty when the model takes no weights.
+  std::string weights;
+  // An image model: with --input-scale auto, non-uint8 features beyond [0, 1] are refused
+  // (uint8 is scaled by 1/255 either way; see data::FeatureScale::parse).
+  bool images = false;
+  // false for a model that predicts without computing: its timings measure data movement only.
+  bool computes = true;
+  // Collective: builds the classifier on every rank from --weights (empty when weights is
+  // empty) and --classes (for models whose weights do not fix it).
+  std::function<std::unique_ptr<models::Classifier>(const runtime::Context& ctx, const std::string& weights,
+                                                    int classes)>
+      load;
+};
+
+// The registered models, in registration order.
+const std::vector<EvalModel>& eval_models();
+
+// The row named `name`; throws spmd::Error "--model must be one of zero|logreg|cnn (got 'x')".
+const EvalModel& eval_model(const std::string& name);
+
+// "--model" help: every model's name, summary and weights, one clause each.
+std::string eval_models_help();
+
+}  // namespace spmd::workloads

@@ -1,0 +1,58 @@
+#include "spmd/workloads/eval_models.hpp"
+
+#include "spmd/models/cnn_classifier.hpp"
+#include "spmd/models/logreg_classifier.hpp"
+#include "spmd/runtime/error.hpp"
+#include "spmd/workloads/checkpoint.hpp"
+#include "spmd/workloads/logreg_weights.hpp"
+
+namespace spmd::workloads {
+
+const std::vector<EvalModel>& eval_models() {
+  static const std::vector<EvalModel> table = {
+      {.name = "zero",
+       .summary = "always class 0 (reading, padding and counting only)",
+       .weights = "",
+       .images = false,
+       .computes = false,
+       .load = [](const runtime::Context&, const std::string&, int classes) {
+         return models::make_zero_classifier(classes);
+       }},
+      {.name = "logreg",
+       .summary = "multiclass logistic regression",
+       .weights = "a file written by spmd logreg --weights-out",
+       .images = false,
+       .computes = true,
+       .load = [](const runtime::Context& ctx, const std::string& weights, int) {
+         return models::make_logreg_classifier(read_logreg_weights(ctx, weights), weights);
+       }},
+      {.name = "cnn",
+       .summary = "the mean probabilities of a CNN ensemble",
+       .weights = "a spmd ensemble checkpoint",
+       .images = true,
+       .computes = true,
+       .load = [](const runtime::Context& ctx, const std::string& weights, int) {
+         auto checkpoint = read_checkpoint_params(ctx, weights);
+         return models::make_cnn_classifier(checkpoint.config, std::move(checkpoint.members), weights);
+       }},
+  };
+  return table;
+}
+
+const EvalModel& eval_model(const std::string& name) {
+  std::string names;
+  for (const auto& m : eval_models()) {
+    if (m.name == name) return m;
+    names += (names.empty() ? "" : "|") + m.name;
+  }
+  throw Error("--model must be one of " + names + " (got '" + name + "')");
+}
+
+std::string eval_models_help() {
+  std::string help;
+  for (const auto& m : eval_models())
+    help += (help.empty() ? "" : "; ") + m.name + ": " + m.summary + (m.weights.empty() ? "" : " (--weights: " + m.weights + ")");
+  return help;
+}
+
+}  // namespace spmd::workloads
