@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "spmd/models/argmax.hpp"
 #include "spmd/models/cnn_params.hpp"
 #include "spmd/models/device_models.hpp"
 #include "spmd/runtime/error.hpp"
@@ -50,7 +51,7 @@ class CnnPredictor final : public DevicePredictor {
     }
     for (std::int64_t r = 0; r < rows; ++r) {
       const double* s = sum_.data() + r * classes_;
-      out[r] = static_cast<std::int32_t>(std::max_element(s, s + classes_) - s);
+      out[r] = argmax(s, classes_);
     }
     if (!probs_out) return;
     // The ensemble's prediction: the mean of the members' probabilities (summed in member

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "logreg_kernel_spec.hpp"
+#include "spmd/models/argmax.hpp"
 #include "spmd/models/partial_sum_tree.hpp"
 #include "spmd/runtime/error.hpp"
 
@@ -288,16 +289,7 @@ void logreg_logits_to_outputs(const float* logits, std::int64_t rows, std::int64
   for (std::int64_t r = 0; r < rows; ++r) {
     const float* z = logits + r * stride;
     const auto logit = [&](int c) { return bias ? z[c] + bias[c] : z[c]; };
-    int best = 0;
-    float best_value = logit(0);
-    for (int c = 1; c < classes; ++c) {
-      const float v = logit(c);
-      if (v > best_value) {
-        best = c;
-        best_value = v;
-      }
-    }
-    classes_out[r] = best;
+    classes_out[r] = argmax_of(classes, logit);
     if (!probs_out) continue;
     // The softmax of logreg_kernel_spec.hpp: max as the x86 instructions take it, exp_spec,
     // the sum in class order, then one reciprocal.

@@ -232,12 +232,6 @@ models::CnnConfig model_for_images(models::CnnConfig requested, const std::vecto
   return requested;
 }
 
-std::string ensemble_defining_options(const EnsembleOptions& o, int members) {
-  return "members=" + std::to_string(members) + "\nseed=" + std::to_string(o.seed) +
-         "\nbatch-size=" + std::to_string(o.batch_size) + "\nlearning-rate=" + format("%.9g", o.sgd.learning_rate) +
-         "\nmomentum=" + format("%.9g", o.sgd.momentum) + "\ntrain=" + data::checkpoint_data_identity(o.train) +
-         "\ntrain-limit=" + std::to_string(o.train_limit) + "\n";
-}
 
 // What the training data is, by content: the bytes the run trains on (features as stored,
 // labels, sample shape), hashed on every rank alike (every rank holds the whole set). A

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "spmd/models/argmax.hpp"
 #include "spmd/data/feature_decoder.hpp"
 #include "spmd/models/cnn_init.hpp"
 #include "spmd/runtime/agree.hpp"
@@ -13,14 +14,7 @@ namespace spmd::workloads {
 
 namespace {
 
-// The first class of the highest probability (ties go to the lower class).
-template <class T>
-int argmax(const T* p, int classes) {
-  int best = 0;
-  for (int c = 1; c < classes; ++c)
-    if (p[c] > p[best]) best = c;
-  return best;
-}
+using models::argmax;
 
 template <class T>
 runtime::PerDevice<std::span<const T>> spans_of(const std::vector<std::vector<T>>& per_device) {

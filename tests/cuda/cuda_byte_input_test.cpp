@@ -60,11 +60,11 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 
 TEST(CudaByteStager, HandsOverEveryTileInOrderWithTheTablesFloats) {
   SKIP_WITHOUT_GPU();
-  spmd::tensor::use_cuda_device(spmd::test::cuda_device(), "byte stager test");
+  spmd::backends::cuda::use_cuda_device(spmd::test::cuda_device(), "byte stager test");
   const std::int64_t row_bytes = 37, tile_rows = 64;  // odd sizes: no alignment is assumed
-  spmd::tensor::Stream compute;
-  spmd::tensor::ByteStager stager(static_cast<std::size_t>(tile_rows * row_bytes), "byte stager test");
-  spmd::tensor::DeviceBuffer<float> x(static_cast<std::size_t>(tile_rows * row_bytes), "test tile");
+  spmd::backends::cuda::Stream compute;
+  spmd::backends::cuda::ByteStager stager(static_cast<std::size_t>(tile_rows * row_bytes), "byte stager test");
+  spmd::backends::cuda::DeviceBuffer<float> x(static_cast<std::size_t>(tile_rows * row_bytes), "test tile");
   for (const std::int64_t rows : {1, 63, 64, 65, 1000}) {
     for (const ByteTable& table : {auto_table(), factor_table()}) {  // a new table on every call
       const auto bytes = random_bytes(static_cast<std::size_t>(rows * row_bytes), static_cast<std::uint32_t>(rows));
@@ -109,7 +109,7 @@ TEST(CudaByteInput, LogregPredictorFromBytesEqualsFromHostFloats) {
   p.W.resize(static_cast<std::size_t>(features * classes));
   for (float& w : p.W) w = weight(rng);
   p.bias = {0.25f, -0.5f, 0.125f};
-  auto predictor = spmd::models::make_logreg_predictor_cuda(spmd::test::cuda_device(), p, rows);
+  auto predictor = spmd::backends::cuda::make_logreg_predictor_cuda(spmd::test::cuda_device(), p, rows);
   ASSERT_TRUE(predictor->decodes_bytes());
   const auto bytes = random_bytes(static_cast<std::size_t>(rows * features), 11);
   for (const ByteTable& table : {auto_table(), factor_table(), auto_table()}) {

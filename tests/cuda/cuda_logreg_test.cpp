@@ -183,7 +183,7 @@ TEST(CudaLogregPredictor, SameClassesAsCpuOverSeveralTiles) {
   std::vector<std::int32_t> cpu(static_cast<std::size_t>(rows)), gpu(static_cast<std::size_t>(rows), -1);
   spmd::models::LogregWorkspace ws;
   spmd::models::logreg_predict(p.X.data(), rows, 20, 7, p.W.data(), cpu.data(), ws);
-  auto predictor = spmd::models::make_logreg_predictor_cuda(spmd::test::cuda_device(0), {p.W, {}, 20, 7}, rows);
+  auto predictor = spmd::backends::cuda::make_logreg_predictor_cuda(spmd::test::cuda_device(0), {p.W, {}, 20, 7}, rows);
   predictor->predict(p.X.data(), rows, gpu.data(), nullptr);
   for (int r = 0; r < 5; ++r) EXPECT_EQ(gpu[static_cast<std::size_t>(r)], 0) << "zero row " << r;
   // The same logits bit for bit (logreg_kernel_spec.hpp), so the same classes, ties too.
@@ -210,7 +210,7 @@ TEST(CudaLogregPredictor, InterceptAndProbabilitiesAreTheCpuBits) {
   std::vector<float> cpu_probs(static_cast<std::size_t>(rows * classes)), gpu_probs(cpu_probs.size(), -1.0f);
   spmd::models::LogregFixedPredictor host(params.W.data(), params.bias.data(), features, classes);
   host.predict(p.X.data(), rows, cpu.data(), cpu_probs.data());
-  auto predictor = spmd::models::make_logreg_predictor_cuda(spmd::test::cuda_device(0), params, rows);
+  auto predictor = spmd::backends::cuda::make_logreg_predictor_cuda(spmd::test::cuda_device(0), params, rows);
   predictor->predict(p.X.data(), rows, gpu.data(), gpu_probs.data());
   EXPECT_EQ(gpu, cpu);
   EXPECT_EQ(0, std::memcmp(gpu_probs.data(), cpu_probs.data(), cpu_probs.size() * sizeof(float)));
@@ -220,7 +220,7 @@ TEST(CudaLogregPredictor, InterceptAndProbabilitiesAreTheCpuBits) {
 // (what failed and what to do), never a crash.
 TEST(CudaDeviceModels, NoGpuIsAClearError) {
   std::string why;
-  if (spmd::tensor::visible_gpu_count(&why) > 0) GTEST_SKIP() << "a GPU is visible; this test is for machines without one";
+  if (spmd::backends::cuda::visible_gpu_count(&why) > 0) GTEST_SKIP() << "a GPU is visible; this test is for machines without one";
   const std::vector<float> X(8, 0.5f), W(4, 0.0f);
   const std::vector<std::int32_t> y(4, 1);
   const std::string expected = "--backend cpu";
@@ -235,13 +235,13 @@ TEST(CudaDeviceModels, NoGpuIsAClearError) {
   expect_clear([&] { spmd::models::make_logreg_shard(spmd::test::cuda_device(0), X.data(), y.data(), 4, 2, 2, 2048); },
                "make_logreg_shard");
   expect_clear([&] { spmd::models::make_cnn_member(spmd::test::cuda_device(0), spmd::models::CnnConfig::seed_default(), 8, 4); }, "make_cnn_member");
-  expect_clear([&] { spmd::models::make_logreg_predictor_cuda(spmd::test::cuda_device(0), {W, {}, 2, 2}, 16); },
+  expect_clear([&] { spmd::backends::cuda::make_logreg_predictor_cuda(spmd::test::cuda_device(0), {W, {}, 2, 2}, 16); },
                "make_logreg_predictor_cuda");
 }
 
 // With or without a GPU: an ordinal past the visible GPUs is refused up front.
 TEST(CudaDeviceModels, OrdinalPastTheVisibleGpusIsAnError) {
-  const int visible = spmd::tensor::visible_gpu_count();
+  const int visible = spmd::backends::cuda::visible_gpu_count();
   const std::vector<float> X(8, 0.5f);
   const std::vector<std::int32_t> y(4, 1);
   EXPECT_THROW(spmd::models::make_logreg_shard(spmd::test::cuda_device(visible + 2), X.data(), y.data(), 4, 2, 2, 2048),

@@ -38,7 +38,7 @@ TEST(CudaCheck, CudaErrorNamesRankCallFileLineErrorAndHint) {
   }
   // An invalid device is not a sticky error: it was cleared and does not leak into the
   // next check. (Without a driver every call keeps failing, so only with a GPU.)
-  if (spmd::tensor::visible_gpu_count() > 0) EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  if (spmd::backends::cuda::visible_gpu_count() > 0) EXPECT_EQ(cudaGetLastError(), cudaSuccess);
 }
 
 TEST(CudaCheck, CublasErrorNamesStatus) {
@@ -55,32 +55,32 @@ TEST(CudaCheck, CublasErrorNamesStatus) {
 
 TEST(DeviceBuffer, EmptyBuffersMakeNoCudaCall) {
   // Works without a GPU: a zero-element buffer owns nothing.
-  spmd::tensor::DeviceBuffer<float> d(0, "nothing");
+  spmd::backends::cuda::DeviceBuffer<float> d(0, "nothing");
   EXPECT_EQ(d.data(), nullptr);
   EXPECT_EQ(d.size(), 0u);
-  spmd::tensor::PinnedBuffer<double> p(0, "nothing");
+  spmd::backends::cuda::PinnedBuffer<double> p(0, "nothing");
   EXPECT_EQ(p.data(), nullptr);
-  spmd::tensor::DeviceBuffer<float> moved(std::move(d));
+  spmd::backends::cuda::DeviceBuffer<float> moved(std::move(d));
   EXPECT_EQ(moved.size(), 0u);
 }
 
 TEST(DeviceBuffer, RoundTripsWithOffsetsZeroAndMoves) {
   SKIP_WITHOUT_GPU();
   ASSERT_NO_THROW(SPMD_CHECK_CUDA(cudaSetDevice(0), "test GPU"));
-  spmd::tensor::Stream stream;
+  spmd::backends::cuda::Stream stream;
   for (std::size_t n : {1u, 7u, 1000u, 1u << 20}) {
     std::vector<std::int32_t> host(n);
     for (std::size_t i = 0; i < n; ++i) host[i] = static_cast<std::int32_t>(i * 2654435761u);
-    spmd::tensor::DeviceBuffer<std::int32_t> d(n + 5, "test buffer");
+    spmd::backends::cuda::DeviceBuffer<std::int32_t> d(n + 5, "test buffer");
     d.zero(stream.get());
     d.upload(host.data(), n, stream.get(), 5);  // lands at [5, 5 + n)
-    spmd::tensor::PinnedBuffer<std::int32_t> back(n + 5, "test staging");
+    spmd::backends::cuda::PinnedBuffer<std::int32_t> back(n + 5, "test staging");
     d.download(back.data(), n + 5, stream.get());
     stream.synchronize("test round trip");
     for (std::size_t i = 0; i < 5; ++i) EXPECT_EQ(back.data()[i], 0) << "n " << n << " i " << i;
     for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(back.data()[i + 5], host[i]) << "n " << n << " i " << i;
     // A moved buffer keeps the memory and the contents.
-    spmd::tensor::DeviceBuffer<std::int32_t> moved = std::move(d);
+    spmd::backends::cuda::DeviceBuffer<std::int32_t> moved = std::move(d);
     EXPECT_EQ(d.data(), nullptr);
     EXPECT_EQ(moved.size(), n + 5);
     std::vector<std::int32_t> again(n);
@@ -93,7 +93,7 @@ TEST(DeviceBuffer, RoundTripsWithOffsetsZeroAndMoves) {
 }
 
 // Plain row-major reference: C = op(A) op(B) with the stored strides.
-std::vector<float> reference_gemm(const spmd::tensor::RowMajorGemm& g, const std::vector<float>& A,
+std::vector<float> reference_gemm(const spmd::backends::cuda::RowMajorGemm& g, const std::vector<float>& A,
                                   const std::vector<float>& B) {
   std::vector<float> C(static_cast<std::size_t>(g.M * g.ldc), 0.0f);
   for (std::int64_t i = 0; i < g.M; ++i)
@@ -112,15 +112,15 @@ std::vector<float> reference_gemm(const spmd::tensor::RowMajorGemm& g, const std
 TEST(RowMajorGemm, MatchesReferenceForEveryTransposeAndStride) {
   SKIP_WITHOUT_GPU();
   ASSERT_NO_THROW(SPMD_CHECK_CUDA(cudaSetDevice(0), "test GPU"));
-  spmd::tensor::Stream stream;
-  spmd::tensor::CublasHandle cublas(stream.get());
+  spmd::backends::cuda::Stream stream;
+  spmd::backends::cuda::CublasHandle cublas(stream.get());
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   for (auto [M, N, K] : {std::array<std::int64_t, 3>{1, 1, 1}, {5, 3, 7}, {10, 784, 257}, {33, 10, 2}})
     for (int ta = 0; ta < 2; ++ta)
       for (int tb = 0; tb < 2; ++tb)
         for (std::int64_t pad : {0, 3}) {  // row strides longer than the rows
-          spmd::tensor::RowMajorGemm g{ta == 1, tb == 1, M, N, K, 0, 0, 0};
+          spmd::backends::cuda::RowMajorGemm g{ta == 1, tb == 1, M, N, K, 0, 0, 0};
           g.lda = (g.trans_a ? M : K) + pad;
           g.ldb = (g.trans_b ? K : N) + pad;
           g.ldc = N + pad;
@@ -129,11 +129,11 @@ TEST(RowMajorGemm, MatchesReferenceForEveryTransposeAndStride) {
           for (float& v : A) v = u(rng);
           for (float& v : B) v = u(rng);
           const auto expected = reference_gemm(g, A, B);
-          spmd::tensor::DeviceBuffer<float> dA(A.size(), "A"), dB(B.size(), "B"), dC(expected.size(), "C");
+          spmd::backends::cuda::DeviceBuffer<float> dA(A.size(), "A"), dB(B.size(), "B"), dC(expected.size(), "C");
           dA.upload(A.data(), A.size(), stream.get());
           dB.upload(B.data(), B.size(), stream.get());
           dC.zero(stream.get());
-          spmd::tensor::sgemm_row_major(cublas.get(), g, 1.0f, dA.data(), dB.data(), 0.0f, dC.data(), "test gemm");
+          spmd::backends::cuda::sgemm_row_major(cublas.get(), g, 1.0f, dA.data(), dB.data(), 0.0f, dC.data(), "test gemm");
           std::vector<float> C(expected.size());
           dC.download(C.data(), C.size(), stream.get());
           stream.synchronize("test gemm");
@@ -149,8 +149,8 @@ TEST(RowMajorGemm, MatchesReferenceForEveryTransposeAndStride) {
 TEST(RowMajorGemm, StridedBatchedMatchesOneGemmPerMatrix) {
   SKIP_WITHOUT_GPU();
   ASSERT_NO_THROW(SPMD_CHECK_CUDA(cudaSetDevice(0), "test GPU"));
-  spmd::tensor::Stream stream;
-  spmd::tensor::CublasHandle cublas(stream.get());
+  spmd::backends::cuda::Stream stream;
+  spmd::backends::cuda::CublasHandle cublas(stream.get());
   // The logreg gradient's shape: G_b[F, C] = X_b^T D_b over blocks of R rows.
   const std::int64_t F = 13, C = 4, R = 9, batches = 5;
   std::mt19937 rng(11);
@@ -158,11 +158,11 @@ TEST(RowMajorGemm, StridedBatchedMatchesOneGemmPerMatrix) {
   std::vector<float> X(static_cast<std::size_t>(batches * R * F)), D(static_cast<std::size_t>(batches * R * C));
   for (float& v : X) v = u(rng);
   for (float& v : D) v = u(rng);
-  spmd::tensor::DeviceBuffer<float> dX(X.size(), "X"), dD(D.size(), "D"), dG(static_cast<std::size_t>(batches * F * C), "G");
+  spmd::backends::cuda::DeviceBuffer<float> dX(X.size(), "X"), dD(D.size(), "D"), dG(static_cast<std::size_t>(batches * F * C), "G");
   dX.upload(X.data(), X.size(), stream.get());
   dD.upload(D.data(), D.size(), stream.get());
-  const spmd::tensor::RowMajorGemm g{true, false, F, C, R, F, C, C};
-  spmd::tensor::sgemm_row_major_strided_batched(cublas.get(), g, 1.0f, dX.data(), R * F, dD.data(), R * C, 0.0f,
+  const spmd::backends::cuda::RowMajorGemm g{true, false, F, C, R, F, C, C};
+  spmd::backends::cuda::sgemm_row_major_strided_batched(cublas.get(), g, 1.0f, dX.data(), R * F, dD.data(), R * C, 0.0f,
                                                 dG.data(), F * C, batches, "test batched gemm");
   std::vector<float> G(dG.size());
   dG.download(G.data(), G.size(), stream.get());
@@ -179,11 +179,11 @@ TEST(RowMajorGemm, StridedBatchedMatchesOneGemmPerMatrix) {
 
 TEST(RowMajorGemm, RejectsDimensionsCublasCannotTake) {
   // Checked before cuBLAS is called: no GPU needed, the handle is never used.
-  const spmd::tensor::RowMajorGemm too_big{false, false, std::int64_t{1} << 31, 1, 1, 1, 1, 1};
-  EXPECT_THROW(spmd::tensor::sgemm_row_major(nullptr, too_big, 1.0f, nullptr, nullptr, 0.0f, nullptr, "test"),
+  const spmd::backends::cuda::RowMajorGemm too_big{false, false, std::int64_t{1} << 31, 1, 1, 1, 1, 1};
+  EXPECT_THROW(spmd::backends::cuda::sgemm_row_major(nullptr, too_big, 1.0f, nullptr, nullptr, 0.0f, nullptr, "test"),
                spmd::Error);
-  const spmd::tensor::RowMajorGemm short_stride{false, false, 4, 5, 6, 5, 5, 5};  // lda 5 < K 6
-  EXPECT_THROW(spmd::tensor::sgemm_row_major(nullptr, short_stride, 1.0f, nullptr, nullptr, 0.0f, nullptr, "test"),
+  const spmd::backends::cuda::RowMajorGemm short_stride{false, false, 4, 5, 6, 5, 5, 5};  // lda 5 < K 6
+  EXPECT_THROW(spmd::backends::cuda::sgemm_row_major(nullptr, short_stride, 1.0f, nullptr, nullptr, 0.0f, nullptr, "test"),
                spmd::Error);
 }
 

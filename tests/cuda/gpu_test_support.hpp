@@ -11,14 +11,14 @@
 #define SKIP_WITHOUT_GPU()                                                                           \
   do {                                                                                               \
     std::string why_no_gpu;                                                                          \
-    if (spmd::tensor::visible_gpu_count(&why_no_gpu) == 0) GTEST_SKIP() << "no GPU: " << why_no_gpu; \
+    if (spmd::backends::cuda::visible_gpu_count(&why_no_gpu) == 0) GTEST_SKIP() << "no GPU: " << why_no_gpu; \
   } while (0)
 
 namespace spmd::test {
 
 inline runtime::DeviceInfo cuda_device(int ordinal = 0) {
   runtime::DeviceInfo d;
-  d.platform = &tensor::cuda_platform();
+  d.platform = &backends::cuda::cuda_platform();
   d.ordinal = ordinal;
   d.name = "gpu " + std::to_string(ordinal);
   return d;

@@ -3,7 +3,7 @@
 // rank, the call as written, file:line, the library's own description and a hint.
 //   SPMD_CHECK_MPI(MPI_Allreduce(...), "hint");
 //   hid_t f = SPMD_CHECK_HDF5(H5Fopen(...), "hint");   // yields the call's value
-// CUDA and cuBLAS checks live in runtime/cuda_check.hpp (only with the CUDA backend).
+// CUDA and cuBLAS checks live in backends/cuda/check.hpp (only in the CUDA module).
 #include <mpi.h>
 
 #include <string>

@@ -18,7 +18,7 @@
 #include "spmd/models/device_models.hpp"
 #include "spmd/runtime/context.hpp"
 #include "spmd/workloads/checkpoint.hpp"
-#include "spmd/workloads/ensemble.hpp"
+#include "spmd/workloads/ensemble_options.hpp"
 #include "spmd/workloads/member_sum.hpp"
 
 namespace spmd::workloads {

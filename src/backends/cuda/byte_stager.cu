@@ -8,7 +8,7 @@
 #include "spmd/runtime/error.hpp"
 #include "spmd/runtime/time_account.hpp"
 
-namespace spmd::tensor {
+namespace spmd::backends::cuda {
 
 namespace {
 
@@ -74,4 +74,4 @@ void ByteStager::decode(std::int64_t t, float* x, std::size_t bytes, cudaStream_
   SPMD_CHECK_CUDA(cudaEventRecord(slot.decoded.get(), compute), "marking the end of a byte tile's decode");
 }
 
-}  // namespace spmd::tensor
+}  // namespace spmd::backends::cuda

@@ -34,13 +34,16 @@
 #include "spmd/backends/cuda/launch.hpp"
 #include "spmd/backends/cuda/stream.hpp"
 
-namespace spmd::models {
+namespace spmd::backends::cuda {
+
+// The device side of the models' interfaces (models/device_models.hpp), on a GPU.
+using namespace spmd::models;
 
 namespace {
 
-using tensor::blocks_for;
-using tensor::kThreadsPerBlock;
-using tensor::RowMajorGemm;
+using cuda::blocks_for;
+using cuda::kThreadsPerBlock;
+using cuda::RowMajorGemm;
 
 // Forward passes over more rows than this run in tiles: bounds the activation memory of
 // eval members (~230 MiB at 512 rows of the default geometry) whatever max_batch is; a
@@ -233,7 +236,7 @@ class CudaCnnMember final : public CnnMember {
  public:
   CudaCnnMember(const runtime::DeviceInfo& device, std::shared_ptr<const CnnLayout> layout, int max_batch,
                 int max_train_batch, int rows_per_pass)
-      : ordinal_((tensor::use_cuda_device(device, "CUDA CNN member"), device.ordinal)),
+      : ordinal_((cuda::use_cuda_device(device, "CUDA CNN member"), device.ordinal)),
         layout_(std::move(layout)),
         max_batch_(max_batch),
         max_train_batch_(max_train_batch),
@@ -270,12 +273,12 @@ class CudaCnnMember final : public CnnMember {
     stream_.synchronize("initialising the CNN member's state on the GPU");
   }
 
-  ~CudaCnnMember() override { tensor::set_current_gpu_noexcept(ordinal_); }
+  ~CudaCnnMember() override { cuda::set_current_gpu_noexcept(ordinal_); }
 
   void set_state(const CnnParams& params, const CnnParams& momentum) override {
     require_geometry(params, *layout_, "CUDA CNN member");
     require_geometry(momentum, *layout_, "CUDA CNN member");
-    tensor::set_current_gpu(ordinal_);
+    cuda::set_current_gpu(ordinal_);
     params_.upload(params.data(), params_.size(), stream_.get());
     trace_.upload(momentum.data(), trace_.size(), stream_.get());
     stream_.synchronize_copies("copying the CNN member's parameters and momentum to the GPU");
@@ -284,7 +287,7 @@ class CudaCnnMember final : public CnnMember {
   void get_state(CnnParams& params, CnnParams& momentum) const override {
     require_geometry(params, *layout_, "CUDA CNN member");
     require_geometry(momentum, *layout_, "CUDA CNN member");
-    tensor::set_current_gpu(ordinal_);
+    cuda::set_current_gpu(ordinal_);
     params_.download(params.data(), params_.size(), stream_.get());
     trace_.download(momentum.data(), trace_.size(), stream_.get());
     stream_.synchronize_copies("copying the CNN member's parameters and momentum from the GPU");
@@ -301,7 +304,7 @@ class CudaCnnMember final : public CnnMember {
       if (labels[r] < 0 || labels[r] >= classes)
         throw Error("CNN loss: label " + std::to_string(labels[r]) + " of batch row " + std::to_string(r) +
                     " is outside [0, " + std::to_string(classes) + ")");
-    tensor::set_current_gpu(ordinal_);
+    cuda::set_current_gpu(ordinal_);
     const cudaStream_t s = stream_.get();
     float mean_loss = 0.0f;
     if (batch == 0) {
@@ -334,7 +337,7 @@ class CudaCnnMember final : public CnnMember {
   void forward(const float* images, int batch, float* probs_out) override {
     check_batch(batch, max_batch_, "CUDA CNN forward", "max_batch");
     if (batch == 0) return;
-    tensor::set_current_gpu(ordinal_);
+    cuda::set_current_gpu(ordinal_);
     const std::int64_t pixels = layout_->input_size();
     for (int first = 0; first < batch; first += rows_per_pass_) {
       const int n = std::min(rows_per_pass_, batch - first);
@@ -348,7 +351,7 @@ class CudaCnnMember final : public CnnMember {
   void forward_bytes(const std::uint8_t* images, int batch, const ByteTable& table, float* probs_out) override {
     check_batch(batch, max_batch_, "CUDA CNN forward", "max_batch");
     if (batch == 0) return;
-    tensor::set_current_gpu(ordinal_);
+    cuda::set_current_gpu(ordinal_);
     const std::int64_t pixels = layout_->input_size();
     if (!stager_)  // made at the first byte batch (float images never need it), then reused
       stager_.emplace(static_cast<std::size_t>(rows_per_pass_) * static_cast<std::size_t>(pixels), "CUDA CNN member");
@@ -370,7 +373,7 @@ class CudaCnnMember final : public CnnMember {
   float* grad(std::size_t tensor) { return grad_.data() + layout_->tensors()[tensor].offset; }
 
   void gemm(const RowMajorGemm& g, const float* A, const float* B, float* C, const char* what) {
-    tensor::sgemm_row_major(cublas_.get(), g, 1.0f, A, B, 0.0f, C, what);
+    cuda::sgemm_row_major(cublas_.get(), g, 1.0f, A, B, 0.0f, C, what);
   }
 
   // Rows [first, first + n) of the batch are in x_ (or queued there on the stream): the
@@ -496,30 +499,30 @@ class CudaCnnMember final : public CnnMember {
   std::shared_ptr<const CnnLayout> layout_;
   int max_batch_, max_train_batch_;
   int rows_per_pass_;  // activation buffers' rows: max_train_batch, or a forward tile
-  tensor::Stream stream_;
-  tensor::CublasHandle cublas_;
+  cuda::Stream stream_;
+  cuda::CublasHandle cublas_;
   // State, flat in CnnParams layout (CnnLayout::tensors() offsets).
-  tensor::DeviceBuffer<float> params_, trace_;
-  tensor::DeviceBuffer<float> grad_;  // training members only
+  cuda::DeviceBuffer<float> params_, trace_;
+  cuda::DeviceBuffer<float> grad_;  // training members only
   // Forward, [rows_per_pass, ...] each; per conv layer l and dense layer j.
-  tensor::DeviceBuffer<float> x_;                // [., H, W, C]
-  tensor::DeviceBuffer<std::int32_t> labels_;    // [.]
-  std::vector<tensor::DeviceBuffer<float>> col_;   // [. * h * w, 9 * in]; the input gradient's im2col in backward
-  std::vector<tensor::DeviceBuffer<float>> act_;   // [., h, w, out] post-ReLU
-  std::vector<tensor::DeviceBuffer<float>> pool_;  // [., h/2, w/2, out]; the last: the flattened features
-  std::vector<tensor::DeviceBuffer<float>> out_;   // [., out] (post-ReLU for hidden layers); the last: logits
-  tensor::DeviceBuffer<float> probs_;            // [., classes]
-  tensor::DeviceBuffer<double> row_loss_;        // [.]
-  tensor::DeviceBuffer<double> loss_sum_;        // [1]
+  cuda::DeviceBuffer<float> x_;                // [., H, W, C]
+  cuda::DeviceBuffer<std::int32_t> labels_;    // [.]
+  std::vector<cuda::DeviceBuffer<float>> col_;   // [. * h * w, 9 * in]; the input gradient's im2col in backward
+  std::vector<cuda::DeviceBuffer<float>> act_;   // [., h, w, out] post-ReLU
+  std::vector<cuda::DeviceBuffer<float>> pool_;  // [., h/2, w/2, out]; the last: the flattened features
+  std::vector<cuda::DeviceBuffer<float>> out_;   // [., out] (post-ReLU for hidden layers); the last: logits
+  cuda::DeviceBuffer<float> probs_;            // [., classes]
+  cuda::DeviceBuffer<double> row_loss_;        // [.]
+  cuda::DeviceBuffer<double> loss_sum_;        // [1]
   // Backward, [max_train_batch, ...] each: gradients w.r.t. act_ (pre-ReLU), pool_, and each
   // dense layer's pre-activation output (the last: the logits).
-  std::vector<tensor::DeviceBuffer<float>> dact_, dpool_, dout_;
+  std::vector<cuda::DeviceBuffer<float>> dact_, dpool_, dout_;
   // Host staging (page-locked) of a pass's inputs and outputs.
-  tensor::PinnedBuffer<float> images_host_;
-  tensor::PinnedBuffer<std::int32_t> labels_host_;
-  tensor::PinnedBuffer<float> probs_host_;
-  tensor::PinnedBuffer<double> loss_host_;
-  std::optional<tensor::ByteStager> stager_;  // byte images: tiles of [rows_per_pass, H, W, C] bytes
+  cuda::PinnedBuffer<float> images_host_;
+  cuda::PinnedBuffer<std::int32_t> labels_host_;
+  cuda::PinnedBuffer<float> probs_host_;
+  cuda::PinnedBuffer<double> loss_host_;
+  std::optional<cuda::ByteStager> stager_;  // byte images: tiles of [rows_per_pass, H, W, C] bytes
 };
 
 }  // namespace
@@ -548,4 +551,4 @@ std::unique_ptr<CnnMember> make_cnn_member_cuda(const runtime::DeviceInfo& devic
   return std::make_unique<CudaCnnMember>(device, std::move(layout), max_batch, max_train_batch, rows_per_pass);
 }
 
-}  // namespace spmd::models
+}  // namespace spmd::backends::cuda

@@ -15,7 +15,7 @@ std::string version_text(int v) { return std::to_string(v / 1000) + "." + std::t
 
 class CudaBackend final : public Backend {
  public:
-  const runtime::DevicePlatform& platform() const override { return tensor::cuda_platform(); }
+  const runtime::DevicePlatform& platform() const override { return cuda::cuda_platform(); }
   std::vector<std::pair<std::string, std::string>> library_versions() const override {
     int runtime_version = 0, driver_version = 0, cublas_major = 0, cublas_minor = 0;
     cudaRuntimeGetVersion(&runtime_version);
@@ -30,17 +30,17 @@ class CudaBackend final : public Backend {
   std::unique_ptr<models::CnnMember> make_cnn_member(const runtime::DeviceInfo& device,
                                                      const models::CnnConfig& config, int max_batch,
                                                      int max_train_batch) const override {
-    return models::make_cnn_member_cuda(device, config, max_batch, max_train_batch);
+    return make_cnn_member_cuda(device, config, max_batch, max_train_batch);
   }
   std::unique_ptr<models::LogregShard> make_logreg_shard(const runtime::DeviceInfo& device, const float* X,
                                                          const std::int32_t* labels, std::int64_t rows, int features,
                                                          int classes, std::int64_t chunk_rows) const override {
-    return models::make_logreg_shard_cuda(device, X, labels, rows, features, classes, chunk_rows);
+    return make_logreg_shard_cuda(device, X, labels, rows, features, classes, chunk_rows);
   }
   std::unique_ptr<models::DevicePredictor> make_logreg_predictor(const runtime::DeviceInfo& device,
                                                                  const models::LogregParameters& parameters,
                                                                  std::int64_t max_rows) const override {
-    return models::make_logreg_predictor_cuda(device, parameters, max_rows);
+    return make_logreg_predictor_cuda(device, parameters, max_rows);
   }
 };
 

@@ -4,7 +4,7 @@
 
 #include "spmd/backends/cuda/check.hpp"
 
-namespace spmd::tensor {
+namespace spmd::backends::cuda {
 
 int visible_gpu_count(std::string* why_none) {
   int n = 0;  // cudaGetDeviceCount leaves it untouched on failure
@@ -71,5 +71,5 @@ void set_current_gpu_noexcept(int cuda_ordinal) noexcept {
   if (cudaSetDevice(cuda_ordinal) != cudaSuccess) cudaGetLastError();
 }
 
-}  // namespace spmd::tensor
+}  // namespace spmd::backends::cuda
 

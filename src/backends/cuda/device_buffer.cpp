@@ -6,7 +6,7 @@
 #include "spmd/backends/cuda/check.hpp"
 #include "spmd/runtime/time_account.hpp"
 
-namespace spmd::tensor::detail {
+namespace spmd::backends::cuda::detail {
 
 namespace {
 std::string mib(std::size_t bytes) {
@@ -22,7 +22,7 @@ void* device_allocate(std::size_t bytes, const char* what) {
   if (rc != cudaSuccess) {
     const std::string hint = std::string("allocating ") + mib(bytes) + " of GPU memory for " + what +
                              " (out of memory? use smaller batches or fewer members per GPU)";
-    runtime::throw_cuda_error(rc, "cudaMalloc", __FILE__, __LINE__, hint.c_str());
+    throw_cuda_error(rc, "cudaMalloc", __FILE__, __LINE__, hint.c_str());
   }
   return pointer;
 }
@@ -38,7 +38,7 @@ void* pinned_allocate(std::size_t bytes, const char* what) {
   const cudaError_t rc = cudaMallocHost(&pointer, bytes);
   if (rc != cudaSuccess) {
     const std::string hint = std::string("allocating ") + mib(bytes) + " of page-locked host memory for " + what;
-    runtime::throw_cuda_error(rc, "cudaMallocHost", __FILE__, __LINE__, hint.c_str());
+    throw_cuda_error(rc, "cudaMallocHost", __FILE__, __LINE__, hint.c_str());
   }
   return pointer;
 }
@@ -67,5 +67,5 @@ void check_count(std::size_t count, std::size_t capacity, const char* what) {
                 std::to_string(capacity));
 }
 
-}  // namespace spmd::tensor::detail
+}  // namespace spmd::backends::cuda::detail
 

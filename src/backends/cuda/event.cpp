@@ -4,7 +4,7 @@
 
 #include "spmd/backends/cuda/check.hpp"
 
-namespace spmd::tensor {
+namespace spmd::backends::cuda {
 
 Event::Event(const char* what) { SPMD_CHECK_CUDA(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming), what); }
 
@@ -24,4 +24,4 @@ Event& Event::operator=(Event&& other) noexcept {
   return *this;
 }
 
-}  // namespace spmd::tensor
+}  // namespace spmd::backends::cuda

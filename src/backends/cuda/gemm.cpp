@@ -5,7 +5,7 @@
 
 #include "spmd/backends/cuda/check.hpp"
 
-namespace spmd::tensor {
+namespace spmd::backends::cuda {
 
 namespace {
 
@@ -63,5 +63,5 @@ void sgemm_row_major_strided_batched(cublasHandle_t handle, const RowMajorGemm& 
                     what);
 }
 
-}  // namespace spmd::tensor
+}  // namespace spmd::backends::cuda
 

@@ -36,13 +36,16 @@
 #include "spmd/backends/cuda/launch.hpp"
 #include "spmd/backends/cuda/stream.hpp"
 
-namespace spmd::models {
+namespace spmd::backends::cuda {
+
+// The device side of the models' interfaces (models/device_models.hpp), on a GPU.
+using namespace spmd::models;
 
 namespace {
 
 namespace spec = logreg_detail;
-using tensor::blocks_for;
-using tensor::kThreadsPerBlock;
+using cuda::blocks_for;
+using cuda::kThreadsPerBlock;
 
 constexpr int kLanes = spec::kLanes;
 constexpr std::int64_t kBlockRows = kLogregGradFloatBlockRows;
@@ -201,8 +204,8 @@ void check_shape(int features, int classes, const char* what) {
 
 // W [F, C] (host) -> WT [C][Fpad] on the GPU, via the pinned staging buffer (free on
 // entry; the caller synchronises before reusing it).
-void upload_transposed(const float* W, int features, int classes, tensor::PinnedBuffer<float>& staging,
-                       tensor::DeviceBuffer<float>& WT, cudaStream_t stream) {
+void upload_transposed(const float* W, int features, int classes, cuda::PinnedBuffer<float>& staging,
+                       cuda::DeviceBuffer<float>& WT, cudaStream_t stream) {
   const int padded = spec::round_up(features, kLanes);
   float* wt = staging.data();
   for (int c = 0; c < classes; ++c) {
@@ -228,7 +231,7 @@ class CudaLogregShard final : public LogregShard {
  public:
   CudaLogregShard(const runtime::DeviceInfo& device, const float* X, const std::int32_t* labels, std::int64_t rows,
                   int features, int classes, std::int64_t chunk_rows)
-      : ordinal_((tensor::use_cuda_device(device, "CUDA logreg shard"), device.ordinal)),
+      : ordinal_((cuda::use_cuda_device(device, "CUDA logreg shard"), device.ordinal)),
         features_(features),
         classes_(classes),
         record_(static_cast<std::int64_t>(logreg_partials_size(features, classes))),
@@ -258,11 +261,11 @@ class CudaLogregShard final : public LogregShard {
     stream_.synchronize_copies("copying the logreg rows to the GPU");
   }
 
-  ~CudaLogregShard() override { tensor::set_current_gpu_noexcept(ordinal_); }
+  ~CudaLogregShard() override { cuda::set_current_gpu_noexcept(ordinal_); }
 
   void chunk_partials(const float* W, double* out) override {
     if (chunks_ == 0) return;
-    tensor::set_current_gpu(ordinal_);
+    cuda::set_current_gpu(ordinal_);
     const cudaStream_t s = stream_.get();
     const std::int64_t rows = geometry_.rows;
     upload_transposed(W, features_, classes_, WT_host_, WT_, s);
@@ -299,22 +302,22 @@ class CudaLogregShard final : public LogregShard {
   std::int64_t record_;  // doubles per chunk: 1 + F * C
   std::int64_t chunks_;
   BlockGeometry geometry_;
-  tensor::Stream stream_;
-  tensor::DeviceBuffer<float> X_;              // [rows, F]
-  tensor::DeviceBuffer<std::int32_t> labels_;  // [rows]
-  tensor::DeviceBuffer<float> WT_;             // [C, Fpad]
-  tensor::DeviceBuffer<float> Z_;              // [rows, C]: logits, then P - Y
-  tensor::DeviceBuffer<float> stats_;          // [rows, 3]: m, s, z_label
-  tensor::DeviceBuffer<float> block_grads_;    // [chunks * blocks_per_chunk, C, F]
-  tensor::DeviceBuffer<double> out_;           // [chunks, 1 + F * C] (loss entries stay 0)
-  tensor::PinnedBuffer<float> WT_host_;
-  tensor::PinnedBuffer<float> stats_host_;
+  cuda::Stream stream_;
+  cuda::DeviceBuffer<float> X_;              // [rows, F]
+  cuda::DeviceBuffer<std::int32_t> labels_;  // [rows]
+  cuda::DeviceBuffer<float> WT_;             // [C, Fpad]
+  cuda::DeviceBuffer<float> Z_;              // [rows, C]: logits, then P - Y
+  cuda::DeviceBuffer<float> stats_;          // [rows, 3]: m, s, z_label
+  cuda::DeviceBuffer<float> block_grads_;    // [chunks * blocks_per_chunk, C, F]
+  cuda::DeviceBuffer<double> out_;           // [chunks, 1 + F * C] (loss entries stay 0)
+  cuda::PinnedBuffer<float> WT_host_;
+  cuda::PinnedBuffer<float> stats_host_;
 };
 
 class CudaLogregPredictor final : public DevicePredictor {
  public:
   CudaLogregPredictor(const runtime::DeviceInfo& device, const LogregParameters& p, std::int64_t max_rows)
-      : ordinal_((tensor::use_cuda_device(device, "CUDA logreg predictor"), device.ordinal)),
+      : ordinal_((cuda::use_cuda_device(device, "CUDA logreg predictor"), device.ordinal)),
         features_(p.features),
         classes_(p.classes),
         max_rows_(max_rows),
@@ -324,17 +327,17 @@ class CudaLogregPredictor final : public DevicePredictor {
         X_(static_cast<std::size_t>(tile_rows_) * p.features, "logreg predictor rows"),
         Z_(static_cast<std::size_t>(tile_rows_) * p.classes, "logreg predictor logits"),
         Z_host_(static_cast<std::size_t>(tile_rows_) * p.classes, "logreg predictor logits (host)") {
-    tensor::PinnedBuffer<float> staging(transposed_size(p.features, p.classes), "logreg weight staging");
+    cuda::PinnedBuffer<float> staging(transposed_size(p.features, p.classes), "logreg weight staging");
     upload_transposed(p.W.data(), p.features, p.classes, staging, WT_, stream_.get());
     stream_.synchronize_copies("copying the logreg weights to the GPU");
   }
 
-  ~CudaLogregPredictor() override { tensor::set_current_gpu_noexcept(ordinal_); }
+  ~CudaLogregPredictor() override { cuda::set_current_gpu_noexcept(ordinal_); }
 
   void predict(const float* samples, std::int64_t rows, std::int32_t* classes_out, float* probs_out) override {
     check_rows(rows);
     if (rows == 0) return;
-    tensor::set_current_gpu(ordinal_);
+    cuda::set_current_gpu(ordinal_);
     for (std::int64_t first = 0; first < rows; first += tile_rows_) {
       const std::int64_t n = std::min(tile_rows_, rows - first);
       X_.upload(samples + first * features_, static_cast<std::size_t>(n * features_), stream_.get());
@@ -348,7 +351,7 @@ class CudaLogregPredictor final : public DevicePredictor {
                      std::int32_t* classes_out, float* probs_out) override {
     check_rows(rows);
     if (rows == 0) return;
-    tensor::set_current_gpu(ordinal_);
+    cuda::set_current_gpu(ordinal_);
     if (!stager_)  // made at the first byte batch (float data never needs it), then reused
       stager_.emplace(static_cast<std::size_t>(tile_rows_ * features_), "CUDA logreg predictor");
     stager_->run(samples, rows, features_, tile_rows_, table, X_.data(), stream_.get(),
@@ -377,13 +380,13 @@ class CudaLogregPredictor final : public DevicePredictor {
   int ordinal_;
   int features_, classes_;
   std::int64_t max_rows_, tile_rows_;
-  tensor::Stream stream_;
+  cuda::Stream stream_;
   std::vector<float> bias_;                          // [C] or empty
-  tensor::DeviceBuffer<float> WT_;                   // [C, Fpad]
-  tensor::DeviceBuffer<float> X_;                    // [tile, F]
-  tensor::DeviceBuffer<float> Z_;                    // [tile, C]
-  tensor::PinnedBuffer<float> Z_host_;               // [tile, C]
-  std::optional<tensor::ByteStager> stager_;         // byte samples: tiles of [tile, F] bytes
+  cuda::DeviceBuffer<float> WT_;                   // [C, Fpad]
+  cuda::DeviceBuffer<float> X_;                    // [tile, F]
+  cuda::DeviceBuffer<float> Z_;                    // [tile, C]
+  cuda::PinnedBuffer<float> Z_host_;               // [tile, C]
+  std::optional<cuda::ByteStager> stager_;         // byte samples: tiles of [tile, F] bytes
 };
 
 }  // namespace
@@ -413,4 +416,4 @@ std::unique_ptr<DevicePredictor> make_logreg_predictor_cuda(const runtime::Devic
   return std::make_unique<CudaLogregPredictor>(device, parameters, max_rows);
 }
 
-}  // namespace spmd::models
+}  // namespace spmd::backends::cuda

@@ -5,7 +5,7 @@
 #include "spmd/backends/cuda/check.hpp"
 #include "spmd/runtime/time_account.hpp"
 
-namespace spmd::tensor {
+namespace spmd::backends::cuda {
 
 Stream::Stream() {
   SPMD_CHECK_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "creating a CUDA stream");
@@ -59,5 +59,5 @@ CublasHandle& CublasHandle::operator=(CublasHandle&& other) noexcept {
   return *this;
 }
 
-}  // namespace spmd::tensor
+}  // namespace spmd::backends::cuda
 

@@ -38,7 +38,7 @@ double median(std::vector<double> v) {
 
 // Bytes per second that one device-to-device cudaMemcpy moves, counting the read and the write.
 double copy_bandwidth(std::size_t bytes, int repeats) {
-  spmd::tensor::DeviceBuffer<std::byte> a(bytes, "bandwidth source"), b(bytes, "bandwidth destination");
+  spmd::backends::cuda::DeviceBuffer<std::byte> a(bytes, "bandwidth source"), b(bytes, "bandwidth destination");
   SPMD_CHECK_CUDA(cudaMemset(a.data(), 1, bytes), "filling the bandwidth source");
   SPMD_CHECK_CUDA(cudaMemcpy(b.data(), a.data(), bytes, cudaMemcpyDeviceToDevice), "warming up the copy");
   SPMD_CHECK_CUDA(cudaDeviceSynchronize(), "warming up the copy");
@@ -67,7 +67,7 @@ Result time_objective(const spmd::runtime::DeviceInfo& gpu, std::int64_t rows, i
   std::vector<float> W(static_cast<std::size_t>(features) * classes);
   for (auto& w : W) w = 0.01f * normal(rng);
   const std::int64_t chunk = spmd::models::kLogregChunkRows;
-  auto shard = spmd::models::make_logreg_shard_cuda(gpu, X.data(), labels.data(), rows, features, classes, chunk);
+  auto shard = spmd::backends::cuda::make_logreg_shard_cuda(gpu, X.data(), labels.data(), rows, features, classes, chunk);
   const std::int64_t chunks = (rows + chunk - 1) / chunk;
   const std::size_t record = spmd::models::logreg_partials_size(features, classes);
   std::vector<double> out(static_cast<std::size_t>(chunks) * record);
@@ -104,7 +104,7 @@ int main(int argc, char** argv) {
     cudaDeviceProp prop{};
     SPMD_CHECK_CUDA(cudaGetDeviceProperties(&prop, 0), "reading the GPU's properties");
     spmd::runtime::DeviceInfo gpu;
-    gpu.platform = &spmd::tensor::cuda_platform();
+    gpu.platform = &spmd::backends::cuda::cuda_platform();
     gpu.ordinal = 0;
     gpu.name = prop.name;
     SPMD_CHECK_CUDA(cudaSetDevice(0), "selecting GPU 0");

@@ -27,7 +27,7 @@
 #include "spmd/backends/cuda/stream.hpp"
 #include "spmd/models/classifier.hpp"
 
-namespace spmd::tensor {
+namespace spmd::backends::cuda {
 
 class ByteStager {
  public:
@@ -91,4 +91,4 @@ class ByteStager {
   bool table_set_ = false;
 };
 
-}  // namespace spmd::tensor
+}  // namespace spmd::backends::cuda

@@ -11,7 +11,7 @@
 
 #include "spmd/runtime/check.hpp"
 
-namespace spmd::runtime {
+namespace spmd::backends::cuda {
 
 // Clear the calling thread's non-sticky CUDA error state (so that a later, unrelated
 // cudaGetLastError does not report this failure again), then throw_call_error.
@@ -19,13 +19,13 @@ namespace spmd::runtime {
 [[noreturn]] void throw_cublas_error(cublasStatus_t status, const char* call, const char* file, int line,
                                      const char* hint);
 
-}  // namespace spmd::runtime
+}  // namespace spmd::backends::cuda
 
 #define SPMD_CHECK_CUDA(call, hint)                                                          \
   do {                                                                                       \
     const cudaError_t spmd_cuda_rc_ = (call);                                                \
     if (spmd_cuda_rc_ != cudaSuccess)                                                        \
-      ::spmd::runtime::throw_cuda_error(spmd_cuda_rc_, #call, __FILE__, __LINE__, hint);     \
+      ::spmd::backends::cuda::throw_cuda_error(spmd_cuda_rc_, #call, __FILE__, __LINE__, hint);     \
   } while (0)
 
 // After a kernel launch (<<<...>>> returns nothing): reports launch-time errors. Errors
@@ -34,12 +34,12 @@ namespace spmd::runtime {
   do {                                                                                               \
     const cudaError_t spmd_cuda_rc_ = cudaGetLastError();                                            \
     if (spmd_cuda_rc_ != cudaSuccess)                                                                \
-      ::spmd::runtime::throw_cuda_error(spmd_cuda_rc_, "kernel launch", __FILE__, __LINE__, hint);   \
+      ::spmd::backends::cuda::throw_cuda_error(spmd_cuda_rc_, "kernel launch", __FILE__, __LINE__, hint);   \
   } while (0)
 
 #define SPMD_CHECK_CUBLAS(call, hint)                                                         \
   do {                                                                                        \
     const cublasStatus_t spmd_cublas_rc_ = (call);                                            \
     if (spmd_cublas_rc_ != CUBLAS_STATUS_SUCCESS)                                             \
-      ::spmd::runtime::throw_cublas_error(spmd_cublas_rc_, #call, __FILE__, __LINE__, hint);  \
+      ::spmd::backends::cuda::throw_cublas_error(spmd_cublas_rc_, #call, __FILE__, __LINE__, hint);  \
   } while (0)

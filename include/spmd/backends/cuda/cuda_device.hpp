@@ -4,7 +4,7 @@
 
 #include "spmd/runtime/devices.hpp"
 
-namespace spmd::tensor {
+namespace spmd::backends::cuda {
 
 // The CUDA backend's devices: the GPUs the runtime sees (CUDA_VISIBLE_DEVICES respected).
 const runtime::DevicePlatform& cuda_platform();
@@ -27,4 +27,4 @@ void set_current_gpu(int cuda_ordinal);
 // Best effort, for destructors (which must not throw): set_current_gpu ignoring failures.
 void set_current_gpu_noexcept(int cuda_ordinal) noexcept;
 
-}  // namespace spmd::tensor
+}  // namespace spmd::backends::cuda

@@ -10,7 +10,7 @@
 #include <span>
 #include <utility>
 
-namespace spmd::tensor {
+namespace spmd::backends::cuda {
 
 namespace detail {
 // Throw spmd::Error naming `what`, the size in MiB and the CUDA error (e.g. out of memory).
@@ -107,4 +107,4 @@ class PinnedBuffer {
   std::size_t size_ = 0;
 };
 
-}  // namespace spmd::tensor
+}  // namespace spmd::backends::cuda

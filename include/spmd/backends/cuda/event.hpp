@@ -4,7 +4,7 @@
 // or stream) returns at once, so a ring's first round needs no special case.
 #include <cuda_runtime_api.h>
 
-namespace spmd::tensor {
+namespace spmd::backends::cuda {
 
 class Event {
  public:
@@ -22,4 +22,4 @@ class Event {
   cudaEvent_t event_ = nullptr;
 };
 
-}  // namespace spmd::tensor
+}  // namespace spmd::backends::cuda

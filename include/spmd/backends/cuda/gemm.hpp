@@ -13,7 +13,7 @@
 
 #include <cstdint>
 
-namespace spmd::tensor {
+namespace spmd::backends::cuda {
 
 struct RowMajorGemm {
   bool trans_a = false;
@@ -31,4 +31,4 @@ void sgemm_row_major_strided_batched(cublasHandle_t handle, const RowMajorGemm& 
                                      std::int64_t stride_a, const float* B, std::int64_t stride_b, float beta, float* C,
                                      std::int64_t stride_c, std::int64_t batch, const char* what);
 
-}  // namespace spmd::tensor
+}  // namespace spmd::backends::cuda

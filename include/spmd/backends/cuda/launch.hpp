@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 
-namespace spmd::tensor {
+namespace spmd::backends::cuda {
 
 inline constexpr int kThreadsPerBlock = 256;
 // Enough blocks to fill the largest GPUs several times over.
@@ -17,4 +17,4 @@ inline unsigned blocks_for(std::int64_t n) {
   return static_cast<unsigned>(std::clamp<std::int64_t>(blocks, 1, kMaxBlocks));
 }
 
-}  // namespace spmd::tensor
+}  // namespace spmd::backends::cuda

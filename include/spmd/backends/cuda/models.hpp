@@ -11,14 +11,14 @@
 #include "spmd/models/device_models.hpp"
 #include "spmd/runtime/devices.hpp"
 
-namespace spmd::models {
+namespace spmd::backends::cuda {
 
 // Defined in cnn_member.cu.
-std::unique_ptr<CnnMember> make_cnn_member_cuda(const runtime::DeviceInfo& device, const CnnConfig& config,
+std::unique_ptr<models::CnnMember> make_cnn_member_cuda(const runtime::DeviceInfo& device, const models::CnnConfig& config,
                                                 int max_batch, int max_train_batch);
 
 // Defined in logreg.cu. X and labels are copied to the GPU once.
-std::unique_ptr<LogregShard> make_logreg_shard_cuda(const runtime::DeviceInfo& device, const float* X,
+std::unique_ptr<models::LogregShard> make_logreg_shard_cuda(const runtime::DeviceInfo& device, const float* X,
                                                     const std::int32_t* labels, std::int64_t rows, int features,
                                                     int classes, std::int64_t chunk_rows);
 
@@ -30,8 +30,8 @@ std::unique_ptr<LogregShard> make_logreg_shard_cuda(const runtime::DeviceInfo& d
 // Throws spmd::Error for bad shapes (features < 1, classes < 1, W.size() != features *
 // classes, a bias of another size than classes, max_rows < 0) and, with a clear message,
 // when the device is not a usable GPU.
-std::unique_ptr<DevicePredictor> make_logreg_predictor_cuda(const runtime::DeviceInfo& device,
-                                                            const LogregParameters& parameters,
+std::unique_ptr<models::DevicePredictor> make_logreg_predictor_cuda(const runtime::DeviceInfo& device,
+                                                            const models::LogregParameters& parameters,
                                                             std::int64_t max_rows);
 
-}  // namespace spmd::models
+}  // namespace spmd::backends::cuda

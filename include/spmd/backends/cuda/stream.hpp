@@ -1,11 +1,11 @@
 #pragma once
 // A CUDA stream and a cuBLAS handle bound to it (RAII, move-only): each GPU object owns one
 // pair, so its copies, kernels and GEMMs run in order and objects on one GPU do not
-// serialise each other. Create them with the object's GPU current (tensor::use_cuda_device).
+// serialise each other. Create them with the object's GPU current (cuda::use_cuda_device).
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
-namespace spmd::tensor {
+namespace spmd::backends::cuda {
 
 class Stream {
  public:
@@ -47,4 +47,4 @@ class CublasHandle {
   cublasHandle_t handle_ = nullptr;
 };
 
-}  // namespace spmd::tensor
+}  // namespace spmd::backends::cuda
