@@ -166,6 +166,7 @@ int cmd_ensemble(const Args& args) {
   // Where the run starts is said before it trains (a resumed run is known as one at once,
   // not after its last epoch), then the table's header.
   events.start = [&](const workloads::EnsembleResult& start) {
+    for (const auto& warning : start.warnings) print_root("# WARNING: " + warning + "\n");
     if (start.resumed_from_epoch >= 0)
       print_root(workloads::format("# resumed from %s at epoch %d step %lld\n", o.checkpoint.c_str(),
                                    start.resumed_from_epoch + 1, static_cast<long long>(start.resumed_from_step)));

@@ -276,6 +276,7 @@ EnsembleResult run_ensemble(const runtime::Context& ctx, const EnsembleOptions& 
     result.resumed_from_step = state.step;
   }
   state.train_fingerprint = fingerprint;
+  result.warnings = data.train.warnings;
   if (events.start) events.start(result);
   Throughput process;
   for (int epoch = state.epochs_done + 1; epoch <= o.epochs; ++epoch) {
@@ -331,6 +332,7 @@ nlohmann::json to_json(const EnsembleResult& r, const EnsembleOptions& o, const 
   j["learning_rate"] = o.sgd.learning_rate;
   j["momentum"] = o.sgd.momentum;
   j["seed"] = o.seed;
+  j["warnings"] = r.warnings;
   return j;
 }
 

@@ -47,4 +47,19 @@ expect_in "--quiet: the epoch row stays" '^ +1 +[0-9.]+ +[0-9.]+'
 expect_in "--quiet: the summary stays" 'training images/s per member'
 run quiet_and_progress nonzero 30 mpi 2 "$SPMD" ensemble "${QUIET[@]}" --quiet --progress-every 3
 expect_in "--quiet with --progress-every is refused naming both" '--quiet and --progress-every contradict'
+# The label rule logreg and eval apply holds here too (issue 31): labels 0..9 plus one 12
+# infer 13 classes, 2 of them without an example: said before training and in the JSON.
+/usr/bin/python3 - "$TEST" "$WORK/gap.h5" <<'PY' || { echo "FAIL making gap.h5"; exit 1; }
+import sys, h5py
+with h5py.File(sys.argv[1], "r") as f:
+    images, labels = f["images"][:256], f["labels"][:256].copy()
+labels[7] = 12
+with h5py.File(sys.argv[2], "w") as g:
+    g["images"], g["labels"] = images, labels
+PY
+run empty_classes 0 120 mpi 2 "$SPMD" ensemble --train "$WORK/gap.h5" --test "$WORK/gap.h5" --epochs 1 --quiet \
+  --json "$WORK/gap.json"
+expect_in "empty_classes: warned before the epochs" "^# WARNING: .*gap.h5.*labels.*: 2 of the 13 inferred classes \(1 \+ the largest label\) have no example"
+expect_in "empty_classes: a 13-class model" "classes 13"
+run empty_classes_json 0 10 /usr/bin/python3 -c "import json; w = json.load(open('$WORK/gap.json'))['warnings']; assert len(w) == 1 and '2 of the 13 inferred classes' in w[0], w"
 finish

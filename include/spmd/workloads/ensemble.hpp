@@ -53,6 +53,9 @@ struct EnsembleResult {
   int stopped_epoch = 0;             // the epoch and the steps of it done when stopped
   std::int64_t stopped_step = 0, steps_per_epoch = 0;
   int resumed_from_epoch = -1;       // -1: fresh start
+  // About the data, the same on every rank (data::LoadedShard::warnings: the label check
+  // logreg and eval share, e.g. inferred classes without an example); known at `start`.
+  std::vector<std::string> warnings;
   std::int64_t resumed_from_step = 0;
   double images_per_second = 0;      // per member, over this process's training steps
   std::uint64_t params_digest = 0;   // FNV-1a over every member's parameters (reproducibility checks)
