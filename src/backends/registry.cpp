@@ -221,6 +221,22 @@ namespace spmd::models {
 
 DeviceModels::~DeviceModels() = default;
 
+bool DeviceModels::provides(std::string_view kind) const {
+  for (const auto& [name, make] : factories_)
+    if (name == kind) return true;
+  return false;
+}
+
+void (*DeviceModels::find(std::string_view kind, std::string_view backend) const)() {
+  for (const auto& [name, make] : factories_)
+    if (name == kind) return make;
+  std::string has;
+  for (const auto& [name, make] : factories_) has += (has.empty() ? "" : "; ") + std::string(name);
+  throw Error("the " + std::string(backend) + " backend has no " + std::string(kind) +
+              " (it provides: " + (has.empty() ? std::string("nothing") : has) +
+              "); run this model with --backend cpu, or with a build of the backend that provides it");
+}
+
 const DeviceModels& device_models(const runtime::DeviceInfo& device) { return backends::backend_of(device); }
 
 }  // namespace spmd::models

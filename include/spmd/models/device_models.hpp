@@ -1,12 +1,15 @@
 #pragma once
 // The models as the workloads drive them on one device, whatever the backend. Each object
 // lives on (and is only used from) its device's worker thread; it owns that device's
-// parameters and buffers, allocated once. Every backend (src/backends/<name>/) fills one
-// table of factories, DeviceModels: the CPU backend wraps the host kernels, the CUDA
-// backend (a module loaded at run time) keeps everything on the GPU and moves only batches
-// and results. make_* below ask the device's own backend.
+// parameters and buffers, allocated once. Every backend (src/backends/<name>/) provides a
+// factory per kind it runs (DeviceModels below): the CPU backend wraps the host kernels, the
+// CUDA backend (a module loaded at run time) keeps everything on the GPU and moves only
+// batches and results. make_* below ask the device's own backend.
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "spmd/models/classifier.hpp"
@@ -47,39 +50,76 @@ class LogregShard {
   virtual void chunk_partials(const float* W, double* out) = 0;
 };
 
-// The table of factories one backend fills. X [rows, features], labels [rows] on the host:
-// a CPU shard views them (they must outlive it), a GPU shard copies them to its device once.
-// A logreg predictor keeps its own copy of the parameters (W and the intercept, if any).
+// The kinds of device implementation the models need, one per interface above: a kind names
+// itself (for messages) and the signature of its factory. X [rows, features], labels [rows]
+// on the host: a CPU shard views them (they must outlive it), a GPU shard copies them to its
+// device once. A logreg predictor keeps its own copy of the parameters (W and the intercept).
+// A new model kind is its interface and one such struct beside it; each backend that
+// accelerates it adds one provide<Kind>() line, and the others are untouched (their
+// modules keep working: a kind they lack is refused naming it and them).
+struct CnnMemberKind {
+  static constexpr const char* name = "CNN member (ensemble training and eval --model cnn)";
+  using Make = std::unique_ptr<CnnMember> (*)(const runtime::DeviceInfo& device, const CnnConfig& config, int max_batch,
+                                              int max_train_batch);
+};
+struct LogregShardKind {
+  static constexpr const char* name = "logistic-regression shard (spmd logreg)";
+  using Make = std::unique_ptr<LogregShard> (*)(const runtime::DeviceInfo& device, const float* X,
+                                                const std::int32_t* labels, std::int64_t rows, int features,
+                                                int classes, std::int64_t chunk_rows);
+};
+struct LogregPredictorKind {
+  static constexpr const char* name = "logistic-regression predictor (eval --model logreg)";
+  using Make = std::unique_ptr<DevicePredictor> (*)(const runtime::DeviceInfo& device,
+                                                    const LogregParameters& parameters, std::int64_t max_rows);
+};
+
+// The factories one backend provides, keyed by kind. Plain function pointers under the
+// kind's name: a module built elsewhere shares no type identity with libspmd, only names.
 class DeviceModels {
  public:
   virtual ~DeviceModels();
-  virtual std::unique_ptr<CnnMember> make_cnn_member(const runtime::DeviceInfo& device, const CnnConfig& config,
-                                                     int max_batch, int max_train_batch) const = 0;
-  virtual std::unique_ptr<LogregShard> make_logreg_shard(const runtime::DeviceInfo& device, const float* X,
-                                                         const std::int32_t* labels, std::int64_t rows, int features,
-                                                         int classes, std::int64_t chunk_rows) const = 0;
-  virtual std::unique_ptr<DevicePredictor> make_logreg_predictor(const runtime::DeviceInfo& device,
-                                                                 const LogregParameters& parameters,
-                                                                 std::int64_t max_rows) const = 0;
+
+  template <class Kind>
+  void provide(typename Kind::Make make) {
+    factories_.push_back({Kind::name, reinterpret_cast<void (*)()>(make)});
+  }
+  // The factory of Kind; throws spmd::Error naming the kind and the backend when this
+  // backend provides none.
+  template <class Kind>
+  typename Kind::Make factory(std::string_view backend) const {
+    return reinterpret_cast<typename Kind::Make>(find(Kind::name, backend));
+  }
+  bool provides(std::string_view kind) const;
+
+ private:
+  void (*find(std::string_view kind, std::string_view backend) const)();
+  std::vector<std::pair<std::string_view, void (*)()>> factories_;
 };
 
 // The factories of the device's backend. Defined by the backend registry
 // (src/backends/registry.cpp), which sits above this layer: models name no backend.
 const DeviceModels& device_models(const runtime::DeviceInfo& device);
 
+// Kind's implementation on `device`, made by the device's own backend.
+template <class Kind, class... Args>
+auto make_on_device(const runtime::DeviceInfo& device, Args&&... args) {
+  return device_models(device).factory<Kind>(device.backend())(device, std::forward<Args>(args)...);
+}
+
 inline std::unique_ptr<CnnMember> make_cnn_member(const runtime::DeviceInfo& device, const CnnConfig& config,
                                                   int max_batch, int max_train_batch) {
-  return device_models(device).make_cnn_member(device, config, max_batch, max_train_batch);
+  return make_on_device<CnnMemberKind>(device, config, max_batch, max_train_batch);
 }
 inline std::unique_ptr<LogregShard> make_logreg_shard(const runtime::DeviceInfo& device, const float* X,
                                                       const std::int32_t* labels, std::int64_t rows, int features,
                                                       int classes, std::int64_t chunk_rows) {
-  return device_models(device).make_logreg_shard(device, X, labels, rows, features, classes, chunk_rows);
+  return make_on_device<LogregShardKind>(device, X, labels, rows, features, classes, chunk_rows);
 }
 inline std::unique_ptr<DevicePredictor> make_logreg_predictor(const runtime::DeviceInfo& device,
                                                               const LogregParameters& parameters,
                                                               std::int64_t max_rows) {
-  return device_models(device).make_logreg_predictor(device, parameters, max_rows);
+  return make_on_device<LogregPredictorKind>(device, parameters, max_rows);
 }
 
 }  // namespace spmd::models

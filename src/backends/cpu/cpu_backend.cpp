@@ -80,18 +80,20 @@ class CpuBackend final : public Backend {
   std::vector<std::pair<std::string, std::string>> library_versions() const override {
     return {};  // OpenBLAS is the runtime's (runtime::library_versions)
   }
-  std::unique_ptr<CnnMember> make_cnn_member(const runtime::DeviceInfo&, const CnnConfig& config, int max_batch,
-                                             int max_train_batch) const override {
-    return std::make_unique<CpuCnnMember>(config, max_batch, max_train_batch);
-  }
-  std::unique_ptr<LogregShard> make_logreg_shard(const runtime::DeviceInfo&, const float* X,
-                                                 const std::int32_t* labels, std::int64_t rows, int features,
-                                                 int classes, std::int64_t chunk_rows) const override {
-    return std::make_unique<CpuLogregShard>(X, labels, rows, features, classes, chunk_rows);
-  }
-  std::unique_ptr<DevicePredictor> make_logreg_predictor(const runtime::DeviceInfo&, const LogregParameters& parameters,
-                                                         std::int64_t) const override {
-    return std::make_unique<CpuLogregPredictor>(parameters);
+  CpuBackend() {
+    provide<CnnMemberKind>([](const runtime::DeviceInfo&, const CnnConfig& config, int max_batch,
+                              int max_train_batch) -> std::unique_ptr<CnnMember> {
+      return std::make_unique<CpuCnnMember>(config, max_batch, max_train_batch);
+    });
+    provide<LogregShardKind>([](const runtime::DeviceInfo&, const float* X, const std::int32_t* labels,
+                                std::int64_t rows, int features, int classes,
+                                std::int64_t chunk_rows) -> std::unique_ptr<LogregShard> {
+      return std::make_unique<CpuLogregShard>(X, labels, rows, features, classes, chunk_rows);
+    });
+    provide<LogregPredictorKind>([](const runtime::DeviceInfo&, const LogregParameters& parameters,
+                                    std::int64_t) -> std::unique_ptr<DevicePredictor> {
+      return std::make_unique<CpuLogregPredictor>(parameters);
+    });
   }
 };
 

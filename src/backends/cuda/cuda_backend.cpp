@@ -27,20 +27,10 @@ class CudaBackend final : public Backend {
                          std::to_string(cublas_minor) + ", driver " +
                          (has_driver ? version_text(driver_version) : std::string("none"))}};
   }
-  std::unique_ptr<models::CnnMember> make_cnn_member(const runtime::DeviceInfo& device,
-                                                     const models::CnnConfig& config, int max_batch,
-                                                     int max_train_batch) const override {
-    return make_cnn_member_cuda(device, config, max_batch, max_train_batch);
-  }
-  std::unique_ptr<models::LogregShard> make_logreg_shard(const runtime::DeviceInfo& device, const float* X,
-                                                         const std::int32_t* labels, std::int64_t rows, int features,
-                                                         int classes, std::int64_t chunk_rows) const override {
-    return make_logreg_shard_cuda(device, X, labels, rows, features, classes, chunk_rows);
-  }
-  std::unique_ptr<models::DevicePredictor> make_logreg_predictor(const runtime::DeviceInfo& device,
-                                                                 const models::LogregParameters& parameters,
-                                                                 std::int64_t max_rows) const override {
-    return make_logreg_predictor_cuda(device, parameters, max_rows);
+  CudaBackend() {
+    provide<models::CnnMemberKind>(&make_cnn_member_cuda);
+    provide<models::LogregShardKind>(&make_logreg_shard_cuda);
+    provide<models::LogregPredictorKind>(&make_logreg_predictor_cuda);
   }
 };
 
