@@ -50,7 +50,8 @@ LogregResult run_logreg(const runtime::Context& ctx, const LogregOptions& o,
   const auto rows = logreg_rank_rows(shape.rows, ctx.rank(), ctx.size());
   const std::int64_t features = shape.sample_size + (o.fit_intercept ? 1 : 0);
   require_memory_fits(ctx, logreg_memory(rows.size, features, std::max(2, o.classes), o.solver.history, true),
-                      "spread the rows over more ranks or nodes");
+                      "spread the rows over more ranks or nodes; the solver's share (2 x --history + 6 "
+                      "vectors of features x classes doubles, on every rank) shrinks only with --history");
   ctx.set_phase("logreg: loading rows");
   const auto shard = data::load_shard(ctx, o.data, o.keys, rows.first, rows.size, o.classes, o.input_scale,
                                       data::FeatureForm::Float32,
