@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "logreg_kernel_spec.hpp"
+#include "spmd/models/logreg_kernel_spec.hpp"
 #include "spmd/models/argmax.hpp"
 #include "spmd/models/partial_sum_tree.hpp"
 #include "spmd/runtime/error.hpp"

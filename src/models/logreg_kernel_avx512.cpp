@@ -17,7 +17,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "logreg_kernel_spec.hpp"
+#include "spmd/models/logreg_kernel_spec.hpp"
 
 // Everything below is compiled for AVX-512; it is reached only through avx512_ops(), which
 // the dispatcher calls only on CPUs that have AVX-512F. Internal linkage throughout, so no

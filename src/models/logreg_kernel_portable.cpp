@@ -6,7 +6,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "logreg_kernel_spec.hpp"
+#include "spmd/models/logreg_kernel_spec.hpp"
 
 namespace spmd::models::logreg_detail {
 namespace {

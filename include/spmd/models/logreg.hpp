@@ -134,8 +134,8 @@ void logreg_logits_to_outputs(const float* logits, std::int64_t rows, std::int64
                               const float* bias, std::int32_t* classes_out, float* probs_out);
 
 // logreg_predict for one model used on many batches (evaluation): W is copied into the
-// kernel's transposed layout once, here, instead of on every call (for F = 784, C = 10 the
-// transpose reads and writes 2 x 31 KB, ~3% of a 512-row batch). bias: nullptr, or
+// kernel's transposed layout once, here, instead of on every call (the transpose reads and
+// writes the whole of W: a cost per batch, not per row). bias: nullptr, or
 // [classes] added to the logits (the intercept). Results as logreg_logits_to_outputs of
 // the kernel's logits; later changes to the caller's W or bias are not seen. One per
 // thread, like the workspace.

@@ -83,8 +83,8 @@ BlockSource in_memory_blocks(std::vector<sharding::ConstHostView> columns, std::
 inline constexpr std::size_t kBlockPrefetchDepth = 2;
 
 // The fewest steps between two agreements on failed reads. Each is a collective that makes
-// the ranks wait for the slowest: on 2 ranks of a 2-vCPU VM one every 16 steps already costs
-// ~1% (the count barrier's window, tools/bench/README.md), so they come rarer than that.
+// the ranks wait for the slowest, so they come rarer than the count barrier's window (its
+// measured cost: tools/bench/README.md).
 inline constexpr std::int64_t kAgreementSteps = 64;
 
 // Reads blocks in order for steps that ask for their rows in increasing order.

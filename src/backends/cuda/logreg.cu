@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "logreg_kernel_spec.hpp"
+#include "spmd/models/logreg_kernel_spec.hpp"
 #include "spmd/models/device_models.hpp"
 #include "spmd/models/logreg.hpp"
 #include "spmd/backends/cuda/models.hpp"

@@ -1,7 +1,7 @@
 #pragma once
-// Private to src/models/logreg*.cpp: the exact arithmetic every logistic-regression kernel
-// variant performs, so that the portable, AVX2 and AVX-512 variants give the same bits
-// (tested), whichever one a rank picks. The public contract is in
+// The exact arithmetic every logistic-regression kernel performs, so that the portable,
+// AVX2 and AVX-512 variants (src/models/logreg_kernel_*.cpp) and the CUDA backend's
+// (src/backends/cuda/logreg.cu) give the same bits (tested), whichever one a rank picks. The public contract is in
 // include/spmd/models/logreg.hpp; this file spells out the order of operations.
 //
 // Shapes: F features, C classes; Fpad = F rounded up to 16, Cpad = C rounded up to 16.
