@@ -2,10 +2,15 @@
 // batches; probabilities, losses, parameters and momentum must agree to float rounding. The
 // default geometry throughout, and two others (multi-channel input, widths that are not
 // multiples of 16, odd sizes that the pooling floors) for forward and training steps.
+// Every layer path's gradient against finite differences of the double-precision reference,
+// for the configurations the CPU's cnn_gradient_paths_test.cpp checks.
 // Skipped visibly where no GPU is visible (the no-GPU error is in cuda_logreg_test.cpp).
 #include <gtest/gtest.h>
 
 #include "gpu_test_support.hpp"
+
+#include "cnn_gradient_check.hpp"
+#include "cnn_reference.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -220,6 +225,33 @@ TEST(CudaCnnMember, RefusesBadCalls) {
     FAIL() << "label 10 accepted";
   } catch (const spmd::Error& e) {
     EXPECT_NE(std::string(e.what()).find("batch row 2"), std::string::npos) << e.what();
+  }
+}
+
+// The gradient a GPU train step applies, read back as the momentum trace after one step from
+// a zero trace (trace' = m * 0 + g), against finite differences of the double-precision
+// reference: one relative error per tensor, 1e-3 at most (float32 rounding leaves ~1e-6; a
+// wrong pool scale or a missing ReLU mask O(0.1), as cnn_gradient_paths_test.cpp explains).
+TEST(CudaCnnMember, TrainStepAppliesTheGradientOfTheReferenceOnEveryLayerPath) {
+  SKIP_WITHOUT_GPU();
+  const int batch = 4;
+  for (const auto& path : spmd::test::gradient_path_configs()) {
+    const CnnConfig& config = path.config;
+    std::mt19937 rng(41);
+    const spmd::test::Batch b = spmd::test::random_batch(config, batch, rng);
+    const CnnParams params = spmd::test::test_params(config, 6);
+    CnnParams zero(config), after(config), trace(config);
+    zero.set_zero();
+    auto gpu = spmd::models::make_cnn_member(spmd::test::cuda_device(), config, batch, batch);
+    gpu->set_state(params, zero);
+    gpu->train_step(b.images.data(), b.labels.data(), batch, spmd::optim::SgdMomentum{0.05f, 0.9f}, nullptr);
+    gpu->get_state(after, trace);
+    const spmd::test::Reference ref(config, params.layout());
+    std::vector<double> p = spmd::test::to_double(params);
+    std::mt19937 picks(42);
+    const auto errors = spmd::test::gradient_block_errors(
+        trace, p, [&](const std::vector<double>& q) { return ref.loss(q, b.images, b.labels); }, picks, 64);
+    spmd::test::expect_block_errors_below(errors, 1e-3, std::string("gpu train_step ") + path.name);
   }
 }
 
