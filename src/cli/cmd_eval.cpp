@@ -1,6 +1,4 @@
 // spmd eval: padded full-dataset evaluation (see workloads/eval.hpp for the strategies).
-#include <algorithm>
-#include <map>
 #include <optional>
 
 #include "command.hpp"
@@ -14,79 +12,12 @@
 #include "spmd/workloads/eval.hpp"
 #include "spmd/workloads/eval_benchmark.hpp"
 #include "spmd/workloads/eval_models.hpp"
+#include "spmd/workloads/eval_report.hpp"
 #include "spmd/workloads/memory_estimate.hpp"
 #include "spmd/workloads/report.hpp"
 #include "spmd/workloads/time_breakdown.hpp"
 
 namespace spmd::cli {
-
-namespace {
-
-std::string shapes_text(const std::map<std::int64_t, std::int64_t>& shapes) {
-  std::string s;
-  for (auto it = shapes.rbegin(); it != shapes.rend(); ++it)
-    s += (s.empty() ? "" : " + ") + std::to_string(it->second) + "x" + std::to_string(it->first);
-  return s.empty() ? "-" : s;
-}
-
-// A model that predicts without computing (EvalModel::computes false, as zero): its time and
-// throughput measure reading, converting, padding and counting only, and the columns say so
-// (same places, so scripts that read the row by position keep working).
-std::string result_block(const workloads::EvalResult& r, const workloads::EvalOptions& o,
-                         const workloads::EvalModel& model) {
-  const bool model_computes = model.computes;
-  using workloads::format;
-  workloads::Table table({{"strategy", "", 15}, {"correct", "", 9}, {"total", "", 9}, {"accuracy", "", 9},
-                          {"steps", "", 6}, {"batch shapes", "steps x rows/device", 22}, {"padded", "rows", 9},
-                          {model_computes ? "time" : "data time", "s", 9},
-                          {model_computes ? "throughput" : "data rate", "examples/s", 12}});
-  std::string out = table.header();
-  out += table.row({workloads::to_string(o.strategy), std::to_string(r.correct), std::to_string(r.total),
-                    format("%.6f", r.accuracy()), std::to_string(r.steps), shapes_text(r.batch_shapes),
-                    std::to_string(r.padded_rows), format("%.4g", r.seconds), format("%.0f", r.examples_per_second())});
-  std::string per_rank;
-  for (auto n : r.examples_per_rank) per_rank += (per_rank.empty() ? "" : ", ") + std::to_string(n);
-  out += "# examples per rank: [" + per_rank + "]\n";
-  if (!model_computes)
-    out += "# --model " + model.name +
-           " computes nothing: data time and data rate are data movement only (reading, converting, "
-           "padding, counting), not a model's speed\n";
-  const std::int64_t expected = r.dataset_rows - r.filtered_rows;
-  if (r.dropped > 0 || r.total != expected)
-    out += format("# WARNING: %lld of %lld examples were not evaluated (%s drops what does not fill a whole step); "
-                  "the accuracy above is over the wrong total. Use --strategy pad or infinite-pad.\n",
-                  static_cast<long long>(expected - r.total), static_cast<long long>(expected),
-                  workloads::to_string(o.strategy));
-  else
-    out += format("# every example counted exactly once: total %lld = %lld in the file%s\n", static_cast<long long>(r.total),
-                  static_cast<long long>(r.dataset_rows),
-                  r.filtered_rows ? format(" - %lld with the dropped label", static_cast<long long>(r.filtered_rows)).c_str()
-                                  : "");
-  return out;
-}
-
-// The confusion matrix as a fixed-width table (rows: label, columns: predicted), for up
-// to kPrintedClasses classes; --json has it whatever the size.
-constexpr int kPrintedClasses = 20;
-
-std::string confusion_block(const workloads::ConfusionMatrix& m) {
-  if (!m.kept() || m.classes() > kPrintedClasses) return "";
-  std::int64_t largest = 1;
-  for (int l = 0; l < m.classes(); ++l)
-    for (int p = 0; p < m.classes(); ++p) largest = std::max(largest, m.at(l, p));
-  const int width = std::max(5, static_cast<int>(std::to_string(largest).size()) + 1);
-  std::string out = "# confusion matrix (rows: label, columns: predicted class)\n" + workloads::format("%7s", "label");
-  for (int p = 0; p < m.classes(); ++p) out += workloads::format("%*d", width, p);
-  out += "\n";
-  for (int l = 0; l < m.classes(); ++l) {
-    out += workloads::format("%7d", l);
-    for (int p = 0; p < m.classes(); ++p) out += workloads::format("%*lld", width, static_cast<long long>(m.at(l, p)));
-    out += "\n";
-  }
-  return out;
-}
-
-}  // namespace
 
 int cmd_eval(const Args& args) {
   po::options_description options("spmd eval options");
@@ -228,8 +159,8 @@ int cmd_eval(const Args& args) {
   }
   require_inputs_unchanged(cl, "at the end of the evaluation");
   const bool model_computes = eval_model.computes;
-  print_root(result_block(result, o, eval_model));
-  print_root(confusion_block(result.confusion));
+  print_root(workloads::result_table(result, o, eval_model));
+  print_root(workloads::confusion_table(result.confusion));
   j.update(workloads::to_json(result, o, ctx));
   // seconds and examples_per_second stay (tools/scaling_report.py reads them); this says
   // whether they include a model's compute (false for --model zero: data movement only).

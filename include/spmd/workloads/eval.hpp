@@ -106,10 +106,4 @@ EvalResult run_eval(const runtime::Context& ctx, const EvalOptions& options, con
 EvalResult run_plain_forward(const runtime::Context& ctx, const EvalOptions& options, const models::Classifier& model,
                              const EvalShard& shard);
 
-// --dry-run: from shapes alone, what each rank would do. Returned text is for rank 0.
-std::string eval_dry_run(const runtime::Context& ctx, const EvalOptions& options, const models::Classifier& model,
-                         nlohmann::json* json);
-
-nlohmann::json to_json(const EvalResult& r, const EvalOptions& options, const runtime::Context& ctx);
-
 }  // namespace spmd::workloads
