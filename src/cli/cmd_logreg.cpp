@@ -7,6 +7,7 @@
 #include "spmd/runtime/error.hpp"
 #include "spmd/runtime/stop_request.hpp"
 #include "spmd/workloads/logreg.hpp"
+#include "spmd/workloads/logreg_report.hpp"
 #include "spmd/workloads/logreg_weights.hpp"
 #include "spmd/workloads/report.hpp"
 #include "spmd/workloads/time_breakdown.hpp"
@@ -113,33 +114,7 @@ int cmd_logreg(const Args& args) {
   const auto r = workloads::run_logreg(ctx, o, on_iteration, on_warning);
   require_inputs_unchanged(cl, "at the end of the solve");
   progress.close();
-  workloads::Table summary({{"status", "", 18}, {"iterations", "", 10}, {"value", "", 14}, {"error", "", 11},
-                            {"evals", "", 6}, {"setup", "s", 8}, {"solve", "s", 8}, {"per eval", "ms", 9}});
-  print_root(summary.header() +
-             summary.row({optim::to_string(r.status), std::to_string(r.iterations), workloads::format("%.8f", r.value),
-                          workloads::format("%.3e", r.error), std::to_string(r.evaluations),
-                          workloads::format("%.3f", r.setup_seconds), workloads::format("%.3f", r.solve_seconds),
-                          workloads::format("%.2f", r.seconds_per_evaluation * 1e3)}) +
-             workloads::format("# %lld rows x %d features%s, %d classes, over %d rank(s) x %d device(s)\n",
-                               static_cast<long long>(r.rows), r.features, o.fit_intercept ? " + intercept" : "",
-                               r.classes, ctx.size(), ctx.devices_per_rank()));
-  if (r.status == optim::LBFGSStatus::precision_limit)
-    print_root(workloads::format(
-        "# precision_limit: no step can lower the objective by an amount float32 represents at this value "
-        "(%.8g): the gradient norm reached, %.3e, is as small as this arithmetic allows here (--tol asked %.3e). "
-        "The objective and gradient are computed in float32 with double accumulation; loosen --tol to about "
-        "the error reached.\n",
-        r.value, r.error, static_cast<double>(o.solver.tol)));
-  else if (r.status == optim::LBFGSStatus::stopped)
-    print_root(workloads::format("# stopped by %s after iteration %d of at most %d: the weights and results are that "
-                                 "iterate's (status stopped)\n",
-                                 runtime::signal_name(r.stop_signal).c_str(), r.iterations, o.solver.maxiter));
-  else if (r.status == optim::LBFGSStatus::linesearch_failed)
-    print_root(workloads::format(
-        "# linesearch_failed: no step along the search direction met the Wolfe conditions within "
-        "--max-linesearch %d evaluations (gradient norm %.3e); try --linesearch backtracking or a larger "
-        "--max-linesearch.\n",
-        o.solver.max_linesearch, r.error));
+  print_root(workloads::summary_text(r, o, ctx));
   // The weights, the CSV and the JSON appear together at the end, or none of them does.
   data::OutputSet outputs(ctx);
   if (vm.count("weights-out"))

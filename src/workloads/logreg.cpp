@@ -129,44 +129,4 @@ LogregResult run_logreg(const runtime::Context& ctx, const LogregOptions& o,
   return r;
 }
 
-nlohmann::json to_json(const LogregResult& r, const LogregOptions& o, const runtime::Context& ctx) {
-  nlohmann::json j;
-  j["status"] = optim::to_string(r.status);
-  if (r.status == optim::LBFGSStatus::stopped) j["stopped_by"] = runtime::signal_name(r.stop_signal);
-  j["iterations"] = r.iterations;
-  j["value"] = r.value;
-  j["error"] = r.error;
-  j["evaluations"] = r.evaluations;
-  j["load_seconds"] = r.load_seconds;
-  j["setup_seconds"] = r.setup_seconds;
-  j["solve_seconds"] = r.solve_seconds;
-  j["seconds_per_evaluation"] = r.seconds_per_evaluation;
-  j["rows"] = r.rows;
-  j["features"] = r.features;
-  j["classes"] = r.classes;
-  j["rows_per_rank"] = r.rows_per_rank;
-  j["ranks"] = ctx.size();
-  j["devices_per_rank"] = ctx.devices_per_rank();
-  j["linesearch"] = optim::to_string(o.solver.linesearch);
-  j["history_size"] = o.solver.history;
-  j["maxiter"] = o.solver.maxiter;
-  j["tol"] = o.solver.tol;
-  j["l2"] = o.l2;
-  j["fit_intercept"] = o.fit_intercept;
-  nlohmann::json h = nlohmann::json::array();
-  for (const auto& it : r.history)
-    h.push_back({{"iteration", it.iteration}, {"value", it.value}, {"error", it.error}, {"stepsize", it.stepsize},
-                 {"evaluations", it.evaluations}, {"seconds", it.seconds}});
-  j["history"] = h;
-  return j;
-}
-
-std::string metrics_csv(const LogregResult& r) {
-  std::string out = "iteration,value,error,stepsize,evaluations,seconds\n";
-  for (const auto& it : r.history)
-    out += format("%d,%.17g,%.17g,%.17g,%lld,%.9f\n", it.iteration, it.value, it.error, it.stepsize, it.evaluations,
-                  it.seconds);
-  return out;
-}
-
 }  // namespace spmd::workloads

@@ -74,7 +74,5 @@ LogregResult run_logreg(const runtime::Context& ctx, const LogregOptions& option
                         const std::function<void(const LogregIterationRecord&)>& on_iteration = {},
                         const std::function<void(const std::string&)>& on_warning = {});
 
-nlohmann::json to_json(const LogregResult& r, const LogregOptions& o, const runtime::Context& ctx);
-std::string metrics_csv(const LogregResult& r);
 
 }  // namespace spmd::workloads

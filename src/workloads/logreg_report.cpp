@@ -1,0 +1,79 @@
+#include "spmd/workloads/logreg_report.hpp"
+
+#include "spmd/runtime/stop_request.hpp"
+#include "spmd/workloads/report.hpp"
+
+namespace spmd::workloads {
+
+std::string summary_text(const LogregResult& r, const LogregOptions& o, const runtime::Context& ctx) {
+  Table summary({{"status", "", 18}, {"iterations", "", 10}, {"value", "", 14}, {"error", "", 11},
+                 {"evals", "", 6}, {"setup", "s", 8}, {"solve", "s", 8}, {"per eval", "ms", 9}});
+  std::string out = summary.header() +
+                    summary.row({optim::to_string(r.status), std::to_string(r.iterations), format("%.8f", r.value),
+                                 format("%.3e", r.error), std::to_string(r.evaluations),
+                                 format("%.3f", r.setup_seconds), format("%.3f", r.solve_seconds),
+                                 format("%.2f", r.seconds_per_evaluation * 1e3)}) +
+                    format("# %lld rows x %d features%s, %d classes, over %d rank(s) x %d device(s)\n",
+                           static_cast<long long>(r.rows), r.features, o.fit_intercept ? " + intercept" : "", r.classes,
+                           ctx.size(), ctx.devices_per_rank());
+  if (r.status == optim::LBFGSStatus::precision_limit)
+    out += format(
+        "# precision_limit: no step can lower the objective by an amount float32 represents at this value "
+        "(%.8g): the gradient norm reached, %.3e, is as small as this arithmetic allows here (--tol asked %.3e). "
+        "The objective and gradient are computed in float32 with double accumulation; loosen --tol to about "
+        "the error reached.\n",
+        r.value, r.error, static_cast<double>(o.solver.tol));
+  else if (r.status == optim::LBFGSStatus::stopped)
+    out += format("# stopped by %s after iteration %d of at most %d: the weights and results are that "
+                  "iterate's (status stopped)\n",
+                  runtime::signal_name(r.stop_signal).c_str(), r.iterations, o.solver.maxiter);
+  else if (r.status == optim::LBFGSStatus::linesearch_failed)
+    out += format(
+        "# linesearch_failed: no step along the search direction met the Wolfe conditions within "
+        "--max-linesearch %d evaluations (gradient norm %.3e); try --linesearch backtracking or a larger "
+        "--max-linesearch.\n",
+        o.solver.max_linesearch, r.error);
+  return out;
+}
+
+nlohmann::json to_json(const LogregResult& r, const LogregOptions& o, const runtime::Context& ctx) {
+  nlohmann::json j;
+  j["status"] = optim::to_string(r.status);
+  if (r.status == optim::LBFGSStatus::stopped) j["stopped_by"] = runtime::signal_name(r.stop_signal);
+  j["iterations"] = r.iterations;
+  j["value"] = r.value;
+  j["error"] = r.error;
+  j["evaluations"] = r.evaluations;
+  j["load_seconds"] = r.load_seconds;
+  j["setup_seconds"] = r.setup_seconds;
+  j["solve_seconds"] = r.solve_seconds;
+  j["seconds_per_evaluation"] = r.seconds_per_evaluation;
+  j["rows"] = r.rows;
+  j["features"] = r.features;
+  j["classes"] = r.classes;
+  j["rows_per_rank"] = r.rows_per_rank;
+  j["ranks"] = ctx.size();
+  j["devices_per_rank"] = ctx.devices_per_rank();
+  j["linesearch"] = optim::to_string(o.solver.linesearch);
+  j["history_size"] = o.solver.history;
+  j["maxiter"] = o.solver.maxiter;
+  j["tol"] = o.solver.tol;
+  j["l2"] = o.l2;
+  j["fit_intercept"] = o.fit_intercept;
+  nlohmann::json h = nlohmann::json::array();
+  for (const auto& it : r.history)
+    h.push_back({{"iteration", it.iteration}, {"value", it.value}, {"error", it.error}, {"stepsize", it.stepsize},
+                 {"evaluations", it.evaluations}, {"seconds", it.seconds}});
+  j["history"] = h;
+  return j;
+}
+
+std::string metrics_csv(const LogregResult& r) {
+  std::string out = "iteration,value,error,stepsize,evaluations,seconds\n";
+  for (const auto& it : r.history)
+    out += format("%d,%.17g,%.17g,%.17g,%lld,%.9f\n", it.iteration, it.value, it.error, it.stepsize, it.evaluations,
+                  it.seconds);
+  return out;
+}
+
+}  // namespace spmd::workloads
