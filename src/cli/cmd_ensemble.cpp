@@ -15,6 +15,7 @@
 #include "spmd/models/cnn_params.hpp"
 #include "spmd/workloads/checkpoint.hpp"
 #include "spmd/workloads/ensemble.hpp"
+#include "spmd/workloads/ensemble_report.hpp"
 #include "spmd/workloads/report.hpp"
 #include "spmd/workloads/time_breakdown.hpp"
 
@@ -151,67 +152,27 @@ int cmd_ensemble(const Args& args) {
   o.test_keys = test_keys.keys;
   print_root(workloads::startup_table(ctx, "ensemble") + keys_line("train", o.train, train_keys) +
              keys_line("test ", o.test, test_keys));
-  print_root(workloads::format("# %d members (ranks x devices), batch %d, SGD lr %g momentum %g, seed %llu, train %s%s\n",
-                               ctx.total_devices(), o.batch_size, o.sgd.learning_rate, o.sgd.momentum,
-                               static_cast<unsigned long long>(o.seed), o.train.c_str(),
-                               o.train_limit ? workloads::format(" (first %lld)", static_cast<long long>(o.train_limit)).c_str() : ""));
+  print_root(workloads::run_header(ctx, o));
   if (checkpoint_lock) print_root(checkpoint_lock->takeover_line());
   const int every = vm["progress-every"].as<int>();
   const bool quiet = vm["quiet"].as<bool>();
   workloads::ProgressLine progress(ctx.is_root() && !quiet);
   workloads::EnsembleEvents events;
-  workloads::Table table({{"epoch", "", 5}, {"train loss", "", 10}, {"train acc", "", 9}, {"test loss", "", 10},
-                          {"test acc", "", 9}, {"members acc", "min..max", 15}, {"time", "s", 8},
-                          {"speed", "img/s/member", 13}});
   // Where the run starts is said before it trains (a resumed run is known as one at once,
-  // not after its last epoch), then the table's header.
-  events.start = [&](const workloads::EnsembleResult& start) {
-    for (const auto& warning : start.warnings) print_root("# WARNING: " + warning + "\n");
-    if (start.resumed_from_epoch >= 0)
-      print_root(workloads::format("# resumed from %s at epoch %d step %lld\n", o.checkpoint.c_str(),
-                                   start.resumed_from_epoch + 1, static_cast<long long>(start.resumed_from_step)));
-    print_root(table.header());
-  };
+  // not after its last epoch), then the epoch table's header.
+  events.start = [&](const workloads::EnsembleResult& start) { print_root(workloads::start_text(start, o)); };
   events.progress = [&](int epoch, std::int64_t step, std::int64_t steps, double ips) {
     if (!ctx.is_root() || quiet) return;
     progress.update("epoch " + std::to_string(epoch) + " step", step, steps,
                     workloads::format("%.0f images/s per member", ips), every > 0 ? every : std::max<std::int64_t>(1, steps / 10));
   };
   events.epoch = [&](const workloads::EpochMetrics& e) {
-    double lo = 1, hi = 0;
-    for (double a : e.member_test_accuracy) {
-      lo = std::min(lo, a);
-      hi = std::max(hi, a);
-    }
-    print_root(table.row({std::to_string(e.epoch), workloads::format("%.5f", e.train_loss), workloads::format("%.4f", e.train_accuracy),
-                          workloads::format("%.5f", e.test_loss), workloads::format("%.4f", e.test_accuracy),
-                          workloads::format("%.4f..%.4f", lo, hi), workloads::format("%.2f", e.seconds),
-                          workloads::format("%.0f", e.images_per_second)}));
+    print_root(workloads::epoch_row(e));
     require_inputs_unchanged(cl, "after epoch " + std::to_string(e.epoch));
   };
   const auto r = workloads::run_ensemble(ctx, o, events);
   progress.close();
-  // "(640 examples)", or "(640 of 60000 examples)" when a limit took the first rows only.
-  const auto examples_text = [](std::int64_t used, std::int64_t in_file, const char* unit) {
-    return used == in_file ? workloads::format("%lld%s", static_cast<long long>(used), unit)
-                           : workloads::format("%lld of %lld%s", static_cast<long long>(used),
-                                               static_cast<long long>(in_file), unit);
-  };
-  print_root(workloads::format("# model %s, %lld parameters per member\n# train %s %s/%s (%s), test %s %s/%s (%s)\n",
-                               r.model.describe().c_str(),
-                               static_cast<long long>(models::CnnLayout(r.model).param_count()), o.train.c_str(),
-                               o.keys.features.c_str(), o.keys.labels.c_str(),
-                               examples_text(r.train_examples, r.train_dataset_rows, " examples").c_str(), o.test.c_str(),
-                               o.test_keys.features.c_str(), o.test_keys.labels.c_str(),
-                               examples_text(r.test_examples, r.test_dataset_rows, "").c_str()));
-  if (r.interrupted)
-    print_root(workloads::format("# stopped by %s at epoch %d step %lld of %lld: ", runtime::signal_name(r.stop_signal).c_str(),
-                                 r.stopped_epoch, static_cast<long long>(r.stopped_step), static_cast<long long>(r.steps_per_epoch)) +
-               (o.checkpoint.empty() ? std::string("no checkpoint written (no --checkpoint)\n")
-                                     : "checkpoint written to " + o.checkpoint + "; continue with the same command plus --resume\n"));
-  print_root(workloads::format("# %d members, %.0f training images/s per member (%.0f for the ensemble), parameters digest %016llx\n",
-                               r.members, r.images_per_second, r.images_per_second * r.members,
-                               static_cast<unsigned long long>(r.params_digest)));
+  print_root(workloads::summary_text(r, o));
   const auto breakdown = workloads::reduce_time_breakdown(ctx, account.stop());
   print_root(workloads::time_breakdown_table(breakdown));
   // The CSV and the JSON appear together, or neither does (the checkpoint is published

@@ -35,12 +35,6 @@ void require_images(const models::CnnConfig& model, const data::DatasetShape& s,
                           }());
 }
 
-nlohmann::json epoch_json(const EpochMetrics& e) {
-  return {{"epoch", e.epoch},           {"train_loss", e.train_loss},   {"train_accuracy", e.train_accuracy},
-          {"test_loss", e.test_loss},   {"test_accuracy", e.test_accuracy}, {"member_test_accuracy", e.member_test_accuracy},
-          {"seconds", e.seconds},       {"images_per_second", e.images_per_second}};
-}
-
 EpochMetrics epoch_from_json(const nlohmann::json& j) {
   EpochMetrics e;
   e.epoch = j.at("epoch");
@@ -203,6 +197,13 @@ void close_epoch(const EpochMetrics& e, CheckpointState& state, EnsembleResult& 
 
 }  // namespace
 
+nlohmann::json epoch_json(const EpochMetrics& e) {
+  return {{"epoch", e.epoch},           {"train_loss", e.train_loss},   {"train_accuracy", e.train_accuracy},
+          {"test_loss", e.test_loss},   {"test_accuracy", e.test_accuracy}, {"member_test_accuracy", e.member_test_accuracy},
+          {"seconds", e.seconds},       {"images_per_second", e.images_per_second}};
+}
+
+
 models::CnnConfig model_for_images(models::CnnConfig requested, const std::vector<std::int64_t>& shape,
                                    const std::string& path, const std::string& key) {
   const std::string where = "'" + path + "' dataset '" + key + "'";
@@ -298,55 +299,6 @@ EnsembleResult run_ensemble(const runtime::Context& ctx, const EnsembleOptions& 
   result.images_per_second = process.per_second();
   result.params_digest = trainer.params_digest();
   return result;
-}
-
-nlohmann::json to_json(const EnsembleResult& r, const EnsembleOptions& o, const runtime::Context& ctx) {
-  nlohmann::json j;
-  j["members"] = r.members;
-  nlohmann::json epochs = nlohmann::json::array();
-  for (const auto& e : r.epochs) epochs.push_back(epoch_json(e));
-  j["epochs"] = epochs;
-  j["images_per_second"] = r.images_per_second;
-  j["images_per_second_all_members"] = r.images_per_second * r.members;
-  j["interrupted"] = r.interrupted;
-  if (r.interrupted) j["stopped_by"] = runtime::signal_name(r.stop_signal);
-  j["resumed_from_epoch"] = r.resumed_from_epoch;
-  j["resumed_from_step"] = r.resumed_from_step;
-  j["params_digest"] = format("%016llx", static_cast<unsigned long long>(r.params_digest));
-  j["model"] = nlohmann::json::parse(r.model.to_json());
-  j["parameters_per_member"] = models::CnnLayout(r.model).param_count();
-  // Each set as eval's JSON names its data: `data` (the path), `dataset_rows` (N in the file);
-  // `examples` is what the run used (after --train-limit / --test-limit). The CLI adds
-  // `keys` (how they were resolved). path, features and labels are the older names, kept
-  // for the readers that use them.
-  const auto set_json = [](const std::string& path, const data::DatasetKeys& keys, std::int64_t examples,
-                           std::int64_t dataset_rows) {
-    return nlohmann::json{{"data", path},         {"path", path},           {"features", keys.features},
-                          {"labels", keys.labels}, {"examples", examples},  {"dataset_rows", dataset_rows}};
-  };
-  j["train"] = set_json(o.train, o.keys, r.train_examples, r.train_dataset_rows);
-  j["test"] = set_json(o.test, o.test_keys, r.test_examples, r.test_dataset_rows);
-  j["ranks"] = ctx.size();
-  j["devices_per_rank"] = ctx.devices_per_rank();
-  j["batch_size"] = o.batch_size;
-  j["learning_rate"] = o.sgd.learning_rate;
-  j["momentum"] = o.sgd.momentum;
-  j["seed"] = o.seed;
-  j["warnings"] = r.warnings;
-  return j;
-}
-
-std::string metrics_csv(const EnsembleResult& r) {
-  std::string out = "epoch,train_loss,train_accuracy,test_loss,test_accuracy,seconds,images_per_second";
-  for (int g = 0; g < r.members; ++g) out += ",member" + std::to_string(g) + "_test_accuracy";
-  out += "\n";
-  for (const auto& e : r.epochs) {
-    out += format("%d,%.9g,%.9g,%.9g,%.9g,%.4f,%.1f", e.epoch, e.train_loss, e.train_accuracy, e.test_loss, e.test_accuracy,
-                  e.seconds, e.images_per_second);
-    for (double a : e.member_test_accuracy) out += format(",%.6f", a);
-    out += "\n";
-  }
-  return out;
 }
 
 }  // namespace spmd::workloads

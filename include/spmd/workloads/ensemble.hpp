@@ -74,10 +74,11 @@ struct EnsembleEvents {
   std::function<void(int epoch, std::int64_t step, std::int64_t steps, double images_per_second)> progress;
 };
 
+// One epoch's record, as the checkpoint's history and the JSON summary keep it.
+nlohmann::json epoch_json(const EpochMetrics& e);
+
 // Collective.
 EnsembleResult run_ensemble(const runtime::Context& ctx, const EnsembleOptions& options, const EnsembleEvents& events = {});
 
-nlohmann::json to_json(const EnsembleResult& r, const EnsembleOptions& o, const runtime::Context& ctx);
-std::string metrics_csv(const EnsembleResult& r);
 
 }  // namespace spmd::workloads

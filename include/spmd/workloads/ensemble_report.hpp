@@ -1,0 +1,28 @@
+#pragma once
+// What spmd ensemble prints and writes about a training: the run's header line, where it
+// starts (warnings, a resume), a fixed-width row per epoch, the summary, the JSON and the
+// per-epoch CSV. Rank 0 prints the returned text.
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "spmd/runtime/context.hpp"
+#include "spmd/workloads/ensemble.hpp"
+
+namespace spmd::workloads {
+
+// "# 4 members (ranks x devices), batch 32, SGD lr 0.1 momentum 0.9, seed 0, train FILE".
+std::string run_header(const runtime::Context& ctx, const EnsembleOptions& o);
+// At EnsembleEvents::start: the data's warnings, the position a --resume continues from, and
+// the epoch table's header.
+std::string start_text(const EnsembleResult& start, const EnsembleOptions& o);
+// One epoch's row: losses, accuracies (the members' min..max), seconds, images/s per member.
+std::string epoch_row(const EpochMetrics& e);
+// The model and data used, how a stopped run ended (and how to resume it), the speed and the
+// parameters' digest.
+std::string summary_text(const EnsembleResult& r, const EnsembleOptions& o);
+
+nlohmann::json to_json(const EnsembleResult& r, const EnsembleOptions& o, const runtime::Context& ctx);
+std::string metrics_csv(const EnsembleResult& r);
+
+}  // namespace spmd::workloads
