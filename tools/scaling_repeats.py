@@ -87,21 +87,18 @@ def noise_line(base):
             f"a spread of {100 * width:.0f}% ((max - min) / median).")
 
 
-def summary_line(r, mode):
+def summary_line(r, base, mode):
     """One layout's ratio against the baseline, from the medians, with its range and verdict."""
     unit = "x" if mode == "strong" else ""
     value, low, high = ((r.speedup, r.speedup_min, r.speedup_max) if mode == "strong"
                         else (r.efficiency, r.efficiency_min, r.efficiency_max))
-    verdict = ": within the noise" if r.within_noise == "yes" else ""
+    verdict = (f"; within the noise: the range holds 1.0, no measurable difference from {base.label}"
+               if r.within_noise == "yes" else "")
     return (f"  {r.label}: {value:.2f}{unit} (range {low:.2f}..{high:.2f}{unit}; median of {r.timed} runs"
             f"{verdict})")
 
 
-def noise_words(runs, base, mode):
-    """Sentences for the layouts within the noise of the baseline or of each other."""
-    against = "speed-up" if mode == "strong" else "efficiency"
-    words = [f"{r.label}: within the noise (its {against} range holds 1.0: no measurable difference from "
-             f"{base.label})" for r in runs if r.within_noise == "yes"]
-    words += [f"{a.label} and {b.label}: within the noise of each other (their speed-up ranges overlap)"
-              for a, b in overlapping(runs, base)]
-    return words
+def noise_words(runs, base):
+    """Sentences for the layouts within the noise of each other."""
+    return [f"{a.label} and {b.label}: within the noise of each other (their speed-up ranges overlap)"
+            for a, b in overlapping(runs, base)]

@@ -224,8 +224,8 @@ def summary_lines(runs, base, mode):
     if any(scaling_repeats.has_range(r) for r in runs):
         lines = [f"Per-step {what} against {base.label} ignoring setup (first iteration), from the median step "
                  "times of interleaved runs, with the range the runs allow:"]
-        lines += [scaling_repeats.summary_line(r, mode) for r in runs if r is not base and r.speedup is not None]
-        lines += [f"  {w}" for w in scaling_repeats.noise_words(runs, base, mode)]
+        lines += [scaling_repeats.summary_line(r, base, mode) for r in runs if r is not base and r.speedup is not None]
+        lines += [f"  {w}" for w in scaling_repeats.noise_words(runs, base)]
     else:  # for weak scaling the same ratio t_base / t is the efficiency: 1 is perfect
         lines = [f"Average per-step {what} against {base.label} ignoring setup (first iteration):"]
         unit = "x" if mode == "strong" else ""
@@ -300,7 +300,7 @@ def plot_speedup(path, runs, base, mode, title):
     workers = sorted({r.workers for r in runs})
     ax.plot(workers, [w / base.workers for w in workers], "k--", label="ideal")
     for devices in sorted({r.devices for r in runs}):
-        pts = sorted((r.workers, r.speedup, r.speedup_min, r.speedup_max) for r in runs
+        pts = sorted((r.workers, r.speedup, r.speedup_min, r.speedup_max, r.within_noise == "yes") for r in runs
                      if r.devices == devices and r.speedup is not None)
         if pts:
             # Error bars: the range the repeats allow (none for a single run or the baseline).
@@ -308,8 +308,8 @@ def plot_speedup(path, runs, base, mode, title):
             above = [p[3] - p[1] if p[3] is not None else 0.0 for p in pts]
             ax.errorbar([p[0] for p in pts], [p[1] for p in pts], yerr=[below, above], fmt="o-", capsize=4,
                         label=f"{devices} device(s) per rank" + (" (min..max of the repeats)" if any(above) else ""))
-            for x, y, _, _ in pts:
-                ax.annotate(f"{y:.2f}", (x, y), textcoords="offset points", xytext=(6, -12), fontsize=9)
+            for x, y, _, _, noise in pts:
+                ax.annotate(f"{y:.2f}" + (" within the noise" if noise else ""), (x, y), textcoords="offset points", xytext=(6, -12), fontsize=9)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
     ax.set_xticks(workers, [str(w) for w in workers])
