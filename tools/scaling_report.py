@@ -19,6 +19,8 @@ Repeats (tools/scaling_study.sh --repeats R: several runs per layout, see
 tools/scaling_repeats.py): t is the median over the layout's runs, speed-ups come from the
 medians with their min..max ranges (error bars in speedup.png), a speed-up whose range holds 1.0
 is "within the noise", and the report states the host's noise (the baseline runs' spread).
+For logreg in strong scaling, with the host's read bandwidth in study.json, a line bounds the
+2-rank speed-up by memory bandwidth (tools/scaling_bandwidth.py).
 
 Definitions (W = ranks x devices per rank; the baseline is the run with the fewest workers,
 normally 1 rank x 1 device):
@@ -51,6 +53,7 @@ import matplotlib.ticker  # noqa: E402
 import numpy as np  # noqa: E402
 
 import scaling_breakdown  # noqa: E402  (tools/, next to this script)
+import scaling_bandwidth  # noqa: E402
 import scaling_repeats  # noqa: E402
 
 
@@ -121,6 +124,7 @@ class Run:
         if self.workload == "logreg":
             self.setup_seconds = j.get("setup_seconds")
             self.seconds_per_step, self.step_times = step_seconds_logreg(j)
+            self.sizes = {k: j.get(k) for k in ("rows", "features", "evaluations", "iterations")}  # bandwidth model
             self.steps = int(j["iterations"])
             self.errors = [float(h["error"]) for h in j.get("history", [])]
             self.values = [float(h["value"]) for h in j.get("history", [])]
@@ -462,6 +466,8 @@ def main():
                          + "; ".join(f"{a.label} = {b.label} in {p}" for a, b, p in coincide)]
 
     summary = summary_lines(runs, base, mode)
+    bandwidth = scaling_bandwidth.model_line(runs, base, study) if mode == "strong" else None
+    summary += [bandwidth] if bandwidth else []
 
     md = [f"# Scaling report: {title.replace(chr(10), '; ')}", ""]
     if study:

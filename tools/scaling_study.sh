@@ -207,6 +207,13 @@ if [ "$nodes" -gt 0 ]; then
   fi
 fi
 
+# The host's 1- and 2-thread read bandwidth, for the report's bandwidth model of logreg.
+read_gbps=""
+if [ "$workload" = logreg ]; then
+  read_gbps=$(/usr/bin/python3 "$root/tools/scaling_bandwidth.py") ||
+    { echo "scaling_study: the read-bandwidth probe failed: the report goes without its bandwidth model" >&2; read_gbps=""; }
+fi
+
 study_json() { # MODE: what the report shows about the study
   local max_devices total oversubscribed=false per=""
   max_devices=$(tr ' ' '\n' <<<"$devices_list" | sort -n | tail -n 1)
@@ -214,7 +221,7 @@ study_json() { # MODE: what the report shows about the study
   if [ -z "${SLURM_JOB_ID:-}" ] && [ "$total" -gt "$cores" ]; then oversubscribed=true; fi
   if [ "$1" = weak ] && [ "$workload" != ensemble ]; then per=", \"per_rank\": $per_rank"; fi
   printf '{"workload": "%s", "mode": "%s", "config": "%s", "ranks": "%s", "devices": "%s", "repeats": %d, "launch": "%s", "host": "%s", "host_cores": %d, "oversubscribed": %s%s%s}\n' \
-    "$workload" "$1" "$config" "$ranks_list" "$devices_list" "$repeats" "$LAUNCH" "$(hostname)" "$cores" "$oversubscribed" "$per" "${interconnect:+, $interconnect}" >"$out/$1/study.json"
+    "$workload" "$1" "$config" "$ranks_list" "$devices_list" "$repeats" "$LAUNCH" "$(hostname)" "$cores" "$oversubscribed" "$per" "${interconnect:+, $interconnect}${read_gbps:+, \"read_gbps\": $read_gbps}" >"$out/$1/study.json"
 }
 
 echo "scaling_study: $workload, ranks [$ranks_list], devices per rank [$devices_list], $repeats repeats (interleaved), mode $mode, $LAUNCH${cluster:+ across $nodes emulated nodes (${profile:-native})}, output $out"

@@ -35,6 +35,7 @@ if [ -n "$said4" ] && [ "$said4" = "$said6" ]; then echo "ok   sections 4 and 6 
 else fail "section 4 says '$said4', section 6 '$said6'"; fi
 expect_in "scaling tables give medians with ranges" '^\| 2 \| 1 \| 2 \| [0-9.n/a]+ \| [0-9.]+ \([0-9.]+\.\.[0-9.]+\) \|'
 expect_in "the host's noise beside the speed-ups" '^Host noise: the 3 runs of 1 rank x 1 dev took'
+expect_in "what memory bandwidth allows logreg on 2 ranks" '^Bandwidth model: an iteration reads X \(50000 x 784 float32, 157 MB\)'
 expect_not_in "no zero-model confusion matrix" '^ +label +0 +1 +2'
 expect_not_in "no error" 'error:|Error|Traceback|NOT the same'
 finish

@@ -192,6 +192,29 @@ expect_field "repeats, weak: efficiency range low" "$RW/report.csv" 2 1 efficien
 expect_field "repeats, weak: scaled speed-up range high = 2.75 x 2" "$RW/report.csv" 2 1 speedup_max 5.5
 expect_in "repeats, weak: efficiency within the noise" '^  4 ranks x 1 dev: 1\.00 \(range 0\.72\.\.1\.16; median of 3 runs; within the noise'
 
+# --- the bandwidth model: X read (4 evaluations / 3 iterations) x 50000 x 784 x 4 B per step of
+# 0.2 s on 1 rank: 1.0453 GB/s, 50% of a 2.0907 GB/s thread; 2 threads reading 1.5 GB/s
+# together allow 1.5 / 1.0453 = 1.43x on 2 ranks, 3 GB/s would allow 2.87x (not binding).
+checks=$((checks + 1))
+if grep -q 'Bandwidth model' "$R/report.md"; then fail "a bandwidth model without the host's bandwidth"
+else echo "ok   no bandwidth model without the host's bandwidth"; fi
+B=$WORK/bandwidth
+mkdir -p "$B"
+cp "$R"/logreg-r1-d1-k*.json "$R"/logreg-r2-d1-k*.json "$B"/
+$PY - "$B" <<'EOF'
+import glob, json, sys
+for f in glob.glob(sys.argv[1] + "/*.json"):
+    j = json.load(open(f))
+    j["rows"], j["features"] = 50000, 784
+    json.dump(j, open(f, "w"))
+json.dump({"workload": "logreg", "mode": "strong", "read_gbps": {"1": 2.0907, "2": 1.5}}, open(sys.argv[1] + "/study.json", "w"))
+EOF
+run report_bandwidth 0 60 $PY "$REPORT" "$B"
+expect_in "bandwidth model: the bound below 2x, with its numbers" '^Bandwidth model: an iteration reads X \(50000 x 784 float32, 157 MB\) 1\.33 times \(evaluations / iterations\); 1 rank read it at 1\.05 GB/s, 50% of the host.s 1-thread read bandwidth \(2\.09 GB/s\); 2 threads read 1\.5 GB/s together, so memory bandwidth holds 2 ranks at or below 1\.43x \(1\.5 / 1\.05\); measured 2\.00x\.$'
+sed -i 's/"2": 1.5/"2": 3.0/' "$B/study.json"
+run report_bandwidth_enough 0 60 $PY "$REPORT" "$B"
+expect_in "bandwidth model: enough bandwidth, so the loss is elsewhere" '2 threads read 3 GB/s together, enough for 2\.87x: memory bandwidth does not hold 2 ranks below 2x'
+
 # --- weak scaling: same files, data per rank fixed --------------------------------------
 W=$WORK/weak
 mkdir -p "$W"
@@ -279,6 +302,10 @@ else
   else fail "strong runs in the order '$order', want r1 k1, r2 k1, r1 k2, r2 k2"; fi
   expect_in "study: the host's noise from the 2 one-rank runs" '^Host noise: the 2 runs of 1 rank x 1 dev took'
   expect_field "study: 2 repeats per layout" "$WORK/study/strong/report.csv" 2 1 repeats 2
+  expect_in "study: the bandwidth model from the host's measured read bandwidth" '^Bandwidth model: an iteration reads X \(6000 x 20 float32'
+  json_ok=$($PY -c "import json; b = json.load(open('$WORK/study/strong/study.json'))['read_gbps']; print(b['1'] > 0 and b['2'] > 0)")
+  checks=$((checks + 1))
+  if [ "$json_ok" = True ]; then echo "ok   study.json holds the 1- and 2-thread read bandwidth"; else fail "study.json's read_gbps: $json_ok"; fi
   for f in strong/report.md strong/speedup.png strong/error_vs_iteration.png weak/report.csv weak/study.json \
     strong/logreg-r2-d1-k1.json strong/logreg-r2-d1-k2.json strong/logreg-r2-d1-k2.csv weak/logreg-r2-d1-k2.json; do
     checks=$((checks + 1))
