@@ -313,7 +313,8 @@ def plot_speedup(path, runs, base, mode, title):
             ax.errorbar([p[0] for p in pts], [p[1] for p in pts], yerr=[below, above], fmt="o-", capsize=4,
                         label=f"{devices} device(s) per rank" + (" (min..max of the repeats)" if any(above) else ""))
             for x, y, _, _, noise in pts:
-                ax.annotate(f"{y:.2f}" + (" within the noise" if noise else ""), (x, y), textcoords="offset points", xytext=(6, -12), fontsize=9)
+                ax.annotate(f"{y:.2f}" + (" within the noise" if noise else ""), (x, y), textcoords="offset points",
+                            xytext=(6, -12), fontsize=9)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
     ax.set_xticks(workers, [str(w) for w in workers])
