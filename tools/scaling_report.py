@@ -15,6 +15,13 @@ time_breakdown; see tools/scaling_breakdown.py) and the average per-step speed-u
 setup (the first iteration). Plot titles name the problem and the machine; a curve that
 coincides with another (identical results) is drawn dashed and says so in the legend.
 
+Repeats (tools/scaling_study.sh --repeats R: several runs per layout, see
+tools/scaling_repeats.py): t is the median over the layout's runs, speed-ups come from the
+medians with their min..max ranges (error bars in speedup.png), a speed-up whose range holds 1.0
+is "within the noise", and the report states the host's noise (the baseline runs' spread).
+For logreg in strong scaling, with the host's read bandwidth in study.json, a line bounds the
+2-rank speed-up by memory bandwidth (tools/scaling_bandwidth.py).
+
 Definitions (W = ranks x devices per rank; the baseline is the run with the fewest workers,
 normally 1 rank x 1 device):
   strong scaling (same data for every run): speed-up S = t_base / t, efficiency E = S / (W / W_base)
@@ -46,6 +53,8 @@ import matplotlib.ticker  # noqa: E402
 import numpy as np  # noqa: E402
 
 import scaling_breakdown  # noqa: E402  (tools/, next to this script)
+import scaling_bandwidth  # noqa: E402
+import scaling_repeats  # noqa: E402
 
 
 def fail(message):
@@ -115,6 +124,7 @@ class Run:
         if self.workload == "logreg":
             self.setup_seconds = j.get("setup_seconds")
             self.seconds_per_step, self.step_times = step_seconds_logreg(j)
+            self.sizes = {k: j.get(k) for k in ("rows", "features", "evaluations", "iterations")}  # bandwidth model
             self.steps = int(j["iterations"])
             self.errors = [float(h["error"]) for h in j.get("history", [])]
             self.values = [float(h["value"]) for h in j.get("history", [])]
@@ -182,10 +192,12 @@ def analyse(runs, mode):
             continue  # different data in every run: nothing to compare
         peers = [p for p in runs if p.same_computation == r.same_computation]
         ref = min(peers, key=lambda p: (p.ranks, p.workers))
+        # Every repeat of the layout, the reference's own included, must give the reference's result.
+        same = all(p.signature == ref.signature for p in getattr(r, "repeats", [r]))
         if ref is r:
-            r.identical = "reference"
+            r.identical = "reference" if same else "reference (its repeats differ)"
         else:
-            r.identical = "yes" if r.signature == ref.signature else "no"
+            r.identical = "yes" if same else "no"
         if math.isfinite(r.result) and math.isfinite(ref.result):
             r.rel_diff = abs(r.result - ref.result) / max(abs(ref.result), 1e-300)
     return base
@@ -208,13 +220,32 @@ def per_step_speedups(runs, base):
     return out
 
 
+def summary_lines(runs, base, mode):
+    """The speed-ups (strong) or efficiencies (weak) against the baseline, then the host's noise.
+    With repeats: from the medians, with ranges and what is within the noise; a single run per
+    layout: the JAXopt example's average of per-step ratios."""
+    what = "speed-up" if mode == "strong" else "weak-scaling efficiency (t_base / t)"
+    if any(scaling_repeats.has_range(r) for r in runs):
+        lines = [f"Per-step {what} against {base.label} ignoring setup (first iteration), from the median step "
+                 "times of interleaved runs, with the range the runs allow:"]
+        lines += [scaling_repeats.summary_line(r, base, mode) for r in runs if r is not base and r.speedup is not None]
+        lines += [f"  {w}" for w in scaling_repeats.noise_words(runs, base)]
+    else:  # for weak scaling the same ratio t_base / t is the efficiency: 1 is perfect
+        lines = [f"Average per-step {what} against {base.label} ignoring setup (first iteration):"]
+        unit = "x" if mode == "strong" else ""
+        lines += [f"  {r.label}: {s:.2f}{unit}" for r, s in per_step_speedups(runs, base)] or ["  (only one run)"]
+    return lines + [scaling_repeats.noise_line(base)]
+
+
 def fmt(value, spec):
     return "n/a" if value is None else format(value, spec)
 
 
 COLUMNS = ["ranks", "devices_per_rank", "workers", "setup_seconds", "seconds_per_step", "steps", "speedup", "efficiency",
            "result_name", "result", "identical", "rel_diff", "file"] + [
-           f"{c}_mean_seconds" for c in scaling_breakdown.CATEGORIES + ["total"]] + ["load_imbalance", "slowest_rank"]
+           f"{c}_mean_seconds" for c in scaling_breakdown.CATEGORIES + ["total"]] + ["load_imbalance", "slowest_rank"] + [
+           "repeats", "seconds_per_step_min", "seconds_per_step_max", "speedup_min", "speedup_max", "efficiency_min",
+           "efficiency_max", "within_noise"]
 
 
 def breakdown_cells(r):
@@ -239,20 +270,32 @@ def write_csv(path, runs, workload, mode):
             w.writerow([workload, mode, r.ranks, r.devices, r.workers, fmt(r.setup_seconds, ".6g"),
                         fmt(r.seconds_per_step, ".6g"), r.steps, fmt(r.speedup, ".4f"), fmt(r.efficiency, ".4f"),
                         r.result_name, fmt(r.result, ".9g"), r.identical, fmt(r.rel_diff, ".3g"), r.file]
-                       + breakdown_cells(r))
+                       + breakdown_cells(r) + repeat_cells(r))
+
+
+def repeat_cells(r):
+    """Runs of the layout; ranges only where there were repeats (R = 1: n/a)."""
+    ranged = scaling_repeats.has_range(r)
+    return [len(r.repeats), fmt(r.step_min if ranged else None, ".6g"), fmt(r.step_max if ranged else None, ".6g"),
+            fmt(r.speedup_min, ".4f"), fmt(r.speedup_max, ".4f"), fmt(r.efficiency_min, ".4f"),
+            fmt(r.efficiency_max, ".4f"), r.within_noise]
 
 
 def table_lines(runs, mode):
     speed = "speed-up" if mode == "strong" else "scaled speed-up"
     head = ["ranks", "devices/rank", "workers", "setup (s)", "s/step", "steps", speed, "efficiency",
-            runs[0].result_name, "identical", "rel. diff", "comm (% of run)", "imbalance"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---:|" * (len(head) - 4) + ":---|---:|---:|---:|"]
+            runs[0].result_name, "identical", "rel. diff", "comm (% of run)", "imbalance", "runs"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---:|" * (len(head) - 5) + ":---|---:|---:|---:|---:|"]
     for r in runs:
+        ranged = scaling_repeats.has_range(r)
+        speedup = scaling_repeats.spread(r.speedup, r.speedup_min, r.speedup_max, ".2f")
         lines.append("| " + " | ".join([
-            str(r.ranks), str(r.devices), str(r.workers), fmt(r.setup_seconds, ".4f"), fmt(r.seconds_per_step, ".4g"),
-            str(r.steps), fmt(r.speedup, ".2f"), fmt(r.efficiency, ".2f"), fmt(r.result, ".6g"), r.identical,
+            str(r.ranks), str(r.devices), str(r.workers), fmt(r.setup_seconds, ".4f"),
+            scaling_repeats.spread(r.seconds_per_step, r.step_min if ranged else None, r.step_max, ".4g"),
+            str(r.steps), speedup + (" within the noise" if r.within_noise == "yes" else ""),
+            fmt(r.efficiency, ".2f"), fmt(r.result, ".6g"), r.identical,
             fmt(r.rel_diff, ".1e"), fmt(communication_share(r), ".0f"),
-            fmt((r.breakdown or {}).get("load_imbalance"), ".2f")]) + " |")
+            fmt((r.breakdown or {}).get("load_imbalance"), ".2f"), str(len(r.repeats))]) + " |")
     return lines
 
 
@@ -261,11 +304,17 @@ def plot_speedup(path, runs, base, mode, title):
     workers = sorted({r.workers for r in runs})
     ax.plot(workers, [w / base.workers for w in workers], "k--", label="ideal")
     for devices in sorted({r.devices for r in runs}):
-        pts = sorted((r.workers, r.speedup) for r in runs if r.devices == devices and r.speedup is not None)
+        pts = sorted((r.workers, r.speedup, r.speedup_min, r.speedup_max, r.within_noise == "yes") for r in runs
+                     if r.devices == devices and r.speedup is not None)
         if pts:
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=f"{devices} device(s) per rank")
-            for x, y in pts:
-                ax.annotate(f"{y:.2f}", (x, y), textcoords="offset points", xytext=(6, -12), fontsize=9)
+            # Error bars: the range the repeats allow (none for a single run or the baseline).
+            below = [p[1] - p[2] if p[2] is not None else 0.0 for p in pts]
+            above = [p[3] - p[1] if p[3] is not None else 0.0 for p in pts]
+            ax.errorbar([p[0] for p in pts], [p[1] for p in pts], yerr=[below, above], fmt="o-", capsize=4,
+                        label=f"{devices} device(s) per rank" + (" (min..max of the repeats)" if any(above) else ""))
+            for x, y, _, _, noise in pts:
+                ax.annotate(f"{y:.2f}" + (" within the noise" if noise else ""), (x, y), textcoords="offset points",
+                            xytext=(6, -12), fontsize=9)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
     ax.set_xticks(workers, [str(w) for w in workers])
@@ -383,8 +432,10 @@ def main():
     if len(workloads) != 1:
         fail(f"{args.folder} mixes workloads ({', '.join(sorted(workloads))}); one report per workload")
     workload = workloads.pop()
+    runs = scaling_repeats.group(runs)
     runs.sort(key=lambda r: (r.devices, r.ranks))
     base = analyse(runs, mode)
+    scaling_repeats.fill_ranges(runs, base, mode)
     title = (f"spmd {workload}, {mode} scaling: {problem_words(runs, base, workload, mode) or 'problem size unknown'}\n"
              f"{machine_words(study, runs)}")
 
@@ -415,14 +466,9 @@ def main():
         explanations += ["Curves that coincide (identical values, drawn dashed): "
                          + "; ".join(f"{a.label} = {b.label} in {p}" for a, b, p in coincide)]
 
-    speedups = per_step_speedups(runs, base)
-    if mode == "strong":
-        summary = [f"Average per-step speed-up over {base.label} ignoring setup (first iteration):"]
-    else:  # the same ratio t_base / t is the weak-scaling efficiency: 1 is perfect
-        summary = [f"Average per-step weak-scaling efficiency (t_base / t) against {base.label} ignoring setup "
-                   "(first iteration):"]
-    unit = "x" if mode == "strong" else ""
-    summary += [f"  {r.label}: {s:.2f}{unit}" for r, s in speedups] or ["  (only one run)"]
+    summary = summary_lines(runs, base, mode)
+    bandwidth = scaling_bandwidth.model_line(runs, base, study) if mode == "strong" else None
+    summary += [bandwidth] if bandwidth else []
 
     md = [f"# Scaling report: {title.replace(chr(10), '; ')}", ""]
     if study:

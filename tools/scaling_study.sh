@@ -13,6 +13,10 @@
 #                                     up to the job's tasks)
 #   --devices "D1 D2 ..."             devices per rank (default "1")
 #   --mode strong|weak|both           (default both; the ensemble is weak only, see below)
+#   --repeats R                       runs of every layout (default 3), interleaved: all layouts
+#                                     once, then again, R times (1, 2, 1, 2, ...), so a slow
+#                                     spell of the host hits every layout alike; the report
+#                                     gives the median step time with its min..max range
 #   --config FILE                     input config (default inputs/<workload>-small.ini)
 #   --per-rank N                      weak scaling: examples per rank (default: the strong
 #                                     data's size / the largest rank count)
@@ -36,8 +40,8 @@
 # weak data is 784 x 10 classes, 50 informative, read with --features-key X --labels-key y).
 # The ensemble trains one member per device on the same data, so more ranks means more
 # members at a constant work per device: weak scaling by construction.
-# Layout of --out: strong/ and weak/, each with <workload>-r<R>-d<D>.{json,log} (logreg also
-# .csv), study.json, and the report (report.md, report.csv, *.png).
+# Layout of --out: strong/ and weak/, each with <workload>-r<R>-d<D>-k<repeat>.{json,log}
+# (logreg also .csv), study.json, and the report (report.md, report.csv, *.png).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # launcher, config_value, ensure_inputs: job_lib.sh only defines functions when sourced.
@@ -48,7 +52,7 @@ die() {
   exit 2
 }
 
-workload=logreg ranks_list="" devices_list=1 mode=both config="" per_rank="" out="" extra=() nodes=0 profile=""
+workload=logreg ranks_list="" devices_list=1 mode=both config="" per_rank="" out="" extra=() nodes=0 profile="" repeats=3
 while [ $# -gt 0 ]; do
   case "$1" in
     --workload) workload=$2; shift 2 ;;
@@ -60,6 +64,7 @@ while [ $# -gt 0 ]; do
     --out) out=$2; shift 2 ;;
     --nodes) nodes=$2; shift 2 ;;
     --profile) profile=$2; shift 2 ;;
+    --repeats) repeats=$2; shift 2 ;;
     --) shift; extra=("$@"); break ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option '$1' (see --help)" ;;
@@ -93,8 +98,8 @@ read -r -a words <<<"$devices_list" && devices_list="${words[*]}"
 [[ $nodes =~ ^[0-9]+$ ]] || die "--nodes $nodes: give a whole number of emulated nodes"
 if [ "$nodes" -eq 0 ] && [ -n "$profile" ]; then die "--profile needs --nodes N (the emulated nodes it joins)"; fi
 if [ "$nodes" -gt 0 ] && [ "$LAUNCH" = srun ]; then die "--nodes emulates nodes on this machine; inside a Slurm job the allocation's nodes are used instead"; fi
-for n in $ranks_list $devices_list ${per_rank:-1}; do
-  [[ $n =~ ^[1-9][0-9]*$ ]] || die "'$n' is not a positive integer (--ranks, --devices, --per-rank)"
+for n in $ranks_list $devices_list ${per_rank:-1} $repeats; do
+  [[ $n =~ ^[1-9][0-9]*$ ]] || die "'$n' is not a positive integer (--ranks, --devices, --per-rank, --repeats)"
 done
 max_ranks=$(tr ' ' '\n' <<<"$ranks_list" | sort -n | tail -n 1)
 config=${config:-inputs/$workload-small.ini}
@@ -141,12 +146,12 @@ for arg in "${extra[@]}"; do
   esac
 done
 
-# run_one MODE RANKS DEVICES ARGS...: one run, its summary in $out/MODE/.
+# run_one MODE RANKS DEVICES REPEAT ARGS...: one run, its summary in $out/MODE/.
 run_one() {
   local mode=$1 ranks=$2 devices=$3 name pass=("${extra[@]}")
-  shift 3
+  name=$workload-r$ranks-d$devices-k$4
+  shift 4
   [ "$mode" = weak ] && pass=("${weak_extra[@]}")
-  name=$workload-r$ranks-d$devices
   local args=(--config "$config" --devices "$devices" --json "$out/$mode/$name.json")
   [ "$workload" = logreg ] && args+=(--metrics-csv "$out/$mode/$name.csv")
   study_launcher "$ranks"
@@ -202,30 +207,39 @@ if [ "$nodes" -gt 0 ]; then
   fi
 fi
 
+# The host's 1- and 2-thread read bandwidth, for the report's bandwidth model of logreg.
+read_gbps=""
+if [ "$workload" = logreg ]; then
+  read_gbps=$(/usr/bin/python3 "$root/tools/scaling_bandwidth.py") ||
+    { echo "scaling_study: the read-bandwidth probe failed: the report goes without its bandwidth model" >&2; read_gbps=""; }
+fi
+
 study_json() { # MODE: what the report shows about the study
   local max_devices total oversubscribed=false per=""
   max_devices=$(tr ' ' '\n' <<<"$devices_list" | sort -n | tail -n 1)
   total=$((max_ranks * max_devices))
   if [ -z "${SLURM_JOB_ID:-}" ] && [ "$total" -gt "$cores" ]; then oversubscribed=true; fi
   if [ "$1" = weak ] && [ "$workload" != ensemble ]; then per=", \"per_rank\": $per_rank"; fi
-  printf '{"workload": "%s", "mode": "%s", "config": "%s", "ranks": "%s", "devices": "%s", "launch": "%s", "host": "%s", "host_cores": %d, "oversubscribed": %s%s%s}\n' \
-    "$workload" "$1" "$config" "$ranks_list" "$devices_list" "$LAUNCH" "$(hostname)" "$cores" "$oversubscribed" "$per" "${interconnect:+, $interconnect}" >"$out/$1/study.json"
+  printf '{"workload": "%s", "mode": "%s", "config": "%s", "ranks": "%s", "devices": "%s", "repeats": %d, "launch": "%s", "host": "%s", "host_cores": %d, "oversubscribed": %s%s%s}\n' \
+    "$workload" "$1" "$config" "$ranks_list" "$devices_list" "$repeats" "$LAUNCH" "$(hostname)" "$cores" "$oversubscribed" "$per" "${interconnect:+, $interconnect}${read_gbps:+, \"read_gbps\": $read_gbps}" >"$out/$1/study.json"
 }
 
-echo "scaling_study: $workload, ranks [$ranks_list], devices per rank [$devices_list], mode $mode, $LAUNCH${cluster:+ across $nodes emulated nodes (${profile:-native})}, output $out"
+echo "scaling_study: $workload, ranks [$ranks_list], devices per rank [$devices_list], $repeats repeats (interleaved), mode $mode, $LAUNCH${cluster:+ across $nodes emulated nodes (${profile:-native})}, output $out"
 for m in strong weak; do
   [ "$mode" = both ] || [ "$mode" = "$m" ] || continue
   mkdir -p "$out/$m"
   study_json "$m"
-  for devices in $devices_list; do
-    for ranks in $ranks_list; do
-      if [ "$m" = strong ] || [ "$workload" = ensemble ]; then
-        run_one "$m" "$ranks" "$devices"
-      elif [ "$workload" = logreg ]; then
-        run_one "$m" "$ranks" "$devices" --data "$(weak_data "$ranks")"
-      else
-        run_one "$m" "$ranks" "$devices" --data "$(weak_data "$ranks")" --features-key X --labels-key y --classes "$gen_c"
-      fi
+  for ((k = 1; k <= repeats; k++)); do
+    for devices in $devices_list; do
+      for ranks in $ranks_list; do
+        if [ "$m" = strong ] || [ "$workload" = ensemble ]; then
+          run_one "$m" "$ranks" "$devices" $k
+        elif [ "$workload" = logreg ]; then
+          run_one "$m" "$ranks" "$devices" $k --data "$(weak_data "$ranks")"
+        else
+          run_one "$m" "$ranks" "$devices" $k --data "$(weak_data "$ranks")" --features-key X --labels-key y --classes "$gen_c"
+        fi
+      done
     done
   done
   /usr/bin/python3 "$root/tools/scaling_report.py" "$out/$m" --mode "$m"

@@ -24,6 +24,19 @@ trim() {
 }
 # json FILE EXPRESSION: a value from a --json summary (python's json; j is the summary).
 json() { /usr/bin/python3 -c "import json, sys; j = json.load(open(sys.argv[1])); print($2)" "$1"; }
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# Timings on a shared host move from run to run: every layout runs this many times and the
+# sentences give medians with their ranges (jobs/local/scaling_words.py).
+repeats=3
+# study WORKLOAD MODE STUDY_ARGS... -- SPMD_ARGS...: ranks 1 and 2 into $out/scaling-WORKLOAD/,
+# the report (table, sentences, plots) kept in $out/scaling-WORKLOAD.txt for section 6.
+study() {
+  local workload=$1 mode=$2
+  shift 2
+  rm -rf "${out:?}/scaling-$workload"
+  SPMD="$SPMD" "$root/tools/scaling_study.sh" --workload "$workload" --mode "$mode" --ranks "1 2" --repeats $repeats \
+    --out "$out/scaling-$workload" "$@" | grep -v '^scaling_report: wrote' >"$out/scaling-$workload.txt"
+}
 
 section "1. Who runs where: spmd info under mpirun -np 2"
 look "Rank 0 prints one table of every rank: check each sits on the host and devices you expect."
@@ -56,24 +69,27 @@ PY
 )"
 cat "$out/section3.txt"
 
-section "4. Logistic regression with L-BFGS on make_classification(50000, 784, 10 classes): 1 rank, then 2"
+section "4. Logistic regression with L-BFGS on make_classification(50000, 784, 10 classes): 1 rank and 2, $repeats runs each"
 ensure_classification >/dev/null
-for np in 1 2; do
-  mpirun -np $np "$SPMD" logreg --data "$DATA_DIR/classification-50000x784-c10-i50-s0.h5" --maxiter 100 --quiet \
-    --metrics-csv "$out/logreg-np$np.csv" --json "$out/logreg-np$np.json" --weights-out "$out/logreg-w.h5" |
-    trim >>"$out/section4.txt"
-done
-look "$(/usr/bin/python3 - "$out" <<'PY'
-import json, sys
+# One measurement for this section's sentence and section 6's report: the layouts run
+# interleaved (1, 2, 1, 2, ...) so that a slow spell of the host hits both alike.
+study logreg strong --config "$root/inputs/logreg.ini" -- --data "$DATA_DIR/classification-50000x784-c10-i50-s0.h5" --quiet
+for np in 1 2; do trim <"$out/scaling-logreg/strong/logreg-r$np-d1-k1.log"; done >"$out/section4.txt"
+look "$(/usr/bin/python3 - "$out/scaling-logreg/strong" "$here" <<'PY'
+import csv, glob, json, sys
 d = sys.argv[1]
-r = [json.load(open(f"{d}/logreg-np{n}.json")) for n in (1, 2)]
-step = [sum(h["seconds"] for h in j["history"][1:]) / max(1, len(j["history"]) - 1) for j in r]
-b = r[1]["time_breakdown"]
-same = r[0]["value"] == r[1]["value"] and r[0]["iterations"] == r[1]["iterations"]
-print(f"{'The same' if same else 'NOT the same'} objective on 1 and 2 ranks ({r[0]['value']:.8f}, "
-      f"{r[0]['iterations']} iterations{', bit for bit' if same else ''}); an iteration takes {step[0] * 1e3:.1f} ms on 1 rank "
-      f"and {step[1] * 1e3:.1f} ms on 2 (speed-up {step[0] / step[1]:.2f}x, first iteration ignored); the 2-rank "
-      f"time breakdown says why it is not 2x: communication {100 * b['communication']['mean'] / b['total']['mean']:.0f}%, "
+sys.path.insert(0, sys.argv[2])
+import scaling_words  # noqa: E402  (jobs/local/)
+one, two = scaling_words.rows(d)
+runs = glob.glob(f"{d}/logreg-r*-d1-k*.json")
+first = json.load(open(f"{d}/{one['file']}"))
+# The report compares every run's whole history with the 1-rank reference.
+same = one["identical"] == "reference" and two["identical"] == "yes"
+b = json.load(open(f"{d}/{two['file']}"))["time_breakdown"]  # the 2-rank run with the median step time
+print(f"{'The same' if same else 'NOT the same'} objective on 1 and 2 ranks ({first['value']:.8f}, "
+      f"{first['iterations']} iterations{', bit for bit' if same else ''}, in all {len(runs)} runs); "
+      f"{scaling_words.sentence(d)}. The 2-rank time breakdown (its median run) says "
+      f"why it is not 2x: communication {100 * b['communication']['mean'] / b['total']['mean']:.0f}%, "
       f"I/O {100 * b['io']['mean'] / b['total']['mean']:.0f}% of the run.")
 PY
 )"
@@ -100,10 +116,13 @@ PY
 )"
 cat "$out/section5.txt"
 
-section "6. Strong scaling of logreg at 1 and 2 ranks on the default data (inputs/logreg.ini)"
-look "The speed-up table, then one sentence per run on where the time above the ideal went; plots are in $out/scaling/strong/."
-SPMD="$SPMD" "$root/tools/scaling_study.sh" --workload logreg --mode strong --ranks "1 2" --config "$root/inputs/logreg.ini" \
-  --out "$out/scaling" | grep -v '^scaling_report: wrote'
+section "6. Scaling at 1 and 2 ranks, $repeats interleaved runs each: logreg (strong: section 4's runs) and the CNN ensemble (weak: one member per rank)"
+study ensemble weak --config "$root/inputs/ensemble-small.ini" -- --train "$DATA_DIR/fashion-mnist/train.h5" \
+  --test "$test_set" --train-limit 2000 --test-limit 1000 --epochs 1 --quiet
+look "logreg: $(/usr/bin/python3 "$here/scaling_words.py" "$out/scaling-logreg/strong"). Ensemble: \
+$(/usr/bin/python3 "$here/scaling_words.py" "$out/scaling-ensemble/weak"). The tables follow (median, min..max in \
+brackets), each with where the time above the ideal went; plots with error bars in $out/scaling-*/."
+cat "$out/scaling-logreg.txt" "$out/scaling-ensemble.txt"
 echo
-echo "demo outputs: $out (JSON summaries, CSVs, weights, checkpoint)"
-echo "scaling report: $out/scaling/strong/report.md (table), $out/scaling/strong/*.png (plots)"
+echo "demo outputs: $out (JSON summaries, CSVs, checkpoint)"
+echo "scaling reports: $out/scaling-logreg/strong/report.md and $out/scaling-ensemble/weak/report.md (tables), *.png (plots)"

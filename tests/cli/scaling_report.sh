@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tools/scaling_report.py on fabricated summaries whose answers are known (speed-up,
 # efficiency, per-step speed-up ignoring the first iteration, identical results, weak mode,
-# valid PNGs, clear errors), then tools/scaling_study.sh end to end with the real spmd.
+# repeated runs: medians, ranges, within the noise, the host's noise; valid PNGs, clear
+# errors), then tools/scaling_study.sh end to end with the real spmd (--repeats 2).
 source "$(dirname "$0")/../support/cli_lib.sh"
 ROOT=${SPMD_SOURCE_DIR:?}
 PY=/usr/bin/python3
@@ -128,12 +129,91 @@ expect_field "1 rank is the reference" "$S/report.csv" 1 1 identical reference
 expect_field "same history -> identical" "$S/report.csv" 2 1 identical yes
 expect_field "other objective -> not identical" "$S/report.csv" 4 1 identical no
 expect_field "final objective reported" "$S/report.csv" 4 1 result 1.7500015
+expect_field "one run per layout: one repeat" "$S/report.csv" 2 1 repeats 1
+expect_field "one run per layout: no range" "$S/report.csv" 2 1 speedup_min n/a
+expect_field "one run per layout: no noise verdict" "$S/report.csv" 2 1 within_noise n/a
+expect_in "one run per layout: the host's noise is not measured" '^Host noise: not measured \(one run of 1 rank x 1 dev'
 run report_md 0 5 cat "$S/report.md"
 expect_in "markdown table row for 2 ranks" '^\| 2 \| 1 \| 2 \| 0\.1250 \| 0\.1167 \| 4 \| 1\.71 \| 0\.86 \| 1\.75 \| yes \| 0\.0e\+00 \| 27 \| 1\.11 \|'
 expect_in "markdown embeds the plots" '!\[speedup\.png\]\(speedup\.png\)'
 expect_in "markdown embeds the breakdown" '!\[breakdown\.png\]\(breakdown\.png\)'
 expect_in "title names the problem size and the host" '^# Scaling report: spmd logreg, strong scaling: 1000 rows x 20 features, 3 classes; host nodeA \(Test CPU\)'
 for f in speedup breakdown error_vs_iteration objective_vs_time step_time_vs_iteration; do png_ok "png_$f" "$S/$f.png"; done
+
+# --- repeats: three interleaved runs per layout, the median run stands for the layout ---
+R=$WORK/repeats
+mkdir -p "$R"
+# step times after the first (one per repeat k1 k2 k3): 1 rank 0.2 0.22 0.18 (median 0.2,
+# host noise (0.22 - 0.18) / 0.2 = 20%); 2 ranks 0.1 0.125 0.08: speed-up 0.2 / 0.1 = 2, range
+# 0.18 / 0.125 = 1.44 .. 0.22 / 0.08 = 2.75; 4 ranks 0.19 0.2 0.25: speed-up 1, range
+# 0.72 .. 1.1579, within the noise; 1 rank x 2 devices 0.09 0.1 0.11: speed-up 2, range
+# 1.6364 .. 2.4444, within the noise of 2 ranks x 1 device (ranges overlap).
+k=0
+for t in 0.2 0.22 0.18; do k=$((k + 1)); logreg_json "$R/logreg-r1-d1-k$k.json" 1 1 1.5 0.5 $t $t; done
+k=0
+for t in 0.1 0.125 0.08; do k=$((k + 1)); logreg_json "$R/logreg-r2-d1-k$k.json" 2 1 1.5 0.5 $t $t; done
+k=0
+for t in 0.19 0.2 0.25; do k=$((k + 1)); logreg_json "$R/logreg-r4-d1-k$k.json" 4 1 1.5 0.5 $t $t; done
+k=0
+for t in 0.09 0.1 0.11; do k=$((k + 1)); logreg_json "$R/logreg-r1-d2-k$k.json" 1 2 1.5 0.5 $t $t; done
+# One repeat of 4 ranks found another objective: the layout is not identical.
+logreg_json "$R/logreg-r4-d1-k3.json" 4 1 1.6 0.5 0.25 0.25
+run report_repeats 0 60 $PY "$REPORT" "$R"
+expect_field "repeats: runs per layout" "$R/report.csv" 2 1 repeats 3
+expect_field "repeats: median step time" "$R/report.csv" 2 1 seconds_per_step 0.1
+expect_field "repeats: fastest run" "$R/report.csv" 2 1 seconds_per_step_min 0.08
+expect_field "repeats: slowest run" "$R/report.csv" 2 1 seconds_per_step_max 0.125
+expect_field "repeats: the median run stands for the layout" "$R/report.csv" 2 1 file logreg-r2-d1-k1.json
+expect_field "repeats: speed-up from the medians" "$R/report.csv" 2 1 speedup 2.0
+expect_field "repeats: speed-up low = min(base) / max(run)" "$R/report.csv" 2 1 speedup_min 1.44
+expect_field "repeats: speed-up high = max(base) / min(run)" "$R/report.csv" 2 1 speedup_max 2.75
+expect_field "repeats: efficiency range" "$R/report.csv" 2 1 efficiency_max 1.375
+expect_field "repeats: 2 ranks beyond the noise" "$R/report.csv" 2 1 within_noise no
+expect_field "repeats: 4 ranks' range" "$R/report.csv" 4 1 speedup_max 1.1579
+expect_field "repeats: 4 ranks within the noise" "$R/report.csv" 4 1 within_noise yes
+expect_field "repeats: the baseline has no verdict" "$R/report.csv" 1 1 within_noise n/a
+expect_field "repeats: every repeat compared, not only the median run" "$R/report.csv" 4 1 identical no
+expect_field "repeats: identical repeats" "$R/report.csv" 2 1 identical yes
+expect_in "repeats: summary from the medians with ranges" '^  2 ranks x 1 dev: 2\.00x \(range 1\.44\.\.2\.75x; median of 3 runs\)$'
+expect_in "repeats: summary says within the noise" '^  4 ranks x 1 dev: 1\.00x \(range 0\.72\.\.1\.16x; median of 3 runs; within the noise: the range holds 1\.0, no measurable difference from 1 rank x 1 dev\)$'
+expect_in "repeats: two layouts within the noise of each other" '^  2 ranks x 1 dev and 1 rank x 2 dev: within the noise of each other'
+expect_not_in "repeats: separate ranges are not called overlapping" '4 ranks x 1 dev and'
+expect_in "repeats: the host's noise" '^Host noise: the 3 runs of 1 rank x 1 dev took 180 ms\.\.220 ms per step \(median 200 ms\): a spread of 20%'
+run report_repeats_md 0 5 cat "$R/report.md"
+expect_in "repeats: markdown row with ranges" '^\| 2 \| 1 \| 2 \| 0\.1250 \| 0\.1 \(0\.08\.\.0\.125\) \| 3 \| 2\.00 \(1\.44\.\.2\.75\) \| 1\.00 \|.* \| 3 \|$'
+expect_in "repeats: markdown says within the noise" '^\| 4 \| 1 \| 4 \| .* \| 1\.00 \(0\.72\.\.1\.16\) within the noise \|'
+expect_in "repeats: markdown states the host's noise" '^Host noise: the 3 runs of 1 rank x 1 dev'
+png_ok png_repeats_speedup "$R/speedup.png"
+RW=$WORK/repeats-weak
+mkdir -p "$RW"
+cp "$R"/*.json "$RW"/
+run report_repeats_weak 0 60 $PY "$REPORT" "$RW" --mode weak
+expect_field "repeats, weak: efficiency range low" "$RW/report.csv" 2 1 efficiency_min 1.44
+expect_field "repeats, weak: scaled speed-up range high = 2.75 x 2" "$RW/report.csv" 2 1 speedup_max 5.5
+expect_in "repeats, weak: efficiency within the noise" '^  4 ranks x 1 dev: 1\.00 \(range 0\.72\.\.1\.16; median of 3 runs; within the noise'
+
+# --- the bandwidth model: X read (4 evaluations / 3 iterations) x 50000 x 784 x 4 B per step of
+# 0.2 s on 1 rank: 1.0453 GB/s, 50% of a 2.0907 GB/s thread; 2 threads reading 1.5 GB/s
+# together allow 1.5 / 1.0453 = 1.43x on 2 ranks, 3 GB/s would allow 2.87x (not binding).
+checks=$((checks + 1))
+if grep -q 'Bandwidth model' "$R/report.md"; then fail "a bandwidth model without the host's bandwidth"
+else echo "ok   no bandwidth model without the host's bandwidth"; fi
+B=$WORK/bandwidth
+mkdir -p "$B"
+cp "$R"/logreg-r1-d1-k*.json "$R"/logreg-r2-d1-k*.json "$B"/
+$PY - "$B" <<'EOF'
+import glob, json, sys
+for f in glob.glob(sys.argv[1] + "/*.json"):
+    j = json.load(open(f))
+    j["rows"], j["features"] = 50000, 784
+    json.dump(j, open(f, "w"))
+json.dump({"workload": "logreg", "mode": "strong", "read_gbps": {"1": 2.0907, "2": 1.5}}, open(sys.argv[1] + "/study.json", "w"))
+EOF
+run report_bandwidth 0 60 $PY "$REPORT" "$B"
+expect_in "bandwidth model: the bound below 2x, with its numbers" '^Bandwidth model: an iteration reads X \(50000 x 784 float32, 157 MB\) 1\.33 times \(evaluations / iterations\); 1 rank read it at 1\.05 GB/s, 50% of the host.s 1-thread read bandwidth \(2\.09 GB/s\); 2 threads read 1\.5 GB/s together, so memory bandwidth holds 2 ranks at or below 1\.43x \(1\.5 / 1\.05\); measured 2\.00x\.$'
+sed -i 's/"2": 1.5/"2": 3.0/' "$B/study.json"
+run report_bandwidth_enough 0 60 $PY "$REPORT" "$B"
+expect_in "bandwidth model: enough bandwidth, so the loss is elsewhere" '2 threads read 3 GB/s together, enough for 2\.87x: memory bandwidth does not hold 2 ranks below 2x'
 
 # --- weak scaling: same files, data per rank fixed --------------------------------------
 W=$WORK/weak
@@ -212,11 +292,22 @@ else
   # 6000 rows: enough for every rank to hold a share. Strong: ranks 1 and 2 must agree
   # exactly (the objective's partial sums are reduced in a fixed order).
   run study 0 120 env SPMD="$SPMD" LAUNCH=mpirun SPMD_DATA_DIR="$WORK/data" "$ROOT/tools/scaling_study.sh" --ranks "1 2" \
-    --out "$WORK/study" -- --data "$WORK/data/classification-6000x20-c3-i5-s0.h5" --maxiter 15
+    --repeats 2 --out "$WORK/study" -- --data "$WORK/data/classification-6000x20-c3-i5-s0.h5" --maxiter 15
   expect_in "study made the strong data from its name" 'make-classification --samples 6000 --features 20'
   expect_in "study printed the strong table" '^\| 2 \| 1 \| 2 \|'
+  # Interleaved: every layout once, then again.
+  order=$(grep -o '^  strong logreg-r[0-9]-d1-k[0-9]' "$LAST_OUT" | awk '{print $2}' | tr '\n' ' ')
+  checks=$((checks + 1))
+  if [ "$order" = "logreg-r1-d1-k1 logreg-r2-d1-k1 logreg-r1-d1-k2 logreg-r2-d1-k2 " ]; then echo "ok   runs interleaved: $order"
+  else fail "strong runs in the order '$order', want r1 k1, r2 k1, r1 k2, r2 k2"; fi
+  expect_in "study: the host's noise from the 2 one-rank runs" '^Host noise: the 2 runs of 1 rank x 1 dev took'
+  expect_field "study: 2 repeats per layout" "$WORK/study/strong/report.csv" 2 1 repeats 2
+  expect_in "study: the bandwidth model from the host's measured read bandwidth" '^Bandwidth model: an iteration reads X \(6000 x 20 float32'
+  json_ok=$($PY -c "import json; b = json.load(open('$WORK/study/strong/study.json'))['read_gbps']; print(b['1'] > 0 and b['2'] > 0)")
+  checks=$((checks + 1))
+  if [ "$json_ok" = True ]; then echo "ok   study.json holds the 1- and 2-thread read bandwidth"; else fail "study.json's read_gbps: $json_ok"; fi
   for f in strong/report.md strong/speedup.png strong/error_vs_iteration.png weak/report.csv weak/study.json \
-    strong/logreg-r2-d1.json strong/logreg-r2-d1.csv weak/logreg-r2-d1.json; do
+    strong/logreg-r2-d1-k1.json strong/logreg-r2-d1-k2.json strong/logreg-r2-d1-k2.csv weak/logreg-r2-d1-k2.json; do
     checks=$((checks + 1))
     if [ -s "$WORK/study/$f" ]; then echo "ok   study wrote $f"; else fail "study did not write $f"; fi
   done
@@ -229,6 +320,8 @@ else
   fi
   run study_bad_option nonzero 30 env SPMD="$SPMD" "$ROOT/tools/scaling_study.sh" --ranks "1 x"
   expect_in "bad rank list named" "'x' is not a positive integer"
+  run study_bad_repeats nonzero 30 env SPMD="$SPMD" "$ROOT/tools/scaling_study.sh" --repeats 0
+  expect_in "bad repeat count named" "'0' is not a positive integer .*--repeats"
 fi
 
 finish

@@ -166,7 +166,7 @@ if await_job scaling-srun 0; then
     checks=$((checks + 1))
     if [ -s "$RUN_DIR/$f" ]; then echo "ok   scaling: $f"; else fail "scaling: $f missing in $RUN_DIR"; fi
   done
-  json_check scaling_two_ranks "$RUN_DIR/strong/logreg-r2-d1.json" "
+  json_check scaling_two_ranks "$RUN_DIR/strong/logreg-r2-d1-k1.json" "
 assert [row['host'] for row in j['rank_table']] == ['node1', 'node2'], j['rank_table']"
 fi
 
