@@ -155,6 +155,8 @@ def failed_tests(output):
             if m:
                 names.append(m.group(1) + (" (timeout)" if "Timeout" in line else ""))
     shown = [c for c in cases if not any(n.endswith(c) for n in names)][:3]
+    if len(names) > 3:  # one row per mutant: the first few name the kill
+        names = names[:3] + [f"(+{len(names) - 3} more)"]
     return names + ([f"[{', '.join(shown)}]"] if shown else [])
 
 
