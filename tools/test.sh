@@ -1,8 +1,14 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs the whole test suite through ctest.
 # Extra arguments go to ctest (e.g. tools/test.sh -R mpi).
+# tools/test.sh --mutants [OPTIONS]: mutation testing instead (tools/mutants.sh, slow, not
+# part of the default run; its own scratch build in build-mutants/).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+if [ "${1:-}" = --mutants ]; then
+  shift
+  exec "$root/tools/mutants.sh" "$@"
+fi
 start=$(date +%s)
 "$root/tools/setup.sh"
 echo "setup+build: $(( $(date +%s) - start )) s"

@@ -58,7 +58,8 @@ std::int64_t PadShardUnpad::device_batch_for(std::int64_t batch, std::int64_t mi
   return std::max((batch + d - 1) / d, min_device_batch);
 }
 
-ConstHostView PadShardUnpad::shard(const ConstHostView& array, std::size_t slot, std::int64_t device_batch) {
+ConstHostView PadShardUnpad::shard(const Arg& arg, std::size_t slot, std::int64_t device_batch) {
+  const ConstHostView& array = arg.array();
   const std::int64_t d = options_.devices;
   const std::int64_t padded_rows = d * device_batch;
   // [d, b_dev, trailing...], built in place (this runs for every argument of every step).
@@ -73,12 +74,12 @@ ConstHostView PadShardUnpad::shard(const ConstHostView& array, std::size_t slot,
   if (padding_buffers_.size() <= slot) padding_buffers_.resize(slot + 1);
   HostArray& buffer = padding_buffers_[slot];
   if (buffer.dtype() != array.dtype() || buffer.shape() != padded_shape) buffer = HostArray(array.dtype(), padded_shape);
-  // Real rows first, then zeros: the buffer may hold the previous call's rows.
+  // Real rows first, then the padding (zeros): the buffer may hold the previous call's rows.
   std::byte* dst = buffer.view().bytes();
   const std::size_t real_bytes = array.size_bytes();
   if (real_bytes > 0) std::memcpy(dst, array.bytes(), real_bytes);
   const std::size_t total_bytes = buffer.view().size_bytes();
-  if (total_bytes > real_bytes) std::memset(dst + real_bytes, 0, total_bytes - real_bytes);
+  if (total_bytes > real_bytes) std::memset(dst + real_bytes, arg.padding_byte(), total_bytes - real_bytes);
   return ConstHostView(buffer.dtype(), std::move(sharded), buffer.view().bytes());
 }
 
@@ -117,10 +118,10 @@ std::vector<HostArray> PadShardUnpad::operator()(const std::vector<Arg>& args, c
   sharded_args_.clear();
   std::size_t slot = 0;
   for (std::size_t i = 0; i < args.size(); ++i)
-    sharded_args_.push_back(is_static_position(i) ? args[i] : Arg(shard(args[i].array(), slot++, device_batch)));
+    sharded_args_.push_back(is_static_position(i) ? args[i] : Arg(shard(args[i], slot++, device_batch)));
   sharded_kwargs_.clear();
   for (const auto& [name, arg] : kwargs)
-    sharded_kwargs_.emplace(name, is_static_name(name) ? arg : Arg(shard(arg.array(), slot++, device_batch)));
+    sharded_kwargs_.emplace(name, is_static_name(name) ? arg : Arg(shard(arg, slot++, device_batch)));
 
   const int d = options_.devices;
   std::vector<HostArray> outputs = wrapped_(ShardedArgs(sharded_args_, sharded_kwargs_, d, batch, device_batch));

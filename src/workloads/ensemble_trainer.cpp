@@ -93,7 +93,7 @@ TrainStepResult EnsembleTrainer::step(const float* images, const std::int32_t* l
   return r;
 }
 
-TestResult EnsembleTrainer::evaluate(const data::LoadedShard& test) {
+TestResult EnsembleTrainer::evaluate(const data::LoadedShard& test, std::uint8_t padding_byte) {
   const int E = options_.eval_batch;
   TestResult r;
   r.rows = test.rows;
@@ -135,6 +135,7 @@ TestResult EnsembleTrainer::evaluate(const data::LoadedShard& test) {
   po.step_rows = E;
   po.min_device_batch = E;
   po.batched_columns = {0, 1};
+  po.padding_bytes = {padding_byte, 0};  // the labels' padding stays class 0 (see the header)
   po.static_return = true;
   PaddedEvalLoop loop(step, po);
   const std::vector<sharding::ConstHostView> columns{

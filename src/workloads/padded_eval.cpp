@@ -60,7 +60,11 @@ std::int64_t PaddedEvalLoop::run(const runtime::Context& ctx, RowBlocks& blocks,
     }
     step.device_batch = device_batch_for(step.rows);
     std::size_t k = statics_;
-    for (const std::size_t c : o.batched_columns) args_[k++] = step.block->columns.at(c).slice_rows(step.offset(), step.rows);
+    for (std::size_t j = 0; j < o.batched_columns.size(); ++j) {
+      const std::uint8_t padding = j < o.padding_bytes.size() ? o.padding_bytes[j] : 0;
+      args_[k++] = sharding::Arg(step.block->columns.at(o.batched_columns[j]).slice_rows(step.offset(), step.rows))
+                       .padded_with(padding);
+    }
     if (o.with_mask)
       args_[k] = sharding::ConstHostView(sharding::DType::UInt8, {step.rows}, reinterpret_cast<const std::byte*>(ones_.data()));
     current_ = &step;

@@ -67,7 +67,6 @@ TEST_P(Trainer, EvaluateMatchesPlainLoopOverMembers) {
   const int M = ctx.total_devices(), E = o.eval_batch;
   const auto test = images(13);  // 3 batches of 4 and one of 1 (padded with 3 zero rows)
   workloads::EnsembleTrainer trainer(ctx, o);
-  const workloads::TestResult got = trainer.evaluate(test);
 
   // Reference, on rank 0: every member g from its key, forwarding the zero-padded batches.
   std::int64_t expected[2 + 64] = {0};  // correct, loss bits, member correct...
@@ -108,11 +107,17 @@ TEST_P(Trainer, EvaluateMatchesPlainLoopOverMembers) {
   MPI_Bcast(expected, 2 + 64, MPI_INT64_T, 0, MPI_COMM_WORLD);
   double expected_loss = 0;
   std::memcpy(&expected_loss, &expected[1], sizeof expected_loss);
-  EXPECT_EQ(got.rows, 13);
-  EXPECT_EQ(got.correct, expected[0]);
-  EXPECT_EQ(got.loss, expected_loss);  // bitwise: the same sums in the same order
-  ASSERT_EQ(got.member_correct.size(), static_cast<size_t>(M));
-  for (int g = 0; g < M; ++g) EXPECT_EQ(got.member_correct[static_cast<size_t>(g)], expected[2 + g]) << "member " << g;
+  // Zero padding as in the product, then poisoned padding (NaN images, see evaluate): the
+  // real rows alone make the result, so both give the reference's bits.
+  for (const std::uint8_t padding : {std::uint8_t{0}, std::uint8_t{0xFF}}) {
+    SCOPED_TRACE(::testing::Message() << "padding byte " << int{padding});
+    const workloads::TestResult got = trainer.evaluate(test, padding);
+    EXPECT_EQ(got.rows, 13);
+    EXPECT_EQ(got.correct, expected[0]);
+    EXPECT_EQ(got.loss, expected_loss);  // bitwise: the same sums in the same order
+    ASSERT_EQ(got.member_correct.size(), static_cast<size_t>(M));
+    for (int g = 0; g < M; ++g) EXPECT_EQ(got.member_correct[static_cast<size_t>(g)], expected[2 + g]) << "member " << g;
+  }
 }
 
 TEST_P(Trainer, ResumedCheckpointContinuesBitwise) {

@@ -13,6 +13,7 @@
 #include "spmd/data/h5_reader.hpp"
 #include "spmd/data/h5_writer.hpp"
 #include "spmd/runtime/error.hpp"
+#include "test_folder.hpp"
 
 namespace {
 
@@ -22,24 +23,9 @@ using spmd::data::AttributeValue;
 using spmd::data::ElementType;
 using spmd::data::H5Reader;
 
-class TempDir {
- public:
-  TempDir() {
-    static int counter = 0;
-    path_ = fs::temp_directory_path() / ("spmd-h5-writer-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  std::vector<std::string> entries() const {
-    std::vector<std::string> names;
-    for (const auto& e : fs::directory_iterator(path_)) names.push_back(e.path().filename().string());
-    std::sort(names.begin(), names.end());
-    return names;
-  }
-
- private:
-  fs::path path_;
+// A folder of its own for each test.
+struct TempDir : spmd::test::TestFolder {
+  TempDir() : TestFolder("spmd-h5-writer") {}
 };
 
 template <class T>

@@ -194,6 +194,8 @@ TEST(PaddedEvalLoop, StepsSeeTheirRowsPaddedToOneShapeAcrossBlocks) {
   runtime::Context ctx(MPI_COMM_WORLD, {"cpu", 1, 60.0});
   const int d = 2;
   const std::int64_t step_rows = 4, min_device_batch = 3;
+  // Zero padding, and poisoned padding (0xFF: labels -1), which must leave the mask 0.
+  for (const std::uint8_t padding : {std::uint8_t{0}, std::uint8_t{0xFF}})
   for (const std::int64_t n : {7, 8, 9, 0}) {
     for (const std::int64_t block_steps : {1, 2, 100}) {
       const Rows data(n);
@@ -214,7 +216,7 @@ TEST(PaddedEvalLoop, StepsSeeTheirRowsPaddedToOneShapeAcrossBlocks) {
             EXPECT_EQ(mask.at(i).data<std::uint8_t>()[static_cast<size_t>(r)], real ? 1 : 0);
             const std::int32_t y = labels.at(i).data<std::int32_t>()[static_cast<size_t>(r)];
             if (!real) {
-              EXPECT_EQ(y, 0);
+              EXPECT_EQ(y, padding ? -1 : 0);
               continue;
             }
             // The block holds the same row: its features name it.
@@ -230,6 +232,7 @@ TEST(PaddedEvalLoop, StepsSeeTheirRowsPaddedToOneShapeAcrossBlocks) {
       o.min_device_batch = min_device_batch;
       o.batched_columns = {1};
       o.with_mask = true;
+      o.padding_bytes = {padding};
       workloads::PaddedEvalLoop loop(step, o, {sharding::Arg::ref(tag)});
       RowBlocks blocks(workloads::in_memory_blocks(data.columns(), block_steps * step_rows), 2);
       std::int64_t expected_step = 0;

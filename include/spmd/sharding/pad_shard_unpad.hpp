@@ -7,7 +7,8 @@
 //     "inconsistent batch sizes" naming each batched argument and its size;
 //  2. the batch is padded with zero rows to the next multiple of d (the local devices),
 //     then, with the call-time option min_device_batch = m, further so that every device
-//     gets at least m rows: b_dev = max(ceil(b / d), m);
+//     gets at least m rows: b_dev = max(ceil(b / d), m). (Arg::padded_with fills an
+//     argument's padding rows with another byte instead: a test aid, see there);
 //  3. the wrapped function receives each batched argument as a read-only view of shape
 //     [d, b_dev, ...], device-major: device i holds rows i*b_dev .. (i+1)*b_dev - 1
 //     (view.at(i) is device i's [b_dev, ...] shard). Static arguments are passed untouched;
@@ -69,6 +70,16 @@ class Arg {
   template <class T>
   static Arg ref(const T&& object) = delete;  // no temporaries: the reference would dangle
 
+  // The same argument, its padding rows filled with `byte` instead of zeros. Product code
+  // pads with zeros; tests poison the padding (0xFF: float rows read as NaN, int32 as -1) so
+  // that a padding row reaching a count, a sum or a prediction changes the result.
+  Arg padded_with(std::uint8_t byte) const {
+    Arg a = *this;
+    a.padding_byte_ = byte;
+    return a;
+  }
+  std::uint8_t padding_byte() const { return padding_byte_; }
+
   bool is_array() const { return is_array_; }
   // The array; throws spmd::Error for an opaque object.
   const ConstHostView& array() const;
@@ -87,6 +98,7 @@ class Arg {
   const void* object_ = nullptr;
   const std::type_info* type_ = nullptr;
   bool is_array_ = false;
+  std::uint8_t padding_byte_ = 0;
 };
 
 using NamedArgs = std::map<std::string, Arg>;
@@ -147,7 +159,7 @@ class PadShardUnpad {
  private:
   bool is_static_position(std::size_t i) const;
   bool is_static_name(const std::string& name) const;
-  ConstHostView shard(const ConstHostView& array, std::size_t slot, std::int64_t device_batch);
+  ConstHostView shard(const Arg& arg, std::size_t slot, std::int64_t device_batch);
 
   // A batched argument; its label is spelled out only for an error message.
   struct Batched {

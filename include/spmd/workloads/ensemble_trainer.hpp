@@ -62,7 +62,11 @@ class EnsembleTrainer {
   // rank; features kept as stored: data::FeatureForm::Stored), through the padded evaluation
   // loop of spmd eval (padded_eval.hpp): batches of eval_batch rows, the last one padded and
   // masked, each decoded to float32 once for every member.
-  TestResult evaluate(const data::LoadedShard& test);
+  // padding_byte: the stored bytes of the last batch's padding rows: 0 (zero images) in
+  // every product run. Tests poison them (0xFF: NaN rows of float32 images, whose scores are
+  // all NaN, so their argmax is class 0, their padding labels' class): a padding row that
+  // reached a count would count as correct, and one that reached the loss would make it NaN.
+  TestResult evaluate(const data::LoadedShard& test, std::uint8_t padding_byte = 0);
 
   // Collective. FNV-1a over every member's parameters, in member order (reproducibility checks).
   std::uint64_t params_digest();

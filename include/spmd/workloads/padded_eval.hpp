@@ -29,6 +29,9 @@ struct PaddedEvalOptions {
   std::int64_t step_rows = 1;         // rows per step before padding (>= 1)
   std::int64_t min_device_batch = 0;  // pad every device's shard to at least this many rows
   std::vector<std::size_t> batched_columns;  // block columns passed as batched arguments, in order
+  // Per batched column (missing: 0), the byte its padding rows are filled with: 0 in every
+  // product run; tests poison them (sharding::Arg::padded_with). The mask's padding is 0.
+  std::vector<std::uint8_t> padding_bytes;
   bool with_mask = false;             // append a mask [b] of ones (uint8) as the last batched argument
   bool static_return = false;         // pad_shard_unpad's: the step returns its outputs as they are
   // Per-step watchdog phase "NAME STEP" (a string literal), or nullptr to leave the caller's.
