@@ -31,11 +31,6 @@ refuse() {
   every_rank_failed "$name" "$np"
   no_outputs "$name"
 }
-no_outputs() {
-  checks=$((checks + 1))
-  local left; left=$(ls -A "$OUT")
-  if [ -z "$left" ]; then echo "ok   $1: no output file"; else fail "$1: left output files: $left"; fi
-}
 
 # The workloads, each with every output option pointed into $OUT. "$@" is the input.
 CK=$BAD/ck.h5

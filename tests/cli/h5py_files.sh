@@ -100,19 +100,6 @@ for np in 1 2; do
 done
 
 # Never filled: refused on every rank, by file and dataset, within seconds, nothing written.
-no_outputs() {
-  checks=$((checks + 1))
-  local left; left=$(ls -A "$OUT")
-  if [ -z "$left" ]; then echo "ok   $1: no output file"; else fail "$1: left output files: $left"; fi
-}
-refuse() {  # refuse NAME NP CULPRIT CMD...: fails on every rank within 20 s (job), names CULPRIT
-  local name=$1 np=$2 culprit=$3; shift 3
-  rm -rf "$OUT" "$RC/$name"; mkdir -p "$OUT" "$RC/$name"
-  run "$name" nonzero 30 job "$RC/$name" "$np" "$@" || return 0
-  expect_in "$name: names the culprit" "$culprit"
-  every_rank_failed "$name" "$np"
-  no_outputs "$name"
-}
 NEVER="never\.h5': features dataset 'x' has 5 of its 6 chunks never written, and the file says not to fill them.*fillvalue"
 for np in 1 2; do
   refuse "never_logreg_np$np" $np "$NEVER" "$SPMD" logreg --data "$H/never.h5" --json "$OUT/r.json" --weights-out "$OUT/w.h5"

@@ -23,20 +23,6 @@ with h5py.File(sys.argv[1], "w") as f:
     f.create_dataset("y", shape=(2_300_000_000,), dtype="u1", chunks=(1 << 22,))
 PY
 
-no_outputs() {
-  checks=$((checks + 1))
-  local left; left=$(ls -A "$OUT")
-  if [ -z "$left" ]; then echo "ok   $1: no output file"; else fail "$1: left output files: $left"; fi
-}
-# refuse NAME NP MESSAGE CMD...: every rank fails within 20 s, the output has MESSAGE, no file.
-refuse() {
-  local name=$1 np=$2 message=$3; shift 3
-  rm -rf "$OUT" "$RC/$name"; mkdir -p "$OUT" "$RC/$name"
-  run "$name" nonzero 30 job "$RC/$name" "$np" "$@" || return 0
-  expect_in "$name: message" "$message"
-  every_rank_failed "$name" "$np"
-  no_outputs "$name"
-}
 logreg_small() { "$SPMD" logreg --data "$SMALL" --features-key X --labels-key y --json "$OUT/r.json" --weights-out "$OUT/w.h5" "$@"; }
 eval_small() { "$SPMD" eval --data "$SMALL" --features-key X --labels-key y --classes 3 --json "$OUT/r.json" "$@"; }
 export -f logreg_small eval_small

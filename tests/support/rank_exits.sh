@@ -54,3 +54,21 @@ every_rank_failed() {
   checks=$((checks + 1))
   if [ -z "$bad" ]; then echo "ok   $name: every rank exited non-zero"; else fail "$name:$bad"; fi
 }
+
+# no_outputs NAME: $OUT, the folder every refused command writes into, is empty.
+no_outputs() {
+  checks=$((checks + 1))
+  local left; left=$(ls -A "$OUT")
+  if [ -z "$left" ]; then echo "ok   $1: no output file"; else fail "$1: left output files: $left"; fi
+}
+
+# refuse NAME NP PATTERN CMD...: CMD fails on every one of NP ranks within 20 s (job), its
+# output matches PATTERN (grep -E: the culprit named), and no file appears in $OUT.
+refuse() {
+  local name=$1 np=$2 pattern=$3; shift 3
+  rm -rf "$OUT" "$RC/$name"; mkdir -p "$OUT" "$RC/$name"
+  run "$name" nonzero 30 job "$RC/$name" "$np" "$@" || return 0
+  expect_in "$name: names the culprit" "$pattern"
+  every_rank_failed "$name" "$np"
+  no_outputs "$name"
+}
