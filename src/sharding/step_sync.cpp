@@ -14,10 +14,12 @@ GlobalRowCount count_real_rows(const runtime::Context& ctx, std::int64_t local_r
   return {count};
 }
 
-GlobalRowCount count_real_rows(const runtime::Context& ctx, const Batch& batch) {
+GlobalRowCount count_real_rows(const runtime::Context& ctx, const StepLayout& step) {
   // The rank's devices are summed here, then one integer crosses the ranks: the psum over
   // every device, without building a per-device list on every step.
-  return count_real_rows(ctx, batch.real_rows());
+  std::int64_t local = 0;
+  for (const DeviceRows& device : step.devices) local += device.real_rows;
+  return count_real_rows(ctx, local);
 }
 
 WindowedCountBarrier::WindowedCountBarrier(const runtime::Context& ctx, int window)

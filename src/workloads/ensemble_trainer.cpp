@@ -8,7 +8,7 @@
 #include "spmd/models/cnn_init.hpp"
 #include "spmd/runtime/agree.hpp"
 #include "spmd/runtime/collectives.hpp"
-#include "spmd/workloads/padded_eval.hpp"
+#include "spmd/workloads/eval_loop.hpp"
 
 namespace spmd::workloads {
 
@@ -107,12 +107,12 @@ TestResult EnsembleTrainer::evaluate(const data::LoadedShard& test, std::uint8_t
   const std::int64_t row_bytes = pixels_ * static_cast<std::int64_t>(decoder.element_bytes());
   const models::ByteTable* table = decoder.byte_table();
   const bool members_decode = table != nullptr && !member_.empty() && member_.front()->decodes_bytes();
-  auto step = [&](const sharding::ShardedArgs& a, const PaddedStep&) -> std::vector<sharding::HostArray> {
-    const std::byte* stored = a.arg(0).array().at(0).bytes();
+  auto step = [&](const EvalStep& a) {
+    const std::byte* stored = a.shards[0].at(0).bytes();
     if (!members_decode) decoder.decode(stored, E * static_cast<std::int64_t>(pixels_), test_images_.data());
     const float* images = test_images_.data();
-    const std::int32_t* labels = a.arg(1).array().at(0).data<std::int32_t>().data();
-    const std::int64_t real = a.batch();
+    const std::int32_t* labels = a.shards[1].at(0).data<std::int32_t>().data();
+    const std::int64_t real = a.rows();
     ctx_.pool().run([&](int i) {
       float* probs = test_probs_[static_cast<size_t>(i)].data();
       if (members_decode)
@@ -128,22 +128,16 @@ TestResult EnsembleTrainer::evaluate(const data::LoadedShard& test, std::uint8_t
       r.correct += argmax(p, classes_) == labels[row];
       r.loss -= std::log(std::max(p[labels[row]] / members_, 1e-30));
     }
-    return {};
   };
-  PaddedEvalOptions po;
-  po.devices = 1;
-  po.step_rows = E;
-  po.min_device_batch = E;
-  po.batched_columns = {0, 1};
-  po.padding_bytes = {padding_byte, 0};  // the labels' padding stays class 0 (see the header)
-  po.static_return = true;
-  PaddedEvalLoop loop(step, po);
+  EvalLoopOptions lo;
+  lo.columns = {{0, sharding::Batched::Padding::Filled, padding_byte}, {1}};  // the labels' padding stays class 0 (see the header)
+  EvalLoop loop(1, lo);
   const std::vector<sharding::ConstHostView> columns{
       sharding::ConstHostView(sharding::DType::UInt8, {test.rows, row_bytes}, test.stored.data()),
       sharding::ConstHostView(sharding::DType::Int32, {test.rows}, reinterpret_cast<const std::byte*>(test.labels.data()))};
   const std::int64_t block_rows = block_rows_for(E, row_bytes + static_cast<std::int64_t>(sizeof(std::int32_t)));
   RowBlocks blocks(in_memory_blocks(columns, block_rows), kBlockPrefetchDepth);
-  loop.run(ctx_, blocks, test.rows, (test.rows + E - 1) / E);
+  loop.run(ctx_, blocks, sharding::StepPlan(sharding::BatchMode::PadWithMask, test.rows, {1, E}), step);
   runtime::PerDevice<std::span<const std::int64_t>> mc;
   for (const auto& c : member_correct) mc.emplace_back(&c, 1);
   r.member_correct = runtime::all_gather(ctx_, mc);

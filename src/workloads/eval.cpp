@@ -8,12 +8,11 @@
 #include "spmd/runtime/agree.hpp"
 #include "spmd/runtime/check.hpp"
 #include "spmd/runtime/collectives.hpp"
-#include "spmd/sharding/batching.hpp"
-#include "spmd/sharding/pad_shard_unpad.hpp"
 #include "spmd/sharding/split.hpp"
+#include "spmd/sharding/step_plan.hpp"
 #include "spmd/sharding/step_sync.hpp"
 #include "spmd/workloads/file_row_blocks.hpp"
-#include "spmd/workloads/padded_eval.hpp"
+#include "spmd/workloads/eval_loop.hpp"
 #include "spmd/workloads/report.hpp"
 #include "spmd/workloads/row_blocks.hpp"
 
@@ -72,10 +71,10 @@ void report_progress(const EvalProgress& progress, const EvalShard& es, std::int
 }
 
 // The columns of an eval block (file_row_blocks.hpp): the features as stored and the labels
-// of its rows. Each device reads its real rows of a step straight from the block (they are
-// contiguous there); only labels and masks go through padding, so a padded step copies a
-// few integers, never feature rows.
-enum EvalColumn : std::size_t { kFeatures = 0, kLabels = 1 };
+// of its rows. The features are passed unpadded (Padding::Unread: each device reads only its
+// real rows, which lie in place in the block), so a padded step copies a few integers (the
+// labels, the mask), never feature rows.
+enum BlockColumn : std::size_t { kFeatures = 0, kLabels = 1 };
 
 data::FeatureDecoder feature_decoder_of(const EvalShard& es) {
   return data::FeatureDecoder(es.features_shape.features_type, es.shard.scale,
@@ -97,13 +96,12 @@ struct Devices {
     auto& p = probabilities[static_cast<size_t>(i)];
     return p.empty() ? nullptr : p.data();
   }
-  // Device i predicts block rows [row, row + n) into classes (and probs, or nullptr). The
+  // Device i predicts n rows as stored at `stored` into classes (and probs, or nullptr). The
   // rows go as they lie when stored as the models see them; as bytes to a model that decodes
   // them where it computes (a GPU: a quarter of the bytes cross PCIe); else decoded on the
   // device's thread into its buffer (each device converts its own rows).
-  void predict(int i, const RowBlock& b, std::int64_t row, std::int64_t n, std::int32_t* classes, float* probs) {
+  void predict(int i, const std::byte* stored, std::int64_t n, std::int32_t* classes, float* probs) {
     models::DevicePredictor& predictor = *predictors[static_cast<size_t>(i)];
-    const std::byte* stored = b.columns[kFeatures].bytes() + row * b.columns[kFeatures].row_elements();
     if (decoder->in_place()) return predictor.predict(reinterpret_cast<const float*>(stored), n, classes, probs);
     if (bytes_on_device[static_cast<size_t>(i)])
       return predictor.predict_bytes(reinterpret_cast<const std::uint8_t*>(stored), n, *decoder->byte_table(), classes,
@@ -176,8 +174,6 @@ RowBlocks prefetch_blocks(const EvalShard& es, std::int64_t step_rows) {
   return RowBlocks(file_blocks(file_rows_of(es), block_rows, kBlockPrefetchDepth), kBlockPrefetchDepth);
 }
 
-const std::int32_t* labels_at(const RowBlock& b, std::int64_t row) { return b.columns[kLabels].data<std::int32_t>().data() + row; }
-
 // Local counters, reduced once at the end (integers: exact); correct is the confusion
 // matrix's.
 struct Tally {
@@ -212,222 +208,139 @@ EvalResult finish(const Context& ctx, const EvalShard& shard, Tally& t, double s
   return r;
 }
 
-// keep-remainder, drop-remainder and infinite-pad: the batcher plans the steps (shapes,
-// padding, the endless padding of infinite-pad) from sizes; the devices read their real rows
-// from the blocks.
-EvalResult run_batched(const Context& ctx, const EvalOptions& o, const models::Classifier& model, const EvalShard& es,
-                       PredictionRecorder* recorder, const EvalProgress& progress) {
+// The step plan of a strategy (step_plan.hpp). Collective for drop-remainder and for pad
+// after --drop-label, whose step counts need every rank's shard size.
+sharding::StepPlan plan_of(const Context& ctx, const EvalOptions& o, const EvalShard& es) {
+  using sharding::BatchMode;
   const auto& s = es.shard;
-  const int d = ctx.devices_per_rank();
-  sharding::BatcherOptions bo;
-  bo.geometry = {d, o.per_device_batch};
-  std::int64_t dropped = 0;
+  const sharding::BatchGeometry geometry{ctx.devices_per_rank(), o.per_device_batch};
   switch (o.strategy) {
-    case EvalStrategy::KeepRemainder: bo.mode = sharding::BatchMode::KeepRemainder; break;
-    case EvalStrategy::InfinitePad: bo.mode = sharding::BatchMode::InfinitePad; break;
-    default: {
-      // drop-remainder: whole steps of the smallest shard, so every rank runs the same
-      // number of steps (SPMD); everything past them is dropped and reported.
-      bo.mode = sharding::BatchMode::DropRemainder;
-      break;
+    case EvalStrategy::KeepRemainder: return {BatchMode::KeepRemainder, s.rows, geometry};
+    case EvalStrategy::InfinitePad: return {BatchMode::InfinitePad, s.rows, geometry};
+    case EvalStrategy::DropRemainder: {
+      // Whole steps of the smallest shard, so every rank runs the same number of steps
+      // (SPMD); everything past them is dropped and reported.
+      std::int64_t neg = -sharding::local_step_count(BatchMode::DropRemainder, s.rows, geometry);
+      runtime::allreduce_max(ctx, std::span<std::int64_t>(&neg, 1));
+      return {BatchMode::DropRemainder, s.rows, geometry, -neg};
     }
+    case EvalStrategy::Pad:
+    case EvalStrategy::PadMetrics: break;
   }
-  sharding::ShardBatcher batcher(s.rows, {}, bo);
-  std::int64_t steps_to_run = -1;
-  if (o.strategy == EvalStrategy::DropRemainder) {
-    std::int64_t local = sharding::local_step_count(bo.mode, s.rows, bo.geometry);
-    std::int64_t neg = -local;
-    runtime::allreduce_max(ctx, std::span<std::int64_t>(&neg, 1));
-    steps_to_run = -neg;
-    dropped = s.rows - steps_to_run * bo.geometry.step_rows();
-  } else if (o.strategy == EvalStrategy::KeepRemainder) {
-    steps_to_run = sharding::local_step_count(bo.mode, s.rows, bo.geometry);
-  }
-  const data::FeatureDecoder decoder = feature_decoder_of(es);
-  RowBlocks blocks = prefetch_blocks(es, bo.geometry.step_rows());
-  BlockReader reader(blocks, bo.geometry.step_rows());
-  Devices dev = make_devices(ctx, model, o.per_device_batch, recorder != nullptr, decoder, s.sample_size);
-  Tally t(model.classes());
-  const Timer timer;
-  std::optional<sharding::WindowedCountBarrier> barrier;  // infinite-pad's count barrier
-  if (o.strategy == EvalStrategy::InfinitePad) barrier.emplace(ctx, o.count_window);
-  const auto real_rows_of_step = [&](std::int64_t step) { return batcher.real_rows_of_step(step); };
-  int stop = 0;
-  for (std::int64_t step = 0;; ++step) {
-    if (steps_to_run >= 0 && step >= steps_to_run) break;
-    const sharding::Batch* b = batcher.next();
-    if (!b) break;
-    ctx.set_step_phase("eval step", step);
-    if (barrier && barrier->count(step, real_rows_of_step).all_done()) break;
-    // Every rank runs this step: a failed read elsewhere ends it here, and a signal stops it.
-    if ((stop = reader.agree_at(ctx, step)) != 0) break;
-    // nullptr: this rank's rows cannot be read. It keeps the steps (and so the collectives)
-    // and computes nothing until the agreement ends every rank.
-    if (const RowBlock* block = reader.rows(b->layout.shard_first, b->real_rows())) {
-      const std::int64_t offset = b->layout.shard_first - block->first;
-      ctx.pool().run([&](int i) {
-        const auto& db = b->devices[static_cast<size_t>(i)];
-        // Padding rows keep the step's shape but are never computed: their result is
-        // masked out anyway (on CPU nothing is compiled per shape, so skipping them is free).
-        if (db.real_rows == 0) return;
-        const std::int64_t row = offset + b->layout.devices[static_cast<size_t>(i)].first;
-        dev.predict(i, *block, row, db.real_rows, dev.predictions[static_cast<size_t>(i)].data(),
-                    dev.probabilities_of(i));
-      });
-      for (int i = 0; i < d; ++i) {  // the real rows of each device, unpadded
-        const std::int64_t real = b->devices[static_cast<size_t>(i)].real_rows;
-        if (real == 0) continue;
-        const std::int64_t first = b->layout.devices[static_cast<size_t>(i)].first;
-        const std::int32_t* predicted = dev.predictions[static_cast<size_t>(i)].data();
-        t.confusion.add(predicted, labels_at(*block, offset + first), real);
-        if (recorder) recorder->record(b->layout.shard_first + first, real, predicted, dev.probabilities_of(i));
-      }
-    }
-    // The shape device 0 runs: keep-remainder (one device in total) shows its short last batch.
-    t.shapes[b->devices[0].rows] += 1;
-    t.real += b->real_rows();
-    t.padded += b->rows() - b->real_rows();
-    ++t.steps;
-    report_progress(progress, es, t.real, timer);
-  }
-  const double seconds = timer.wall_seconds(), cpu_seconds = timer.cpu_seconds();
-  reader.agree(ctx);
-  EvalResult r = finish(ctx, es, t, seconds, cpu_seconds, dropped);
-  r.planned_steps = steps_to_run;
-  r.stop_signal = stop;
-  return r;
-}
-
-// pad and pad-metrics: the padded evaluation loop (pad_shard_unpad around the device step,
-// min_device_batch = B by default).
-EvalResult run_padded(const Context& ctx, const EvalOptions& o, const models::Classifier& model, const EvalShard& es,
-                      PredictionRecorder* recorder, const EvalProgress& progress) {
-  const auto& s = es.shard;
-  const int d = ctx.devices_per_rank();
-  const sharding::BatchGeometry geometry{d, o.per_device_batch};
   std::int64_t steps = 0;
   if (o.drop_label) {
     // Filtered shards have sizes nobody knows in advance: count locally and make sure
     // every rank agrees, or stop (never deadlock).
-    steps = sharding::local_step_count(sharding::BatchMode::PadWithMask, s.rows, geometry);
+    steps = sharding::local_step_count(BatchMode::PadWithMask, s.rows, geometry);
     sharding::require_equal_step_counts(ctx, steps, std::string("--strategy ") + to_string(o.strategy));
   } else {
     steps = sharding::pad_step_count(s.global_rows, ctx.size(), geometry);
   }
-  const std::int64_t min_device_batch = o.min_device_batch > 0 ? o.min_device_batch : o.per_device_batch;
-  const data::FeatureDecoder decoder = feature_decoder_of(es);
-  RowBlocks blocks = prefetch_blocks(es, geometry.step_rows());
-  Devices dev = make_devices(ctx, model, std::max(o.per_device_batch, min_device_batch), false, decoder, s.sample_size);
-  const bool in_step_metrics = o.strategy == EvalStrategy::PadMetrics;
-  const std::int64_t classes = model.classes();
-
-  struct Metrics {
-    std::int64_t correct = 0, count = 0;
-  };
-  std::vector<std::int64_t> per_device(2 * static_cast<size_t>(d));  // pad-metrics: (correct, count) per device
-  std::int64_t padded_rows_seen = 0;
-  // The step's output arrays (classes; probabilities when recorded), handed back by the
-  // loop after each step and reused: a fresh allocation per step costs more than the
-  // padding itself on a fast model.
-  sharding::HostArray spare_output, spare_probabilities;
-  Metrics global;  // pad-metrics: already summed over ranks
-  // The wrapped step: args = (metrics [static], labels, mask); per device predict;
-  // pad-metrics also counts over the mask and psums inside (static_return).
-  auto step_fn = [&](const sharding::ShardedArgs& a, const PaddedStep& at) -> std::vector<sharding::HostArray> {
-    const auto& labels = a.arg(1).array();
-    const auto& mask = a.arg(2).array();
-    const std::int64_t bdev = a.device_batch();
-    padded_rows_seen += static_cast<std::int64_t>(d) * bdev - a.batch();
-    sharding::HostArray out = std::move(spare_output), probs = std::move(spare_probabilities);
-    out.reset_for_overwrite(DType::Int32, {d, bdev});  // each device writes its rows below
-    if (recorder) probs.reset_for_overwrite(DType::Float32, {d, bdev, classes});
-    ctx.pool().run([&](int i) {
-      auto pred = out.view().at(i).data<std::int32_t>();
-      float* p = nullptr;
-      // Rows past the call's real batch are padding: shaped, masked, not computed.
-      const std::int64_t real = std::clamp<std::int64_t>(a.batch() - i * bdev, 0, bdev);
-      std::fill(pred.begin() + real, pred.end(), 0);
-      if (recorder) {
-        auto device_probs = probs.view().at(i).data<float>();
-        std::fill(device_probs.begin() + real * classes, device_probs.end(), 0.0f);
-        p = device_probs.data();
-      }
-      if (real > 0)
-        dev.predict(i, *at.block, at.offset() + i * bdev, real, pred.data(), p);
-      if (in_step_metrics) {
-        const auto y = labels.at(i).data<std::int32_t>();
-        const auto m = mask.at(i).data<std::uint8_t>();
-        std::int64_t correct = 0, count = 0;
-        for (std::int64_t r = 0; r < bdev; ++r) {
-          count += m[static_cast<size_t>(r)];
-          correct += m[static_cast<size_t>(r)] && pred[static_cast<size_t>(r)] == y[static_cast<size_t>(r)];
-        }
-        per_device[2 * static_cast<size_t>(i)] = correct;
-        per_device[2 * static_cast<size_t>(i) + 1] = count;
-      }
-    });
-    if (!in_step_metrics) {  // pad_shard_unpad gathers and un-pads the per-example outputs
-      std::vector<sharding::HostArray> outputs;
-      outputs.push_back(std::move(out));
-      if (recorder) outputs.push_back(std::move(probs));
-      return outputs;
-    }
-    // pad-metrics returns the counts: the per-example outputs stay here, device-major, so
-    // their first b rows are the step's real rows in order (what un-padding would give).
-    spare_output = std::move(out);
-    spare_probabilities = std::move(probs);
-    runtime::PerDevice<std::span<const std::int64_t>> pairs;
-    for (int i = 0; i < d; ++i) pairs.emplace_back(per_device.data() + 2 * i, 2);
-    const auto both = runtime::psum(ctx, pairs);  // (correct, count) over every device of every rank
-    const auto& prev = a.arg(0).get<Metrics>();
-    sharding::HostArray m(DType::Int64, {2});
-    m.data<std::int64_t>()[0] = prev.correct + both[0];
-    m.data<std::int64_t>()[1] = prev.count + both[1];
-    return {std::move(m)};
-  };
-  PaddedEvalOptions po;
-  po.devices = d;
-  po.step_rows = geometry.step_rows();
-  po.min_device_batch = min_device_batch;
-  po.batched_columns = {kLabels};
-  po.with_mask = true;
-  po.static_return = in_step_metrics;
-  po.step_phase = "eval step";
-  po.stop_on_request = true;
-  PaddedEvalLoop loop(step_fn, po, {sharding::Arg::ref(global)});
-  Tally t(model.classes());
-  const Timer timer;
-  loop.run(ctx, blocks, s.rows, steps, [&](const PaddedStep& step, std::vector<sharding::HostArray>& out) {
-    if (in_step_metrics) {
-      global.correct = out[0].data<std::int64_t>()[0];
-      global.count = out[0].data<std::int64_t>()[1];
-    } else {
-      spare_output = std::move(out[0]);
-      if (recorder) spare_probabilities = std::move(out[1]);
-    }
-    const std::int32_t* predicted = spare_output.data<std::int32_t>().data();
-    t.confusion.add(predicted, labels_at(*step.block, step.offset()), step.rows);
-    if (recorder) recorder->record(step.first, step.rows, predicted, spare_probabilities.data<float>().data());
-    t.real += step.rows;
-    t.shapes[step.device_batch] += 1;
-    ++t.steps;
-    report_progress(progress, es, t.real, timer);
-  });
-  t.padded = padded_rows_seen;
-  const double seconds = timer.wall_seconds(), cpu_seconds = timer.cpu_seconds();
-  EvalResult r = finish(ctx, es, t, seconds, cpu_seconds, 0);
-  r.planned_steps = steps;
-  r.stop_signal = loop.stop_signal();
-  if (in_step_metrics) {
-    // The in-step psum is the result; the host-side tally must agree with it.
-    if (global.count != r.total || global.correct != r.correct)
-      throw Error(runtime::rank_tag() + ": internal: in-step counts (correct " + std::to_string(global.correct) +
-                  ", total " + std::to_string(global.count) + ") differ from the host's (" + std::to_string(r.correct) +
-                  ", " + std::to_string(r.total) + ")");
-  }
-  return r;
+  return {BatchMode::PadWithMask, s.rows, geometry, steps, o.min_device_batch};
 }
 
+// The per-example outputs of a step, [d, b_dev] classes (and [d, b_dev, C] probabilities when
+// recorded), reused from step to step: a fresh allocation per step costs more than the
+// padding itself on a fast model.
+struct StepOutputs {
+  sharding::HostArray classes, probabilities;
+};
+
+// pad-metrics' in-step metrics: each device counts its correct and real rows over the mask,
+// and the pairs are psum-ed over every device of every rank inside the step (flax's
+// static_return); the running totals are what the step returns.
+struct InStepMetrics {
+  std::vector<std::int64_t> per_device;  // (correct, count) per device
+  std::int64_t correct = 0, count = 0;   // summed over ranks, so far
+
+  void count_device(int i, const sharding::Shards& sh, std::span<const std::int32_t> predicted) {
+    const auto y = sh[1].at(i).data<std::int32_t>();
+    const auto m = sh[2].at(i).data<std::uint8_t>();
+    std::int64_t c = 0, n = 0;
+    for (std::size_t r = 0; r < m.size(); ++r) {
+      n += m[r];
+      c += m[r] && predicted[r] == y[r];
+    }
+    per_device[2 * static_cast<size_t>(i)] = c;
+    per_device[2 * static_cast<size_t>(i) + 1] = n;
+  }
+  void psum(const Context& ctx) {
+    runtime::PerDevice<std::span<const std::int64_t>> pairs;
+    for (std::size_t i = 0; i < per_device.size(); i += 2) pairs.emplace_back(per_device.data() + i, 2);
+    const auto both = runtime::psum(ctx, pairs);
+    correct += both[0];
+    count += both[1];
+  }
+};
+
+// One pass over the shard along `plan`: the one evaluation loop (eval_loop.hpp) around the
+// devices' predictions. agreements off: the plain forward (no collective inside the loop).
+EvalResult run_pass(const Context& ctx, const EvalOptions& o, const models::Classifier& model, const EvalShard& es,
+                    const sharding::StepPlan& plan, bool agreements, PredictionRecorder* recorder,
+                    const EvalProgress& progress) {
+  const int d = ctx.devices_per_rank();
+  const std::int64_t classes = model.classes();
+  const bool in_step = agreements && o.strategy == EvalStrategy::PadMetrics;
+  const data::FeatureDecoder decoder = feature_decoder_of(es);
+  RowBlocks blocks = prefetch_blocks(es, plan.geometry().step_rows());
+  const std::int64_t max_rows = std::max(o.per_device_batch, plan.min_device_batch());
+  Devices dev = make_devices(ctx, model, max_rows, recorder != nullptr, decoder, es.shard.sample_size);
+  EvalLoopOptions lo;
+  lo.columns = {{kFeatures, sharding::Batched::Padding::Unread}, {kLabels}};
+  lo.with_mask = in_step;
+  lo.step_phase = agreements ? "eval step" : nullptr;
+  lo.stop_on_request = true;
+  lo.agreements = agreements;
+  lo.count_window = o.count_window;
+  EvalLoop loop(d, lo);
+  StepOutputs out;
+  InStepMetrics metrics{std::vector<std::int64_t>(2 * static_cast<size_t>(d))};
+  Tally t(model.classes());
+  const Timer timer;
+  loop.run(ctx, blocks, plan, [&](const EvalStep& step) {
+    const sharding::Shards& sh = step.shards;
+    const std::int64_t bdev = sh.device_batch();
+    out.classes.reset_for_overwrite(DType::Int32, {d, bdev});  // each device writes its rows below
+    if (recorder) out.probabilities.reset_for_overwrite(DType::Float32, {d, bdev, classes});
+    ctx.pool().run([&](int i) {
+      const auto predicted = out.classes.view().at(i).data<std::int32_t>();
+      // Padding rows keep the step's shape but are never computed: their result is masked
+      // out anyway (on CPU nothing is compiled per shape, so skipping them is free).
+      const std::int64_t real = sh.real_rows(i);
+      std::fill(predicted.begin() + real, predicted.end(), 0);
+      float* p = nullptr;
+      if (recorder) {
+        const auto probs = out.probabilities.view().at(i).data<float>();
+        std::fill(probs.begin() + real * classes, probs.end(), 0.0f);
+        p = probs.data();
+      }
+      if (real > 0) dev.predict(i, sh[0].at(i).bytes(), real, predicted.data(), p);
+      if (in_step) metrics.count_device(i, sh, predicted);
+    });
+    if (in_step) metrics.psum(ctx);
+    t.shapes[bdev] += 1;
+    t.padded += static_cast<std::int64_t>(d) * bdev - step.rows();
+    ++t.steps;
+    if (!step.readable) return;
+    // The real rows, unpadded: the labels' first b rows are those of the predictions.
+    loop.unpad(out.classes);
+    if (recorder) loop.unpad(out.probabilities);
+    const std::int32_t* predicted = out.classes.data<std::int32_t>().data();
+    t.confusion.add(predicted, sh[1].data<std::int32_t>().data(), step.rows());
+    if (recorder) recorder->record(step.first, step.rows(), predicted, out.probabilities.data<float>().data());
+    t.real += step.rows();
+    report_progress(progress, es, t.real, timer);
+  });
+  const double seconds = timer.wall_seconds(), cpu_seconds = timer.cpu_seconds();
+  EvalResult r = finish(ctx, es, t, seconds, cpu_seconds, plan.dropped_rows());
+  r.planned_steps = plan.steps().value_or(-1);
+  r.stop_signal = loop.stop_signal();
+  if (in_step && (metrics.count != r.total || metrics.correct != r.correct))  // the in-step psum is the result
+    throw Error(runtime::rank_tag() + ": internal: in-step counts (correct " + std::to_string(metrics.correct) +
+                ", total " + std::to_string(metrics.count) + ") differ from the host's (" + std::to_string(r.correct) +
+                ", " + std::to_string(r.total) + ")");
+  return r;
+}
 }  // namespace
 
 EvalShard load_eval_shard(const Context& ctx, const EvalOptions& o, const models::Classifier& model) {
@@ -484,47 +397,14 @@ void require_layout_fits(const Context& ctx, const EvalOptions& o) {
 EvalResult run_eval(const Context& ctx, const EvalOptions& o, const models::Classifier& model, const EvalShard& shard,
                     PredictionRecorder* predictions, const EvalProgress& progress) {
   require_layout_fits(ctx, o);
-  if (o.strategy == EvalStrategy::Pad || o.strategy == EvalStrategy::PadMetrics)
-    return run_padded(ctx, o, model, shard, predictions, progress);
-  return run_batched(ctx, o, model, shard, predictions, progress);
+  return run_pass(ctx, o, model, shard, plan_of(ctx, o, shard), true, predictions, progress);
 }
 
 EvalResult run_plain_forward(const Context& ctx, const EvalOptions& o, const models::Classifier& model,
                              const EvalShard& es) {
-  const auto& s = es.shard;
-  const int d = ctx.devices_per_rank();
-  const std::int64_t step_rows = static_cast<std::int64_t>(d) * o.per_device_batch;
-  const data::FeatureDecoder decoder = feature_decoder_of(es);
-  RowBlocks blocks = prefetch_blocks(es, step_rows);
-  BlockReader reader(blocks, step_rows);
-  Devices dev = make_devices(ctx, model, o.per_device_batch, false, decoder, s.sample_size);
-  Tally t(model.classes());
-  const Timer timer;
-  for (std::int64_t first = 0; first < s.rows; first += step_rows) {
-    const RowBlock* block = reader.rows(first, std::min(step_rows, s.rows - first));
-    if (!block) break;  // this rank's rows cannot be read: agreed below
-    const auto rows_of = [&](int i) {
-      const std::int64_t lo = std::min(s.rows, first + i * o.per_device_batch);
-      return std::pair{lo, std::min(o.per_device_batch, s.rows - lo)};
-    };
-    ctx.pool().run([&](int i) {
-      const auto [lo, n] = rows_of(i);
-      if (n <= 0) return;
-      dev.predict(i, *block, lo - block->first, n, dev.predictions[static_cast<size_t>(i)].data(), nullptr);
-    });
-    for (int i = 0; i < d; ++i) {  // counted as the evaluation loops count
-      const auto [lo, n] = rows_of(i);
-      if (n > 0)
-        t.confusion.add(dev.predictions[static_cast<size_t>(i)].data(), labels_at(*block, lo - block->first), n);
-    }
-    ++t.steps;
-  }
-  const double seconds = timer.wall_seconds(), cpu_seconds = timer.cpu_seconds();
-  t.real = s.rows;
-  // Ranks may run different numbers of steps here: there is no collective inside the loop,
-  // and the one agreement on failed reads comes after it.
-  reader.agree(ctx);
-  return finish(ctx, es, t, seconds, cpu_seconds, 0);
+  // B rows per device, the last step shorter and unpadded; each rank its own steps.
+  const sharding::StepPlan plan(sharding::BatchMode::PadWithMask, es.shard.rows, {ctx.devices_per_rank(), o.per_device_batch});
+  return run_pass(ctx, o, model, es, plan, false, nullptr, {});
 }
 
 }  // namespace spmd::workloads

@@ -4,7 +4,7 @@
 #include <map>
 
 #include "spmd/data/dataset.hpp"
-#include "spmd/sharding/batching.hpp"
+#include "spmd/sharding/step_plan.hpp"
 #include "spmd/sharding/host_array.hpp"
 #include "spmd/sharding/split.hpp"
 #include "spmd/workloads/report.hpp"

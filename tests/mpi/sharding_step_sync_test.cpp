@@ -12,6 +12,7 @@
 
 #include "spmd/runtime/context.hpp"
 #include "spmd/runtime/error.hpp"
+#include "spmd/sharding/pad_shard_unpad.hpp"
 #include "spmd/sharding/step_sync.hpp"
 
 namespace {
@@ -58,18 +59,25 @@ TEST(ShardingStepSync, InfinitePaddingCountsEveryRowOnceAndAllRanksStopTogether)
         HostArray ids(DType::Int64, {n});
         for (std::int64_t i = 0; i < n; ++i) ids.data<std::int64_t>()[static_cast<std::size_t>(i)] = offset + i + 1;
 
-        ShardBatcher batcher(n, {ids}, {.mode = BatchMode::InfinitePad, .geometry = g});
+        const StepPlan plan(BatchMode::InfinitePad, n, g);
+        PadShardUnpad wrapper(d);
+        const std::vector<std::uint8_t> ones(static_cast<std::size_t>(g.step_rows()), 1);
         std::int64_t steps = 0, counted = 0, local_seen = 0, local_id_sum = 0;
         for (;;) {
-          const Batch& batch = *batcher.next();
-          const GlobalRowCount count = count_real_rows(ctx, batch);
-          EXPECT_EQ(count.real_rows, count_real_rows(ctx, batch.real_rows()).real_rows);
+          const StepLayout layout = plan.layout(steps);
+          const GlobalRowCount count = count_real_rows(ctx, layout);
+          EXPECT_EQ(count.real_rows, count_real_rows(ctx, layout.real_rows).real_rows);
           if (count.all_done()) break;
+          const ConstHostView mask(DType::UInt8, {layout.real_rows}, reinterpret_cast<const std::byte*>(ones.data()));
+          const Shards& batch = wrapper.shard({ConstHostView(ids).slice_rows(layout.shard_first, layout.real_rows), mask},
+                                              plan.min_device_batch());
           ++steps;
           counted += count.real_rows;
-          const auto v = batch.columns[0].data<std::int64_t>();
+          const auto v = batch[0].data<std::int64_t>();
+          const auto m = batch[1].data<std::uint8_t>();
+          EXPECT_EQ(v.size(), static_cast<std::size_t>(g.step_rows()));
           for (std::size_t i = 0; i < v.size(); ++i) {
-            if (batch.mask[i]) {
+            if (m[i]) {
               ++local_seen;
               local_id_sum += v[i];
             } else {
@@ -100,18 +108,17 @@ TEST(ShardingStepSync, WindowedBarrierStopsAtTheSameStepAsThePerStepOne) {
           SCOPED_TRACE(c.name + " d=" + std::to_string(d) + " B=" + std::to_string(B) + " window=" + std::to_string(window));
           const BatchGeometry g{d, B};
           const std::int64_t n = c.rows(ctx.rank());
-          HostArray ids(DType::Int64, {n});
-          ShardBatcher batcher(n, {ids}, {.mode = BatchMode::InfinitePad, .geometry = g});
+          const StepPlan plan(BatchMode::InfinitePad, n, g);
           WindowedCountBarrier barrier(ctx, window);
           EXPECT_EQ(barrier.window(), window);
           std::int64_t step = 0;
           for (;; ++step) {
-            const Batch& batch = *batcher.next();
-            EXPECT_EQ(batcher.real_rows_of_step(step), batch.real_rows());
+            const StepLayout layout = plan.layout(step);
+            EXPECT_EQ(plan.real_rows_of_step(step), layout.real_rows);
             const GlobalRowCount windowed =
-                barrier.count(step, [&](std::int64_t s) { return batcher.real_rows_of_step(s); });
+                barrier.count(step, [&](std::int64_t s) { return plan.real_rows_of_step(s); });
             // The per-step barrier on the same step, in between: both count the same.
-            EXPECT_EQ(windowed.real_rows, count_real_rows(ctx, batch).real_rows) << "step " << step;
+            EXPECT_EQ(windowed.real_rows, count_real_rows(ctx, layout).real_rows) << "step " << step;
             if (windowed.all_done()) break;
             ASSERT_LE(step, 1000) << "the loop does not terminate";
           }

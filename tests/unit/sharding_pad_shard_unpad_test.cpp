@@ -102,10 +102,10 @@ struct Seen {
   const std::byte* data = nullptr;
 };
 
-// The per-device step: argument 1 is [d, b_dev, 3]; device i works on at(i) in its thread.
-PadShardUnpad::Wrapped device_step(spmd::runtime::DevicePool& pool, Seen& seen) {
-  return [&pool, &seen](const ShardedArgs& a) {
-    const ConstHostView x = a.arg(1).array();
+// The per-device step: argument 0 is [d, b_dev, 3]; device i works on at(i) in its thread.
+auto device_step(spmd::runtime::DevicePool& pool, Seen& seen) {
+  return [&pool, &seen](const Shards& a) {
+    const ConstHostView x = a[0];
     seen.shape = x.shape();
     seen.batch = a.batch();
     seen.data = x.bytes();
@@ -118,22 +118,17 @@ PadShardUnpad::Wrapped device_step(spmd::runtime::DevicePool& pool, Seen& seen) 
   };
 }
 
-struct Params {
-  int marker = 42;
-};
-
 TEST(ShardingPadShardUnpad, MatchesUnwrappedForTheReferenceMatrix) {
-  const Params params;
   for (const int d : {1, 3, 4, 8}) {
     auto pool = cpu_pool(d);
     Seen seen;
-    PadShardUnpad step(device_step(*pool, seen), {.devices = d});
+    PadShardUnpad wrapper(d);
     for (const DType dtype : {DType::Float32, DType::UInt8, DType::Int32, DType::BFloat16}) {
       for (const std::int64_t b : {d, d + 1, d - 1, 5 * d, 5 * d + 1, 5 * d - 1}) {
         if (b == 0) continue;
         SCOPED_TRACE("d=" + std::to_string(d) + " b=" + std::to_string(b) + " dtype=" + to_string(dtype));
         const HostArray x = make_input(dtype, b, static_cast<int>(b + d));
-        const auto out = step({Arg::ref(params), x});
+        const auto out = wrapper({x}, device_step(*pool, seen));
         const auto expected = unwrapped(x);
         ASSERT_EQ(out.size(), 2u);
         EXPECT_EQ(out[0].dtype(), dtype);
@@ -152,26 +147,25 @@ TEST(ShardingPadShardUnpad, MatchesUnwrappedForTheReferenceMatrix) {
 }
 
 TEST(ShardingPadShardUnpad, MinDeviceBatchGivesOneShapeForEveryCall) {
-  const Params params;
   for (const int d : {1, 3, 4}) {
     for (const std::int64_t B : {1, 4, 7}) {
       for (const std::int64_t n : {d * B * 3, d * B * 3 + 1, d * B * 3 - 1, std::int64_t{1}}) {
         SCOPED_TRACE("d=" + std::to_string(d) + " B=" + std::to_string(B) + " n=" + std::to_string(n));
         auto pool = cpu_pool(d);
         Seen seen;
-        PadShardUnpad step(device_step(*pool, seen), {.devices = d});
+        PadShardUnpad wrapper(d);
         const HostArray all = make_input(DType::Float32, n, 5);
         std::set<Shape> shapes_with_min, shapes_without, expected_without;
         std::vector<float> gathered;
         for (std::int64_t first = 0; first < n; first += d * B) {
           const ConstHostView batch = ConstHostView(all).slice_rows(first, std::min(d * B, n - first));
           expected_without.insert({d, (batch.rows() + d - 1) / d, kFeatures});
-          const auto out = step({Arg::ref(params), batch}, {}, {.min_device_batch = B});
+          const auto out = wrapper({batch}, device_step(*pool, seen), B);
           shapes_with_min.insert(seen.shape);
           EXPECT_TRUE(seen.padding_zero);
           ASSERT_EQ(out[0].rows(), batch.rows());
           gathered.insert(gathered.end(), out[0].data<float>().begin(), out[0].data<float>().end());
-          step({Arg::ref(params), batch});
+          wrapper({batch}, device_step(*pool, seen));
           shapes_without.insert(seen.shape);
         }
         EXPECT_EQ(shapes_with_min, (std::set<Shape>{{d, B, kFeatures}}));
@@ -186,134 +180,118 @@ TEST(ShardingPadShardUnpad, MinDeviceBatchGivesOneShapeForEveryCall) {
 TEST(ShardingPadShardUnpad, MinDeviceBatchPadsBeyondTheMultipleOfD) {
   auto pool = cpu_pool(3);
   Seen seen;
-  PadShardUnpad step(device_step(*pool, seen), {.devices = 3});
-  const Params params;
+  PadShardUnpad wrapper(3);
   for (std::int64_t b = 1; b <= 20; ++b) {
     for (const std::int64_t m : {0, 1, 2, 5}) {
       const HostArray x = make_input(DType::Int32, b, 1);
-      const auto out = step({Arg::ref(params), x}, {}, {.min_device_batch = m});
+      const auto out = wrapper({x}, device_step(*pool, seen), m);
       EXPECT_EQ(seen.shape[1], std::max((b + 2) / 3, m)) << "b=" << b << " m=" << m;
-      EXPECT_EQ(seen.shape[1], step.device_batch_for(b, m));
+      EXPECT_EQ(seen.shape[1], device_batch_for(b, 3, m));
       EXPECT_TRUE(seen.padding_zero) << "b=" << b << " m=" << m;
       EXPECT_TRUE(bitwise_equal(out[0], unwrapped(x)[0]));
     }
   }
   const HostArray two_rows = make_input(DType::Int32, 2, 1);
-  EXPECT_THROW(step({Arg::ref(params), two_rows}, {}, {.min_device_batch = -1}), spmd::Error);
+  EXPECT_THROW(wrapper({two_rows}, device_step(*pool, seen), -1), spmd::Error);
 }
 
 TEST(ShardingPadShardUnpad, PaddingBufferIsReusedAndRezeroed) {
   auto pool = cpu_pool(4);
   Seen seen;
-  PadShardUnpad step(device_step(*pool, seen), {.devices = 4});
-  const Params params;
+  PadShardUnpad wrapper(4);
   // Shorter batches after longer ones in the same padded shape [4, 2, 3]: the rows the
   // earlier call filled must be zero again.
   const HostArray first = make_input(DType::UInt8, 7, 3);
-  step({Arg::ref(params), first}, {}, {.min_device_batch = 2});
+  wrapper({first}, device_step(*pool, seen), 2);
   const std::byte* buffer = seen.data;
   for (const std::int64_t b : {5, 1, 6, 3}) {
     const HostArray x = make_input(DType::UInt8, b, 9);
-    const auto out = step({Arg::ref(params), x}, {}, {.min_device_batch = 2});
+    const auto out = wrapper({x}, device_step(*pool, seen), 2);
     EXPECT_EQ(seen.data, buffer) << "the padding buffer should be reused for the same shape";
     EXPECT_TRUE(seen.padding_zero) << "b=" << b;
     EXPECT_TRUE(bitwise_equal(out[1], unwrapped(x)[1]));
   }
 }
 
-TEST(ShardingPadShardUnpad, StaticArgumentsPassThroughUntouched) {
-  const Params params;
-  const HostArray table = make_input(DType::Int32, 5, 2);  // static although an array
+TEST(ShardingPadShardUnpad, EveryBatchedArgumentIsPadded) {
+  // What flax passes as static arguments is captured by the step: only batched arrays go in.
   const HostArray x = make_input(DType::Float32, 7, 1);
   const HostArray mask = HostArray::from<std::uint8_t>({7}, std::vector<std::uint8_t>(7, 1));
-  const int scale = 3;
-  bool called = false;
-  PadShardUnpad step(
-      [&](const ShardedArgs& a) {
-        called = true;
-        EXPECT_EQ(&a.arg(0).get<Params>(), &params);
-        EXPECT_EQ(a.arg(0).get<Params>().marker, 42);
-        EXPECT_EQ(a.arg(2).array().bytes(), table.view().bytes());
-        EXPECT_EQ(a.arg(2).array().shape(), table.shape());
-        EXPECT_EQ(&a.kwarg("scale").get<int>(), &scale);
-        EXPECT_THROW(a.arg(0).get<int>(), spmd::Error);
-        EXPECT_THROW(a.arg(0).array(), spmd::Error);
-        EXPECT_THROW(a.arg(3), spmd::Error);
-        EXPECT_THROW(a.kwarg("missing"), spmd::Error);
-        // Batched: the array argument 1 and keyword 'mask', both [2, 4, ...].
-        EXPECT_EQ(a.arg(1).array().shape(), (Shape{2, 4, kFeatures}));
-        EXPECT_EQ(a.kwarg("mask").array().shape(), (Shape{2, 4}));
-        const auto m = a.kwarg("mask").array().data<std::uint8_t>();
-        EXPECT_EQ(std::vector<std::uint8_t>(m.begin(), m.end()), (std::vector<std::uint8_t>{1, 1, 1, 1, 1, 1, 1, 0}));
-        return std::vector<HostArray>{};
-      },
-      {.devices = 2, .static_argnums = {0, 2}, .static_argnames = {"scale"}});
-  step({Arg::ref(params), x, table}, {{"mask", mask}, {"scale", Arg::ref(scale)}});
-  EXPECT_TRUE(called);
+  PadShardUnpad wrapper(2);
+  const Shards& a = wrapper.shard({x, mask});
+  EXPECT_THROW(a[2], spmd::Error);
+  // Batched: both [2, 4, ...].
+  EXPECT_EQ(a[0].shape(), (Shape{2, 4, kFeatures}));
+  EXPECT_EQ(a[1].shape(), (Shape{2, 4}));
+  const auto m = a[1].data<std::uint8_t>();
+  EXPECT_EQ(std::vector<std::uint8_t>(m.begin(), m.end()), (std::vector<std::uint8_t>{1, 1, 1, 1, 1, 1, 1, 0}));
+  EXPECT_EQ(a.real_rows(0), 4);
+  EXPECT_EQ(a.real_rows(1), 3);
 }
 
-TEST(ShardingPadShardUnpad, StaticReturnGivesTheOutputAsReturned) {
-  // An eval step in the evaluation guide's style: metrics (correct, total) as a static argument, the
-  // step adds the masked counts over all devices and returns the new metrics.
-  const HostArray metrics = HostArray::from<std::int64_t>({2}, std::vector<std::int64_t>{10, 20});
+TEST(ShardingPadShardUnpad, PaddingByteAndUnreadArguments) {
+  const HostArray x = make_input(DType::UInt8, 5, 1);
+  PadShardUnpad wrapper(2);
+  // A poisoned padding: every byte past the real rows.
+  const Shards& poisoned = wrapper.shard({Batched(x.view(), Batched::Padding::Filled, 0xFF)}, 4);
+  const auto bytes = poisoned[0].data<std::uint8_t>();
+  ASSERT_EQ(bytes.size(), static_cast<std::size_t>(2 * 4 * kFeatures));
+  for (std::size_t i = 0; i < bytes.size(); ++i)
+    EXPECT_EQ(bytes[i], i < static_cast<std::size_t>(5 * kFeatures) ? x.data<std::uint8_t>()[i] : 0xFF) << i;
+  // An unread argument is viewed in place however padded: its real rows where they lie.
+  const Shards& in_place = wrapper.shard({Batched(x.view(), Batched::Padding::Unread)}, 4);
+  EXPECT_EQ(in_place[0].bytes(), x.view().bytes());
+  EXPECT_EQ(in_place[0].shape(), (Shape{2, 4, kFeatures}));
+  EXPECT_EQ(in_place[0].at(1).bytes(), x.view().bytes() + 4 * kFeatures);
+  EXPECT_EQ(in_place.real_rows(1), 1);
+}
+
+TEST(ShardingPadShardUnpad, AStepThatPsumsReturnsItsOwnResult) {
+  // An eval step in the evaluation guide's style (flax's static_return): the metrics
+  // (correct, total) captured, the step adds the masked counts over all devices.
+  std::int64_t metrics[2] = {10, 20};
   const HostArray labels = HostArray::from<std::int32_t>({5}, std::vector<std::int32_t>{0, 1, 0, 2, 0});
   const HostArray mask = HostArray::from<std::uint8_t>({5}, std::vector<std::uint8_t>(5, 1));
-  const std::byte* returned_bytes = nullptr;
-  PadShardUnpad step(
-      [&](const ShardedArgs& a) {
-        const auto m = a.arg(0).array().data<std::int64_t>();
-        const auto l = a.arg(1).array().data<std::int32_t>();
-        const auto k = a.arg(2).array().data<std::uint8_t>();
-        std::int64_t correct = 0, total = 0;
-        for (std::size_t i = 0; i < l.size(); ++i) {  // padded rows: mask 0, never counted
-          total += k[i];
-          correct += k[i] && l[i] == 0;  // the fake model always predicts class 0
-        }
-        std::vector<HostArray> out{HostArray::from<std::int64_t>({2}, std::vector<std::int64_t>{m[0] + correct, m[1] + total})};
-        returned_bytes = out[0].view().bytes();
-        return out;
-      },
-      {.devices = 4, .static_argnums = {0}, .static_return = true});
-  const auto out = step({metrics, labels, mask}, {}, {.min_device_batch = 3});
-  ASSERT_EQ(out.size(), 1u);
-  EXPECT_EQ(out[0].shape(), (Shape{2}));
-  EXPECT_EQ(out[0].view().bytes(), returned_bytes) << "static_return must hand back the wrapped output itself";
-  EXPECT_EQ(out[0].data<std::int64_t>()[0], 13);
-  EXPECT_EQ(out[0].data<std::int64_t>()[1], 25);
+  PadShardUnpad wrapper(4);
+  const Shards& a = wrapper.shard({labels, mask}, 3);
+  const auto l = a[0].data<std::int32_t>();
+  const auto k = a[1].data<std::uint8_t>();
+  EXPECT_EQ(l.size(), 12u);
+  for (std::size_t i = 0; i < l.size(); ++i) {  // padded rows: mask 0, never counted
+    metrics[1] += k[i];
+    metrics[0] += k[i] && l[i] == 0;  // the fake model always predicts class 0
+  }
+  EXPECT_EQ(metrics[0], 13);
+  EXPECT_EQ(metrics[1], 25);
 }
 
 TEST(ShardingPadShardUnpad, InconsistentBatchSizesNameEveryArgument) {
-  PadShardUnpad step([](const ShardedArgs&) { return std::vector<HostArray>{}; }, {.devices = 2});
-  const Params params;
+  PadShardUnpad wrapper(2);
   const HostArray a = make_input(DType::Float32, 5, 1), b = make_input(DType::Float32, 4, 1), c = make_input(DType::Int32, 5, 1);
   try {
-    step({Arg::ref(params), a, b}, {{"mask", c}});
+    wrapper.shard({a, b, c});
     FAIL() << "no error for batch sizes 5, 4, 5";
   } catch (const spmd::Error& e) {
     const std::string m = e.what();
     EXPECT_NE(m.find("inconsistent batch sizes"), std::string::npos) << m;
-    EXPECT_NE(m.find("argument 1 has 5"), std::string::npos) << m;
-    EXPECT_NE(m.find("argument 2 has 4"), std::string::npos) << m;
-    EXPECT_NE(m.find("keyword argument 'mask' has 5"), std::string::npos) << m;
+    EXPECT_NE(m.find("argument 0 has 5"), std::string::npos) << m;
+    EXPECT_NE(m.find("argument 1 has 4"), std::string::npos) << m;
+    EXPECT_NE(m.find("argument 2 has 5"), std::string::npos) << m;
   }
-  // Static arguments of another size are not part of the check.
-  PadShardUnpad with_static([](const ShardedArgs&) { return std::vector<HostArray>{}; },
-                            {.devices = 2, .static_argnums = {0, 2}});
-  EXPECT_NO_THROW(with_static({Arg::ref(params), a, b}));
+  EXPECT_NO_THROW(wrapper.shard({a, c}));
 }
 
 TEST(ShardingPadShardUnpad, ZeroSizeBatch) {
   auto pool = cpu_pool(3);
   Seen seen;
-  PadShardUnpad step(device_step(*pool, seen), {.devices = 3});
-  const Params params;
+  PadShardUnpad wrapper(3);
   const HostArray empty(DType::BFloat16, {0, kFeatures});
-  auto out = step({Arg::ref(params), empty});
+  auto out = wrapper({empty}, device_step(*pool, seen));
   EXPECT_EQ(seen.shape, (Shape{3, 0, kFeatures}));
   EXPECT_EQ(out[0].shape(), (Shape{0, kFeatures}));
   EXPECT_EQ(out[1].shape(), (Shape{0}));
   // With min_device_batch a rank without data runs the common shape, on padding only.
-  out = step({Arg::ref(params), empty}, {}, {.min_device_batch = 4});
+  out = wrapper({empty}, device_step(*pool, seen), 4);
   EXPECT_EQ(seen.shape, (Shape{3, 4, kFeatures}));
   EXPECT_TRUE(seen.padding_zero);
   EXPECT_EQ(out[0].shape(), (Shape{0, kFeatures}));
@@ -321,22 +299,15 @@ TEST(ShardingPadShardUnpad, ZeroSizeBatch) {
 }
 
 TEST(ShardingPadShardUnpad, MisuseIsReported) {
-  const Params params;
   const HostArray x = make_input(DType::Float32, 4, 1);
-  auto nothing = [](const ShardedArgs&) { return std::vector<HostArray>{}; };
-  EXPECT_THROW(PadShardUnpad(nothing, {.devices = 0}), spmd::Error);
-  EXPECT_THROW(PadShardUnpad(nothing, {.devices = 1, .static_argnums = {-1}}), spmd::Error);
-  EXPECT_THROW(PadShardUnpad(PadShardUnpad::Wrapped{}, {}), spmd::Error);
-  PadShardUnpad step(nothing, {.devices = 2});
-  EXPECT_THROW(step({Arg::ref(params)}), spmd::Error);                  // no batched argument
-  EXPECT_THROW(step({x, Arg::ref(params)}), spmd::Error);               // opaque object not declared static
+  EXPECT_THROW(PadShardUnpad(0), spmd::Error);
+  PadShardUnpad wrapper(2);
+  EXPECT_THROW(wrapper.shard(std::span<const Batched>{}), spmd::Error);  // no batched argument
   const HostArray scalar(DType::Float32, {});
-  EXPECT_THROW(step({Arg::ref(params), scalar}), spmd::Error);          // no batch dimension
-  // Outputs must be per-device [d, b_dev, ...] unless static_return.
-  PadShardUnpad flat([](const ShardedArgs& a) { return std::vector<HostArray>{HostArray(DType::Float32, {a.devices() * a.device_batch()})}; },
-                     {.devices = 2});
+  EXPECT_THROW(wrapper.shard({scalar}), spmd::Error);  // no batch dimension
+  // Outputs must be per-device [d, b_dev, ...].
   try {
-    flat({Arg::ref(params), x});
+    wrapper({x}, [](const Shards& a) { return std::vector<HostArray>{HostArray(DType::Float32, {a.devices() * a.device_batch()})}; });
     FAIL() << "a flat output was accepted";
   } catch (const spmd::Error& e) {
     EXPECT_NE(std::string(e.what()).find("expected [d=2, b_dev=2, ...]"), std::string::npos) << e.what();

@@ -11,19 +11,18 @@
 //    the same number of steps, and otherwise throws on every rank (no rank is left waiting).
 //
 // Infinite-padding loop:
-//   ShardBatcher batcher(n_local, {images, labels}, {.mode = BatchMode::InfinitePad, .geometry = g});
-//   for (;;) {
-//     const Batch& batch = *batcher.next();
-//     const GlobalRowCount count = count_real_rows(ctx, batch);
-//     if (count.all_done()) break;
-//     ... step on batch ...
+//   const StepPlan plan(BatchMode::InfinitePad, n_local, g);
+//   for (std::int64_t step = 0;; ++step) {
+//     const StepLayout layout = plan.layout(step);
+//     if (count_real_rows(ctx, layout).all_done()) break;
+//     ... step on layout's rows ...
 //   }
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "spmd/runtime/context.hpp"
-#include "spmd/sharding/batching.hpp"
+#include "spmd/sharding/step_plan.hpp"
 
 namespace spmd::sharding {
 
@@ -34,22 +33,20 @@ struct GlobalRowCount {
 
 // Collective over ctx.comm(): sums local_real_rows over ranks.
 GlobalRowCount count_real_rows(const runtime::Context& ctx, std::int64_t local_real_rows);
-// Collective: psum of the batch's per-device real rows over devices and ranks.
-// batch.devices must have ctx.devices_per_rank() entries.
-GlobalRowCount count_real_rows(const runtime::Context& ctx, const Batch& batch);
+// Collective: psum of the step's per-device real rows over devices and ranks.
+GlobalRowCount count_real_rows(const runtime::Context& ctx, const StepLayout& step);
 
 // The count barrier summed for a window of steps at once. At the first step of each window
 // every rank contributes its real rows of each of the window's steps (known from sizes, as
-// ShardBatcher::real_rows_of_step gives them), and one allreduce of `window` integers gives
+// StepPlan::real_rows_of_step gives them), and one allreduce of `window` integers gives
 // the global count of each. The loop stops at the first step whose global count is 0: the
 // same step as with count_real_rows on every step (window = 1), with 1/window of the
 // collectives, and ranks synchronise once per window instead of once per step (on a fast
 // model every synchronisation makes each rank wait for the slowest one's jitter).
 //   WindowedCountBarrier barrier(ctx, 16);
 //   for (std::int64_t step = 0;; ++step) {
-//     const Batch& batch = *batcher.next();
-//     if (barrier.count(step, [&](std::int64_t s) { return batcher.real_rows_of_step(s); }).all_done()) break;
-//     ... step on batch ...
+//     if (barrier.count(step, [&](std::int64_t s) { return plan.real_rows_of_step(s); }).all_done()) break;
+//     ... step on plan.layout(step)'s rows ...
 //   }
 class WindowedCountBarrier {
  public:

@@ -59,8 +59,8 @@ class EnsembleTrainer {
   TrainStepResult step(const float* images, const std::int32_t* labels);
 
   // Collective. The ensemble and every member on all rows of `test` (identical on every
-  // rank; features kept as stored: data::FeatureForm::Stored), through the padded evaluation
-  // loop of spmd eval (padded_eval.hpp): batches of eval_batch rows, the last one padded and
+  // rank; features kept as stored: data::FeatureForm::Stored), through the evaluation loop
+  // of spmd eval (eval_loop.hpp): batches of eval_batch rows, the last one padded and
   // masked, each decoded to float32 once for every member.
   // padding_byte: the stored bytes of the last batch's padding rows: 0 (zero images) in
   // every product run. Tests poison them (0xFF: NaN rows of float32 images, whose scores are

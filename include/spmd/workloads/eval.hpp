@@ -13,6 +13,8 @@
 //                  advance (--drop-label). pad and pad-metrics detect that case and stop
 //                  with an error that points here. The barrier counts --count-window steps
 //                  per allreduce (same stopping step, fewer synchronisations).
+// Every strategy runs the one evaluation loop (eval_loop.hpp); a strategy only picks the step
+// plan (sharding/step_plan.hpp) and, for pad-metrics, the psum inside the step.
 #include <cstdint>
 #include <functional>
 #include <map>

@@ -1,5 +1,5 @@
 // The evaluation data path: blocks of rows through prefetch_to_device (row_blocks.hpp) and the
-// padded evaluation loop on top of them (padded_eval.hpp), against a plain loop over the rows,
+// evaluation loop on top of them (eval_loop.hpp), against a plain loop over the rows,
 // with blocks of one step, several steps and all rows, at sizes k*step and k*step +- 1.
 #include <gtest/gtest.h>
 
@@ -7,7 +7,7 @@
 
 #include "spmd/runtime/context.hpp"
 #include "spmd/runtime/error.hpp"
-#include "spmd/workloads/padded_eval.hpp"
+#include "spmd/workloads/eval_loop.hpp"
 #include "spmd/workloads/row_blocks.hpp"
 
 using namespace spmd;
@@ -149,7 +149,7 @@ TEST(RowBlocks, ProducerFailureReachesTheReaderAndTheAgreement) {
 // The padded loop on a failing stream: every step still runs (all padding once the rows
 // cannot be read: in-step collectives keep matching), on_output only sees the readable
 // steps, and the loop ends with the agreement's CollectiveError.
-TEST(PaddedEvalLoop, FailedStreamKeepsTheStepsAndEndsWithTheAgreement) {
+TEST(EvalLoop, FailedStreamKeepsTheStepsAndEndsWithTheAgreement) {
   runtime::Context ctx(MPI_COMM_WORLD, {"cpu", 1, 60.0});
   const Rows data(1000);
   const std::int64_t step_rows = 4, steps = 400;
@@ -163,19 +163,15 @@ TEST(PaddedEvalLoop, FailedStreamKeepsTheStepsAndEndsWithTheAgreement) {
     RowBlocks blocks(std::move(source), 2);
     std::vector<std::int64_t> batches;
     std::int64_t outputs = 0;
-    workloads::PaddedEvalOptions o;
-    o.step_rows = step_rows;
-    o.min_device_batch = step_rows;
-    o.batched_columns = {1};
-    o.static_return = true;
-    workloads::PaddedEvalLoop loop(
-        [&](const sharding::ShardedArgs& a, const workloads::PaddedStep&) {
-          batches.push_back(a.batch());
-          return std::vector<sharding::HostArray>{};
-        },
-        o);
-    EXPECT_THROW(loop.run(ctx, blocks, data.rows(), steps,
-                          [&](const workloads::PaddedStep&, std::vector<sharding::HostArray>&) { ++outputs; }),
+    workloads::EvalLoopOptions o;
+    o.columns = {{1}};
+    workloads::EvalLoop loop(1, o);
+    const sharding::StepPlan plan(sharding::BatchMode::PadWithMask, data.rows(), {1, step_rows}, steps);
+    EXPECT_THROW(loop.run(ctx, blocks, plan,
+                          [&](const workloads::EvalStep& a) {
+                            batches.push_back(a.rows());
+                            outputs += a.readable;
+                          }),
                  CollectiveError);
     // The first block's steps compute; the second block fails to arrive at step block_steps,
     // the steps from there run as padding, and the next agreement (every block, at least
@@ -189,8 +185,8 @@ TEST(PaddedEvalLoop, FailedStreamKeepsTheStepsAndEndsWithTheAgreement) {
   }
 }
 
-// The padded loop against a plain loop: every step's real rows, shapes and padding.
-TEST(PaddedEvalLoop, StepsSeeTheirRowsPaddedToOneShapeAcrossBlocks) {
+// The loop against a plain loop: every step's real rows, shapes and padding.
+TEST(EvalLoop, StepsSeeTheirRowsPaddedToOneShapeAcrossBlocks) {
   runtime::Context ctx(MPI_COMM_WORLD, {"cpu", 1, 60.0});
   const int d = 2;
   const std::int64_t step_rows = 4, min_device_batch = 3;
@@ -201,54 +197,81 @@ TEST(PaddedEvalLoop, StepsSeeTheirRowsPaddedToOneShapeAcrossBlocks) {
       const Rows data(n);
       const std::int64_t steps = (n + step_rows - 1) / step_rows + 1;  // and one step past the rows
       std::vector<std::int64_t> seen_rows;
-      std::int64_t calls = 0, tag = 41;
-      auto step = [&](const sharding::ShardedArgs& a, const workloads::PaddedStep& at) {
+      std::int64_t calls = 0, expected_step = 0;
+      workloads::EvalLoopOptions o;
+      o.columns = {{0, sharding::Batched::Padding::Unread}, {1, sharding::Batched::Padding::Filled, padding}};
+      o.with_mask = true;
+      workloads::EvalLoop loop(d, o);
+      auto step = [&](const workloads::EvalStep& a) {
         ++calls;
-        EXPECT_EQ(a.arg(0).get<std::int64_t>(), 41);  // the static, passed through
-        const auto labels = a.arg(1).array(), mask = a.arg(2).array();
-        EXPECT_EQ(labels.shape(), (sharding::Shape{d, a.device_batch()}));
-        EXPECT_EQ(a.device_batch(), std::max<std::int64_t>((a.batch() + d - 1) / d, min_device_batch));
-        sharding::HostArray out(DType::Int32, {d, a.device_batch()});
+        EXPECT_EQ(a.step, expected_step);
+        EXPECT_EQ(a.first, std::min(n, expected_step * step_rows));
+        EXPECT_EQ(a.rows(), std::min(step_rows, n - a.first));
+        ++expected_step;
+        const auto& sh = a.shards;
+        const auto features = sh[0], labels = sh[1], mask = sh[2];
+        EXPECT_EQ(labels.shape(), (sharding::Shape{d, sh.device_batch()}));
+        EXPECT_EQ(sh.device_batch(), std::max<std::int64_t>((a.rows() + d - 1) / d, min_device_batch));
+        sharding::HostArray out(DType::Int32, {d, sh.device_batch()});
         for (int i = 0; i < d; ++i)
-          for (std::int64_t r = 0; r < a.device_batch(); ++r) {
-            const std::int64_t k = i * a.device_batch() + r;  // row of the padded batch
-            const bool real = k < a.batch();
+          for (std::int64_t r = 0; r < sh.device_batch(); ++r) {
+            const std::int64_t k = i * sh.device_batch() + r;  // row of the padded batch
+            const bool real = k < a.rows();
+            EXPECT_EQ(r < sh.real_rows(i), real);
             EXPECT_EQ(mask.at(i).data<std::uint8_t>()[static_cast<size_t>(r)], real ? 1 : 0);
             const std::int32_t y = labels.at(i).data<std::int32_t>()[static_cast<size_t>(r)];
             if (!real) {
               EXPECT_EQ(y, padding ? -1 : 0);
               continue;
             }
-            // The block holds the same row: its features name it.
-            const float x = at.block->columns[0].data<float>()[static_cast<size_t>(2 * (at.offset() + k))];
+            // The device's features (in place, real rows only) name the same row.
+            const float x = features.at(i).data<float>()[static_cast<size_t>(2 * r)];
             EXPECT_EQ(y, static_cast<std::int64_t>(x) % 7);
             out.data<std::int32_t>()[static_cast<size_t>(k)] = static_cast<std::int32_t>(x);
           }
-        return std::vector<sharding::HostArray>{std::move(out)};
+        loop.unpad(out);
+        ASSERT_EQ(out.rows(), a.rows());  // un-padded to the real rows
+        for (const auto v : out.data<std::int32_t>()) seen_rows.push_back(v);
       };
-      workloads::PaddedEvalOptions o;
-      o.devices = d;
-      o.step_rows = step_rows;
-      o.min_device_batch = min_device_batch;
-      o.batched_columns = {1};
-      o.with_mask = true;
-      o.padding_bytes = {padding};
-      workloads::PaddedEvalLoop loop(step, o, {sharding::Arg::ref(tag)});
       RowBlocks blocks(workloads::in_memory_blocks(data.columns(), block_steps * step_rows), 2);
-      std::int64_t expected_step = 0;
-      loop.run(ctx, blocks, n, steps, [&](const workloads::PaddedStep& s, std::vector<sharding::HostArray>& out) {
-        EXPECT_EQ(s.step, expected_step);
-        EXPECT_EQ(s.first, std::min(n, expected_step * step_rows));
-        EXPECT_EQ(s.rows, std::min(step_rows, n - s.first));
-        ++expected_step;
-        ASSERT_EQ(out.size(), 1u);
-        ASSERT_EQ(out[0].rows(), s.rows);  // un-padded to the real rows
-        for (const auto v : out[0].data<std::int32_t>()) seen_rows.push_back(v);
-      });
+      const sharding::StepPlan plan(sharding::BatchMode::PadWithMask, n, {d, step_rows / d}, steps, min_device_batch);
+      loop.run(ctx, blocks, plan, step);
       EXPECT_EQ(calls, steps);
       std::vector<std::int64_t> all(static_cast<size_t>(n));
       std::iota(all.begin(), all.end(), 0);
       EXPECT_EQ(seen_rows, all) << "n " << n << ", blocks of " << block_steps << " step(s)";
     }
+  }
+}
+
+// Every strategy's plan in the one loop: the steps each runs, the rows it sees, and the count
+// barrier of infinite padding stopping after the last real row.
+TEST(EvalLoop, EachPlanRunsItsStepsOverTheRows) {
+  runtime::Context ctx(MPI_COMM_WORLD, {"cpu", 1, 60.0});
+  using sharding::BatchMode;
+  const int d = 2;
+  const std::int64_t B = 3, n = 20;  // steps of 6 rows: 3 full, 2 rows left
+  const Rows data(n);
+  struct Case {
+    BatchMode mode;
+    std::int64_t steps, rows, last_device_batch;
+  };
+  for (const Case c : {Case{BatchMode::DropRemainder, 3, 18, B}, Case{BatchMode::KeepRemainder, 4, 20, 1},
+                       Case{BatchMode::PadWithMask, 4, 20, B}, Case{BatchMode::InfinitePad, 4, 20, B}}) {
+    SCOPED_TRACE(to_string(c.mode));
+    workloads::EvalLoopOptions o;
+    o.columns = {{1}};
+    o.count_window = 3;
+    workloads::EvalLoop loop(d, o);
+    RowBlocks blocks(workloads::in_memory_blocks(data.columns(), 2 * d * B), 2);
+    std::int64_t rows = 0, last_device_batch = 0;
+    const std::int64_t run = loop.run(ctx, blocks, sharding::StepPlan(c.mode, n, {d, B}), [&](const workloads::EvalStep& a) {
+      EXPECT_EQ(a.first, rows);
+      rows += a.rows();
+      last_device_batch = a.shards.device_batch();
+    });
+    EXPECT_EQ(run, c.steps);
+    EXPECT_EQ(rows, c.rows);
+    EXPECT_EQ(last_device_batch, c.last_device_batch);
   }
 }

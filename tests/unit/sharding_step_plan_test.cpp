@@ -1,14 +1,17 @@
-// Batch iteration in every mode over simulated ranks (split_for_process), for
-// N = k*P*d*B and k*P*d*B +- 1: which rows each step holds, masks, zero padding, step
-// counts, and that only padded steps copy.
+// The step plan of every mode over simulated ranks (split_for_process), for
+// N = k*P*d*B and k*P*d*B +- 1, with each step's rows padded and sharded by pad_shard_unpad
+// as the evaluation loop does: which rows each step holds, masks, zero padding, step counts,
+// and that only padded steps copy.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "spmd/runtime/error.hpp"
-#include "spmd/sharding/batching.hpp"
+#include "spmd/sharding/pad_shard_unpad.hpp"
+#include "spmd/sharding/step_plan.hpp"
 #include "spmd/sharding/split.hpp"
 
 namespace {
@@ -31,7 +34,38 @@ struct Shard {
       values.data<float>()[static_cast<std::size_t>(i)] = static_cast<float>(id);
     }
   }
-  ShardBatcher batcher(BatcherOptions options) const { return ShardBatcher(range.size, {ids, values}, options); }
+};
+
+// What the evaluation loop does with a plan: each step's real rows of the shard, padded and
+// sharded by pad_shard_unpad with the plan's min device batch, with a mask of ones.
+class Stepper {
+ public:
+  struct Step {
+    StepLayout layout;
+    const Shards* shards;
+    std::int64_t rows() const { return layout.rows; }
+    std::int64_t real_rows() const { return layout.real_rows; }
+    bool padded() const { return layout.real_rows < layout.rows; }
+  };
+  Stepper(const Shard& shard, StepPlan plan)
+      : shard_(shard), plan_(std::move(plan)), wrapper_(plan_.geometry().devices),
+        ones_(static_cast<std::size_t>(plan_.geometry().step_rows()), 1) {}
+  std::optional<Step> next() {
+    if (plan_.steps() && next_ >= *plan_.steps()) return std::nullopt;
+    StepLayout layout = plan_.layout(next_++);
+    const auto rows = [&](const HostArray& c) { return ConstHostView(c).slice_rows(layout.shard_first, layout.real_rows); };
+    const ConstHostView mask(DType::UInt8, {layout.real_rows}, reinterpret_cast<const std::byte*>(ones_.data()));
+    const Shards& sh = wrapper_.shard({rows(shard_.ids), rows(shard_.values), mask}, plan_.min_device_batch());
+    return Step{std::move(layout), &sh};
+  }
+  const StepPlan& plan() const { return plan_; }
+
+ private:
+  const Shard& shard_;
+  StepPlan plan_;
+  PadShardUnpad wrapper_;
+  std::vector<std::uint8_t> ones_;
+  std::int64_t next_ = 0;
 };
 
 struct Layout {
@@ -59,22 +93,26 @@ std::vector<Layout> layouts() {
   return out;
 }
 
-// Checks the structure of one batch, records the global ids of its real rows in
+// Checks the structure of one step, records the global ids of its real rows in
 // visits[id] and returns how many it saw. Real rows come first; padding is zero, mask 0.
-std::int64_t check_batch(const Batch& b, const Shard& shard, const BatchGeometry& g, std::vector<int>& visits) {
-  const std::int64_t rows = b.rows();
-  EXPECT_EQ(b.columns.size(), 2u);
-  EXPECT_EQ(b.columns[0].shape(), (Shape{rows, 2}));
-  EXPECT_EQ(b.columns[1].shape(), (Shape{rows}));
-  EXPECT_EQ(static_cast<std::int64_t>(b.mask.size()), rows);
-  EXPECT_EQ(b.padded, b.real_rows() < rows);
-  const auto ids = b.columns[0].data<std::int32_t>();
-  const auto values = b.columns[1].data<float>();
+std::int64_t check_batch(const Stepper::Step& b, const Shard& shard, const BatchGeometry& g, std::vector<int>& visits) {
+  const std::int64_t rows = b.rows(), bdev = b.layout.device_batch;
+  const Shards& sh = *b.shards;
+  EXPECT_EQ(sh.size(), 3u);
+  EXPECT_EQ(rows, g.devices * bdev);
+  EXPECT_EQ(sh.device_batch(), bdev);
+  EXPECT_EQ(sh.batch(), b.real_rows());
+  EXPECT_EQ(sh[0].shape(), (Shape{g.devices, bdev, 2}));
+  EXPECT_EQ(sh[1].shape(), (Shape{g.devices, bdev}));
+  EXPECT_EQ(sh[2].shape(), (Shape{g.devices, bdev}));
+  const auto ids = sh[0].data<std::int32_t>();
+  const auto values = sh[1].data<float>();
+  const auto mask = sh[2].data<std::uint8_t>();
   std::int64_t real = 0;
   for (std::int64_t r = 0; r < rows; ++r) {
     const auto i = static_cast<std::size_t>(r);
     const bool is_real = r < b.real_rows();
-    EXPECT_EQ(b.mask[i], is_real ? 1 : 0) << "row " << r;
+    EXPECT_EQ(mask[i], is_real ? 1 : 0) << "row " << r;
     if (is_real) {
       const std::int32_t id = ids[2 * i];
       EXPECT_EQ(id, shard.range.first + b.layout.shard_first + r + 1) << "row " << r << " is not the shard's next row";
@@ -89,19 +127,18 @@ std::int64_t check_batch(const Batch& b, const Shard& shard, const BatchGeometry
     }
   }
   // Full steps are views into the shard; only padded steps come from the padding buffer.
-  if (!b.padded && rows > 0)
-    EXPECT_EQ(b.columns[0].bytes(), ConstHostView(shard.ids).slice_rows(b.layout.shard_first, rows).bytes());
-  // Devices: B rows each (fewer only at the end of keep-remainder), device-major.
-  EXPECT_EQ(static_cast<int>(b.devices.size()), g.devices);
+  if (!b.padded() && rows > 0)
+    EXPECT_EQ(sh[0].bytes(), ConstHostView(shard.ids).slice_rows(b.layout.shard_first, rows).bytes());
+  // Devices: b_dev rows each, device-major, real rows first.
+  EXPECT_EQ(static_cast<int>(b.layout.devices.size()), g.devices);
   std::int64_t device_real = 0, offset = 0;
   for (int j = 0; j < g.devices; ++j) {
-    const DeviceBatch& dev = b.devices[static_cast<std::size_t>(j)];
-    EXPECT_EQ(dev.rows, std::min(g.device_batch, rows - offset)) << "device " << j;
-    EXPECT_EQ(dev.real_rows, std::clamp(b.real_rows() - j * g.device_batch, std::int64_t{0}, g.device_batch));
-    EXPECT_EQ(dev.columns[0].shape(), (Shape{dev.rows, 2}));
-    if (dev.rows > 0) EXPECT_EQ(dev.columns[1].bytes(), b.columns[1].slice_rows(offset, dev.rows).bytes());
-    EXPECT_EQ(dev.mask.data(), b.mask.data() + offset);
-    EXPECT_EQ(static_cast<std::int64_t>(dev.mask.size()), dev.rows);
+    const DeviceRows& dev = b.layout.devices[static_cast<std::size_t>(j)];
+    EXPECT_EQ(dev.first, offset) << "device " << j;
+    EXPECT_EQ(dev.rows, bdev) << "device " << j;
+    EXPECT_EQ(dev.real_rows, std::clamp(b.real_rows() - j * bdev, std::int64_t{0}, bdev));
+    EXPECT_EQ(dev.real_rows, sh.real_rows(j));
+    EXPECT_EQ(sh[0].at(j).bytes(), sh[0].bytes() + offset * 2 * static_cast<std::int64_t>(sizeof(std::int32_t)));
     offset += dev.rows;
     device_real += dev.real_rows;
   }
@@ -123,16 +160,16 @@ TEST(ShardingBatching, PadModeRunsTheGlobalStepCountOnEveryRankAndVisitsEachRowO
     for (int p = 0; p < L.ranks; ++p) {
       const Shard shard(L.n, p, L.ranks);
       EXPECT_LE(local_step_count(BatchMode::PadWithMask, shard.range.size, g), steps);
-      ShardBatcher batcher = shard.batcher({.mode = BatchMode::PadWithMask, .geometry = g, .steps = steps});
-      EXPECT_EQ(batcher.step_count(), steps);
+      Stepper batcher(shard, StepPlan(BatchMode::PadWithMask, shard.range.size, g, steps));
+      EXPECT_EQ(batcher.plan().steps(), steps);
       std::int64_t ran = 0;
-      while (const Batch* b = batcher.next()) {
+      while (const auto b = batcher.next()) {
         EXPECT_EQ(b->rows(), g.step_rows()) << "pad mode has one shape";
         check_batch(*b, shard, g, visits);
         ++ran;
       }
       EXPECT_EQ(ran, steps) << "rank " << p;
-      EXPECT_EQ(batcher.next(), nullptr);
+      EXPECT_EQ(batcher.next(), std::nullopt);
     }
     for (std::size_t id = 0; id < visits.size(); ++id) EXPECT_EQ(visits[id], 1) << "row " << id;
   }
@@ -143,17 +180,18 @@ TEST(ShardingBatching, InfinitePaddingStopsWhenTheGlobalCountIsZero) {
     SCOPED_TRACE(L.name());
     const BatchGeometry g = L.geometry();
     std::vector<Shard> shards;
-    std::vector<ShardBatcher> batchers;
+    std::vector<Stepper> batchers;
+    shards.reserve(static_cast<std::size_t>(L.ranks));  // the steppers refer to them
     for (int p = 0; p < L.ranks; ++p) shards.emplace_back(L.n, p, L.ranks);
-    for (const auto& s : shards) batchers.push_back(s.batcher({.mode = BatchMode::InfinitePad, .geometry = g}));
+    for (const auto& s : shards) batchers.emplace_back(s, StepPlan(BatchMode::InfinitePad, s.range.size, g));
     std::vector<int> visits(static_cast<std::size_t>(L.n), 0);
     std::int64_t steps = 0, counted = 0;
     // The ranks in lock step; the sum over ranks stands for count_real_rows' allreduce.
     for (;;) {
       std::int64_t global = 0;
       for (int p = 0; p < L.ranks; ++p) {
-        const Batch* b = batchers[static_cast<std::size_t>(p)].next();
-        ASSERT_NE(b, nullptr) << "infinite padding ended on its own";
+        const auto b = batchers[static_cast<std::size_t>(p)].next();
+        ASSERT_NE(b, std::nullopt) << "infinite padding ended on its own";
         EXPECT_EQ(b->rows(), g.step_rows());
         global += check_batch(*b, shards[static_cast<std::size_t>(p)], g, visits);
       }
@@ -167,10 +205,10 @@ TEST(ShardingBatching, InfinitePaddingStopsWhenTheGlobalCountIsZero) {
     for (std::size_t id = 0; id < visits.size(); ++id) EXPECT_EQ(visits[id], 1) << "row " << id;
     // Past the end: still all zero, mask 0 (the tail's rows were cleared from the buffer).
     for (int extra = 0; extra < 2; ++extra) {
-      const Batch* b = batchers[0].next();
+      const auto b = batchers[0].next();
       EXPECT_EQ(check_batch(*b, shards[0], g, visits), 0);
     }
-    EXPECT_EQ(batchers[0].step_count(), std::nullopt);
+    EXPECT_EQ(batchers[0].plan().steps(), std::nullopt);
   }
 }
 
@@ -181,11 +219,11 @@ TEST(ShardingBatching, DropRemainderDropsExactlyTheRemainder) {
     std::vector<int> visits(static_cast<std::size_t>(L.n), 0);
     for (int p = 0; p < L.ranks; ++p) {
       const Shard shard(L.n, p, L.ranks);
-      ShardBatcher batcher = shard.batcher({.mode = BatchMode::DropRemainder, .geometry = g});
+      Stepper batcher(shard, StepPlan(BatchMode::DropRemainder, shard.range.size, g));
       std::int64_t steps = 0;
-      while (const Batch* b = batcher.next()) {
+      while (const auto b = batcher.next()) {
         EXPECT_EQ(b->rows(), g.step_rows());
-        EXPECT_FALSE(b->padded);
+        EXPECT_FALSE(b->padded());
         check_batch(*b, shard, g, visits);
         ++steps;
       }
@@ -205,13 +243,15 @@ TEST(ShardingBatching, KeepRemainderEndsWithTheSmallerBatch) {
     std::vector<int> visits(static_cast<std::size_t>(L.n), 0);
     for (int p = 0; p < L.ranks; ++p) {
       const Shard shard(L.n, p, L.ranks);
-      ShardBatcher batcher = shard.batcher({.mode = BatchMode::KeepRemainder, .geometry = g});
+      Stepper batcher(shard, StepPlan(BatchMode::KeepRemainder, shard.range.size, g));
       std::vector<std::int64_t> sizes;
-      while (const Batch* b = batcher.next()) {
-        EXPECT_FALSE(b->padded);
-        EXPECT_EQ(b->real_rows(), b->rows());
+      while (const auto b = batcher.next()) {
+        // The last step's shape is the smallest that shards its rows: on one device
+        // exactly its rows (no padding), on d devices ceil(r / d) each.
+        EXPECT_EQ(b->layout.device_batch, (b->real_rows() + g.devices - 1) / g.devices);
+        if (g.devices == 1) EXPECT_FALSE(b->padded());
         check_batch(*b, shard, g, visits);
-        sizes.push_back(b->rows());
+        sizes.push_back(b->real_rows());
       }
       const std::int64_t n = shard.range.size, full = n / g.step_rows(), rest = n % g.step_rows();
       std::vector<std::int64_t> expected(static_cast<std::size_t>(full), g.step_rows());
@@ -234,22 +274,23 @@ TEST(ShardingBatching, ReferenceExampleOfUnevenHosts) {
   // The evaluation guide's single-device numbers: 10000 rows by 512 -> 19 full + 272, or 9728 kept.
   const BatchGeometry one{1, 512};
   EXPECT_EQ(local_step_count(BatchMode::KeepRemainder, 10000, one), 20);
-  EXPECT_EQ(plan_step(BatchMode::KeepRemainder, 10000, one, 19).rows, 272);
+  EXPECT_EQ(StepPlan(BatchMode::KeepRemainder, 10000, one).layout(19).rows, 272);
   EXPECT_EQ(local_step_count(BatchMode::DropRemainder, 10000, one) * 512, 9728);
 }
 
 TEST(ShardingBatching, OptionsAreValidated) {
-  const HostArray a(DType::Float32, {10, 3});
-  const HostArray b(DType::Float32, {9});
-  EXPECT_THROW(ShardBatcher(10, {a, b}, {}), spmd::Error);
-  EXPECT_THROW(ShardBatcher(10, {a}, {.geometry = {0, 4}}), spmd::Error);
-  EXPECT_THROW(ShardBatcher(10, {a}, {.geometry = {2, 0}}), spmd::Error);
+  EXPECT_THROW(StepPlan(BatchMode::PadWithMask, -1, {2, 2}), spmd::Error);
+  EXPECT_THROW(StepPlan(BatchMode::PadWithMask, 10, {0, 4}), spmd::Error);
+  EXPECT_THROW(StepPlan(BatchMode::PadWithMask, 10, {2, 0}), spmd::Error);
   // 10 rows at 4 per step need 3 steps; asking for 2 would drop data.
-  EXPECT_THROW(ShardBatcher(10, {a}, {.mode = BatchMode::PadWithMask, .geometry = {2, 2}, .steps = 2}), spmd::Error);
-  EXPECT_NO_THROW(ShardBatcher(10, {a}, {.mode = BatchMode::PadWithMask, .geometry = {2, 2}, .steps = 3}));
-  EXPECT_THROW(ShardBatcher(10, {a}, {.mode = BatchMode::InfinitePad, .geometry = {2, 2}, .steps = 5}), spmd::Error);
-  EXPECT_THROW(plan_step(BatchMode::DropRemainder, 10, {2, 2}, 2), spmd::Error);
-  EXPECT_NO_THROW(plan_step(BatchMode::InfinitePad, 10, {2, 2}, 100));
+  EXPECT_THROW(StepPlan(BatchMode::PadWithMask, 10, {2, 2}, 2), spmd::Error);
+  EXPECT_NO_THROW(StepPlan(BatchMode::PadWithMask, 10, {2, 2}, 3));
+  EXPECT_THROW(StepPlan(BatchMode::InfinitePad, 10, {2, 2}, 5), spmd::Error);
+  EXPECT_THROW(StepPlan(BatchMode::KeepRemainder, 10, {2, 2}, 3), spmd::Error);
+  EXPECT_THROW(StepPlan(BatchMode::DropRemainder, 10, {2, 2}, 3), spmd::Error);  // only 2 full steps
+  EXPECT_THROW(StepPlan(BatchMode::DropRemainder, 10, {2, 2}, std::nullopt, 1), spmd::Error);  // min batch: pad only
+  EXPECT_THROW(StepPlan(BatchMode::DropRemainder, 10, {2, 2}).layout(2), spmd::Error);
+  EXPECT_NO_THROW(StepPlan(BatchMode::InfinitePad, 10, {2, 2}).layout(100));
   for (const auto mode : {BatchMode::DropRemainder, BatchMode::KeepRemainder, BatchMode::PadWithMask, BatchMode::InfinitePad})
     EXPECT_EQ(parse_batch_mode(to_string(mode)), mode);
   try {
@@ -260,14 +301,17 @@ TEST(ShardingBatching, OptionsAreValidated) {
   }
 }
 
-TEST(ShardingBatching, EmptyShardWithoutColumns) {
+TEST(ShardingBatching, EmptyShardRunsTheGlobalSteps) {
   // A rank with no rows (N < P) still yields the global number of all-padding steps.
-  ShardBatcher batcher(0, {}, {.mode = BatchMode::PadWithMask, .geometry = {3, 2}, .steps = 4});
+  const Shard shard(0, 0, 1);
+  Stepper batcher(shard, StepPlan(BatchMode::PadWithMask, 0, {3, 2}, 4));
   int steps = 0;
-  while (const Batch* b = batcher.next()) {
+  while (const auto b = batcher.next()) {
     EXPECT_EQ(b->real_rows(), 0);
     EXPECT_EQ(b->rows(), 6);
-    EXPECT_TRUE(std::all_of(b->mask.begin(), b->mask.end(), [](std::uint8_t m) { return m == 0; }));
+    const auto mask = (*b->shards)[2].data<std::uint8_t>();
+    EXPECT_EQ(mask.size(), 6u);
+    EXPECT_TRUE(std::all_of(mask.begin(), mask.end(), [](std::uint8_t m) { return m == 0; }));
     ++steps;
   }
   EXPECT_EQ(steps, 4);
