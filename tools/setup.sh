@@ -25,6 +25,7 @@ packages=(
   libhdf5-openmpi-dev                        # parallel HDF5 (not libhdf5-dev: FindHDF5 would pick serial)
   libboost-program-options-dev nlohmann-json3-dev
   libopenblas-dev zlib1g-dev
+  libonnx-dev libprotobuf-dev              # ONNX model exchange (the ONNX library's protobuf types, checker)
   dataset-fashion-mnist                      # the embedded default data
   python3-numpy python3-matplotlib           # the scaling report and its plots
 )
@@ -36,6 +37,7 @@ if [ "$profile" = all ]; then
     iproute2                                 # emulated nodes (tools/cluster/) for the multinode tests
     strace                                   # cli.startup_io: which ranks touch the input files
     python3-scipy python3-h5py               # references, user-made files
+    python3-onnx                             # the ONNX checker, for exported models
   )
 fi
 missing=()
@@ -56,6 +58,15 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq >/dev/null
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   say "packages installed"
+fi
+
+# ONNX Runtime (npm, CPU library inside the package): the judge of exported models in tests.
+if [ "$profile" = all ] && [ ! -d tools/onnx/node_modules/onnxruntime-node ]; then
+  if command -v npm >/dev/null; then
+    npm install --prefix tools/onnx --ignore-scripts --no-audit --no-fund --silent >/dev/null && say "onnxruntime-node installed"
+  else
+    say "npm not found: the ONNX Runtime checks will skip"
+  fi
 fi
 
 [ "${SPMD_SKIP_BUILD:-0}" = 1 ] && exit 0

@@ -119,7 +119,7 @@ int cmd_logreg(const Args& args) {
   data::OutputSet outputs(ctx);
   if (vm.count("weights-out"))
     workloads::write_logreg_weights(ctx, vm["weights-out"].as<std::string>(), {r.W, r.bias, r.features, r.classes},
-                                    {optim::to_string(r.status), r.iterations, r.value, o.data}, outputs);
+                                    {optim::to_string(r.status), r.iterations, r.value, o.data, vm["input-scale"].as<std::string>()}, outputs);
   const auto breakdown = workloads::reduce_time_breakdown(ctx, account.stop());
   print_root(workloads::time_breakdown_table(breakdown));
   auto j = workloads::startup_json(ctx);  // collective: every rank

@@ -13,6 +13,7 @@ int cmd_data(const Args& args);
 int cmd_eval(const Args& args);
 int cmd_logreg(const Args& args);
 int cmd_ensemble(const Args& args);
+int cmd_export(const Args& args);
 
 // Prints on rank 0 only.
 void print_root(const std::string& text);

@@ -37,6 +37,7 @@ const char* kUsage =
     "  eval       padded full-dataset evaluation, exact on any layout\n"
     "  logreg     data-parallel multiclass logistic regression with L-BFGS\n"
     "  ensemble   CNN ensemble training, one member per device\n"
+    "  export     an ensemble checkpoint or logreg weights as an ONNX model\n"
     "\n"
     "Launch with mpirun -np N spmd ... or srun --mpi=pmix spmd ...; every rank runs the same command.\n";
 
@@ -118,7 +119,7 @@ int main(int argc, char** argv) {
   const std::map<std::string, int (*)(const spmd::cli::Args&)> commands = {
       {"info", spmd::cli::cmd_info},     {"data", spmd::cli::cmd_data},
       {"eval", spmd::cli::cmd_eval},     {"logreg", spmd::cli::cmd_logreg},
-      {"ensemble", spmd::cli::cmd_ensemble}};
+      {"ensemble", spmd::cli::cmd_ensemble},  {"export", spmd::cli::cmd_export}};
   const auto it = commands.find(command);
   if (it == commands.end()) {
     if (rank == 0) std::fprintf(stderr, "spmd: error: unknown command '%s'\n\n%s", command.c_str(), kUsage);

@@ -36,6 +36,7 @@ void write_logreg_weights(const runtime::Context& ctx, const std::string& path, 
     out.set_attribute_int("/", "iterations", info.iterations);
     out.set_attribute_double("/", "value", info.value);
     out.set_attribute_string("/", "data", info.data);
+    out.set_attribute_string("/", "input_scale", info.input_scale);
   }, &outputs);
 }
 

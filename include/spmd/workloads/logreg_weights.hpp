@@ -1,7 +1,7 @@
 #pragma once
 // The logreg weights file: HDF5 with dataset "W" float32 [features, classes], with an
 // intercept also "b" float32 [classes] (logits = x W + b), and attributes (model =
-// "logreg", fit_intercept 0/1, solver status, iterations, value, data file). Written by
+// "logreg", fit_intercept 0/1, solver status, iterations, value, data file, input_scale). Written by
 // `spmd logreg --weights-out`, read by `spmd eval --model logreg --weights`.
 #include <string>
 #include <vector>
@@ -20,6 +20,7 @@ struct LogregWeightsInfo {
   long long iterations = 0;
   double value = 0;
   std::string data;
+  std::string input_scale;  // --input-scale as given ("auto", "none", "1/255"): how the features were scaled
 };
 
 // Collective; rank 0 writes the file to its temporary and hands it to `outputs` (published
