@@ -9,92 +9,105 @@
 namespace spmd::models {
 namespace {
 
-int round_up16(int n) { return (n + 15) / 16 * 16; }
-
 void check_batch(int batch, int limit, const char* what, const char* limit_name) {
   if (batch < 0 || batch > limit)
     throw Error(std::string(what) + ": batch of " + std::to_string(batch) + " rows; the workspace was made for " +
                 limit_name + " = " + std::to_string(limit) + " (0 <= batch <= " + limit_name + ")");
 }
 
-// dst[c, r] = src[r, c] for r < rows, c < cols; rows are src_stride / dst_stride apart.
-void transpose(const float* src, int rows, int cols, long src_stride, float* dst, long dst_stride) {
-  constexpr int kBlock = 16;  // a 16x16 tile of both sides stays in L1
-  for (int r0 = 0; r0 < rows; r0 += kBlock)
-    for (int c0 = 0; c0 < cols; c0 += kBlock)
-      for (int r = r0; r < std::min(rows, r0 + kBlock); ++r)
-        for (int c = c0; c < std::min(cols, c0 + kBlock); ++c) dst[c * dst_stride + r] = src[r * src_stride + c];
-}
-
-// d[i] = 0 where the post-ReLU activation act[i] is not positive (ReLU's backward).
-void relu_mask(float* d, const float* act, long n) {
-  for (long i = 0; i < n; ++i) d[i] = act[i] > 0.0f ? d[i] : 0.0f;
-}
+std::size_t floats(long a, long b = 1) { return static_cast<std::size_t>(a * b); }
 
 }  // namespace
 
-// The passes over a workspace's buffers (a friend of CnnWorkspace).
+// The passes over a workspace's stages (a friend of CnnWorkspace).
 struct CnnCpuPass {
-  // Where conv layer l's pooled output of image b (kept in `slot`) goes: the interior of
-  // the next layer's zero-bordered input, or row b of the flattened features.
-  static float* pool_target(CnnWorkspace& ws, std::size_t l, long slot, int b, long& row_stride) {
-    const auto& convs = ws.layout_->convs();
-    if (l + 1 < convs.size()) {
-      const auto& next = convs[l + 1];
-      row_stride = static_cast<long>(next.width + 2) * next.in_channels;
-      return ws.conv_[l + 1].in_pad.data() + slot * next.padded_input_size() + row_stride + next.in_channels;
+  using Stage = CnnWorkspace::Stage;
+
+  // The SGD update fused into ops' weight gradients (cnn_train_step).
+  struct FusedSgd {
+    CnnParams* params;
+    CnnParams* trace;
+    optim::SgdMomentum opt;
+  };
+
+  static ops::CpuStep step_of(Stage& s, const CnnParams& params, CnnParams* grad, const FusedSgd* fused) {
+    for (std::size_t i = 0; i < s.node->params.size(); ++i) {
+      s.params[i] = params.tensor(s.node->params[i]).data();
+      if (grad != nullptr) s.grads[i] = grad->tensor(s.node->params[i]).data();
     }
-    row_stride = static_cast<long>(convs[l].pooled_width) * convs[l].out_channels;
-    return ws.flat_.data() + static_cast<long>(b) * ws.layout_->flat_features();
+    ops::CpuStep step{s.params.data(), s.grads.data()};
+    if (fused != nullptr && !s.sgd_params.empty()) {
+      const auto fused_params = s.op->fused_sgd_params();
+      for (std::size_t i = 0; i < fused_params.size(); ++i) {
+        const std::size_t t = s.node->params[static_cast<std::size_t>(fused_params[i])];
+        s.sgd_params[i] = fused->params->tensor(t).data();
+        s.sgd_trace[i] = fused->trace->tensor(t).data();
+      }
+      step.sgd_params = s.sgd_params.data();
+      step.sgd_trace = s.sgd_trace.data();
+      step.sgd = fused->opt;
+    }
+    return step;
   }
 
-  // Conv layer `c` on one image's zero-bordered input: act = relu(conv(in_pad) + bias).
-  static void conv_forward(const CnnParams& params, const CnnConvLayer& c, bool direct, const float* in_pad, float* act,
-                           CnnWorkspace& ws) {
-    const cnn_cpu::Kernels& k = *ws.kernels_;
-    const float* w = params.tensor(c.kernel).data();
-    const float* bias = params.tensor(c.bias).data();
-    if (direct) {
-      k.conv1_forward(in_pad, c.height, c.width, w, bias, c.out_channels, act);
-      return;
+  // Per-image stage i's input for image b (the slot it is kept in), and where its output goes:
+  // the next stage's input frame, or row b of the flattened features.
+  // keep: the activations are kept for a backward pass (else every image uses slot 0).
+  static ops::View input(Stage& s, int b, bool keep) {
+    return {s.in.data() + (keep && s.slots > 1 ? b : 0) * s.frame + s.origin, s.stride};
+  }
+  static ops::View output(CnnWorkspace& ws, std::size_t i, int b, bool keep) {
+    if (i + 1 < ws.spatial_) return input(ws.stages_[i + 1], b, keep);
+    const auto& out = ws.stages_[i].node->shape.out;
+    return {ws.flat_.data() + b * out.size(), static_cast<long>(out.w) * out.c};
+  }
+  static ops::View d_output(CnnWorkspace& ws, std::size_t i, int b) {
+    if (i + 1 < ws.spatial_) {
+      Stage& next = ws.stages_[i + 1];
+      return {next.d_in.data() + next.origin, next.stride};
     }
-    cnn_cpu::im2col3x3(in_pad, c.height, c.width, c.in_channels, ws.col_.data());
-    k.gemm(false, static_cast<int>(c.pixels()), c.out_channels, c.patch(), ws.col_.data(), c.patch(), w,
-           c.out_channels, act, c.out_channels, false, {bias, true});
+    const auto& out = ws.stages_[i].node->shape.out;
+    return {ws.dflat_.data() + b * out.size(), static_cast<long>(out.w) * out.c};
+  }
+  static ops::CpuIo image_io(CnnWorkspace& ws, std::size_t i, int b, bool keep, bool backward) {
+    ops::CpuIo io;
+    const ops::View in = input(ws.stages_[i], b, keep), out = output(ws, i, b, keep);
+    io.in = {in.data, in.stride};
+    io.out = out;
+    if (backward) {
+      const ops::View dout = d_output(ws, i, b);
+      io.dout = {dout.data, dout.stride};
+      if (i > 0) io.din = {ws.stages_[i].d_in.data() + ws.stages_[i].origin, ws.stages_[i].stride};
+    }
+    return io;
+  }
+  // Batch stage i's input: the previous stage's output, or the flattened features.
+  static const float* batch_input(CnnWorkspace& ws, std::size_t i) {
+    return i > ws.spatial_ ? ws.stages_[i - 1].out.data() : ws.flat_.data();
   }
 
   static void forward(const CnnParams& params, const float* images, int batch, bool keep, CnnWorkspace& ws) {
-    const cnn_cpu::Kernels& k = *ws.kernels_;
-    const CnnLayout& layout = *ws.layout_;
-    const auto& convs = layout.convs();
-    // Image by image, so that one image's activations stay in L2 through the conv layers.
+    const auto& in = ws.layout_->nodes().front().shape.in;
+    const long row = static_cast<long>(in.w) * in.c;
+    // Image by image, so that one image's activations stay in L2 through the per-image ops.
     for (int b = 0; b < batch; ++b) {
-      const long slot = keep ? b : 0;
-      const auto& first = convs.front();
-      cnn_cpu::pad_image(images + static_cast<long>(b) * layout.input_size(), first.height, first.width,
-                         first.in_channels, ws.conv_.front().in_pad.data() + slot * first.padded_input_size());
-      for (std::size_t l = 0; l < convs.size(); ++l) {
-        const auto& c = convs[l];
-        const float* in_pad = ws.conv_[l].in_pad.data() + slot * c.padded_input_size();
-        float* act = ws.conv_[l].act.data() + (l == 0 ? 0 : slot * c.output_size());
-        conv_forward(params, c, l == 0 && ws.direct_conv0_, in_pad, act, ws);
-        long stride = 0;
-        float* out = pool_target(ws, l, slot, b, stride);
-        cnn_cpu::avg_pool2x2(act, c.height, c.width, c.out_channels, out, stride);
+      const float* image = images + b * in.size();
+      if (ws.spatial_ == 0) {
+        std::copy(image, image + in.size(), ws.flat_.data() + b * in.size());
+        continue;
       }
+      const ops::View frame = input(ws.stages_.front(), b, keep);
+      for (int y = 0; y < in.h; ++y) std::copy(image + y * row, image + (y + 1) * row, frame.data + y * frame.stride);
+      for (std::size_t i = 0; i < ws.spatial_; ++i)
+        ws.stages_[i].op->forward(step_of(ws.stages_[i], params, nullptr, nullptr), image_io(ws, i, b, keep, false));
     }
-    const float* x = ws.flat_.data();
-    for (std::size_t j = 0; j < layout.denses().size(); ++j) {
-      const auto& d = layout.denses()[j];
-      float* y = ws.dense_out_[j].data();
-      const float* w = params.tensor(d.kernel).data();
-      const float* bias = params.tensor(d.bias).data();
-      if (d.relu)
-        k.gemm(false, batch, d.out_features, d.in_features, x, d.in_features, w, d.out_features, y, d.out_features,
-               false, {bias, true});
-      else  // the classifier: a few columns, where the GEMM's vector tiles would be mostly empty
-        cnn_cpu::dense_forward(x, batch, d.in_features, w, bias, d.out_features, y);
-      x = y;
+    for (std::size_t i = ws.spatial_; i < ws.stages_.size(); ++i) {
+      Stage& s = ws.stages_[i];
+      ops::CpuIo io;
+      io.rows = batch;
+      io.in = {batch_input(ws, i), s.node->shape.in.size()};
+      io.out = {s.out.data(), s.node->shape.out.size()};
+      s.op->forward(step_of(s, params, nullptr, nullptr), io);
     }
   }
 
@@ -103,16 +116,8 @@ struct CnnCpuPass {
     require_geometry(params, *ws.layout_, "CNN forward");
     check_batch(batch, ws.max_batch(), "CNN forward", "max_batch");
     forward(params, images, batch, false, ws);
-    return cnn_cpu::softmax_cross_entropy(ws.dense_out_.back().data(), labels, mask, batch, ws.layout_->classes(),
-                                          probs_out, nullptr, 0.0f);
+    return ws.loss_->loss(ws.stages_.back().out.data(), labels, mask, batch, probs_out, nullptr, 0.0f);
   }
-
-  // The SGD update fused into the hidden dense kernels' weight gradients (cnn_train_step).
-  struct FusedSgd {
-    CnnParams* params;
-    CnnParams* trace;
-    optim::SgdMomentum opt;
-  };
 
   static float loss_and_grad(const CnnParams& params, const float* images, const std::int32_t* labels,
                              const std::uint8_t* mask, int batch, CnnParams& grad, float* probs_out, CnnWorkspace& ws,
@@ -126,9 +131,8 @@ struct CnnCpuPass {
     forward(params, images, batch, true, ws);
     const std::int64_t count = cnn_cpu::count_rows(mask, batch);
     const float scale = count > 0 ? 1.0f / static_cast<float>(count) : 0.0f;
-    const CnnLossSum sum = cnn_cpu::softmax_cross_entropy(ws.dense_out_.back().data(), labels, mask, batch,
-                                                         ws.layout_->classes(), probs_out,
-                                                         ws.dense_dout_.back().data(), scale);
+    const CnnLossSum sum = ws.loss_->loss(ws.stages_.back().out.data(), labels, mask, batch, probs_out,
+                                          ws.stages_.back().d_out.data(), scale);
     backward(params, batch, grad, ws, fused);
     return count > 0 ? static_cast<float>(sum.loss_sum / static_cast<double>(count)) : 0.0f;
   }
@@ -138,15 +142,15 @@ struct CnnCpuPass {
     if (ws.max_train_batch_ == 0)
       throw Error("CNN train step: the workspace was made for forward passes only (max_train_batch = 0)");
     require_geometry(trace, *ws.layout_, "CNN train step (momentum trace)");
-    // The hidden dense kernels (97% of the default model's parameters) are updated inside
-    // their gradient GEMMs, tile by tile, which saves writing and re-reading their gradient
-    // (3.2 MB by default); the other tensors after, in runs of adjacent tensors.
+    // The tensors the ops update inside their gradient GEMMs (the hidden dense kernels, 97%
+    // of the default model's parameters), tile by tile, which saves writing and re-reading
+    // their gradient (3.2 MB by default); the other tensors after, in runs of adjacent tensors.
     const FusedSgd fused{&params, &trace, opt};
     const float loss = loss_and_grad(params, images, labels, nullptr, batch, *ws.grad_, probs_out, ws, &fused);
     const CnnLayout& layout = *ws.layout_;
     std::vector<bool> skip(layout.tensors().size(), false);
-    for (const auto& d : layout.denses())
-      if (d.relu) skip[d.kernel] = true;
+    for (const auto& s : ws.stages_)
+      for (int p : s.op->fused_sgd_params()) skip[s.node->params[static_cast<std::size_t>(p)]] = true;
     const auto step = [&](std::size_t begin, std::size_t end) {
       if (end > begin)
         optim::sgd_momentum_step(params.flat().subspan(begin, end - begin), trace.flat().subspan(begin, end - begin),
@@ -166,178 +170,120 @@ struct CnnCpuPass {
     return loss;
   }
 
-  // Expects forward(..., keep = true) on the same batch and the classifier's dout (dlogits)
-  // filled. With `fused`, the hidden dense kernels are updated in place (and their
-  // gradients are not kept in grad).
+  // Whether stage i's backward folds its producer's ReLU into its input gradient.
+  static bool mask_input(const CnnWorkspace& ws, std::size_t i) {
+    return i > 0 && ws.stages_[i - 1].op->output_relu();
+  }
+
+  // Expects forward(..., keep = true) on the same batch and the last stage's d_out (dlogits)
+  // filled. With `fused`, the ops' fused tensors are updated in place (their gradients are
+  // not kept in grad).
   static void backward(const CnnParams& params, int batch, CnnParams& grad, CnnWorkspace& ws,
                        const FusedSgd* fused = nullptr) {
-    const cnn_cpu::Kernels& k = *ws.kernels_;
-    const CnnLayout& layout = *ws.layout_;
-    const auto& convs = layout.convs();
-    const auto& denses = layout.denses();
-    const auto zero = [&](std::size_t t) {
-      auto s = grad.tensor(t);
-      std::fill(s.begin(), s.end(), 0.0f);
-    };
-    // The gaps between tensors, and the tensors that the kernels below accumulate into;
-    // the others are overwritten.
-    std::size_t end = 0;
-    for (const auto& info : layout.tensors()) {
+    std::size_t end = 0;  // the gaps between tensors belong to no op
+    for (const auto& info : ws.layout_->tensors()) {
       std::fill(grad.data() + end, grad.data() + info.offset, 0.0f);
       end = info.offset + info.size;
     }
-    for (const auto& c : convs) zero(c.bias);
-    if (ws.direct_conv0_) zero(convs.front().kernel);
-    for (const auto& d : denses) zero(d.bias);
-    zero(denses.back().kernel);
-
-    // The classifier, then the hidden dense layers from the last: each input gradient as
-    // dx^T = W dh^T, a GEMM whose columns are the batch rows, padded to 16.
-    const std::size_t hidden = denses.size() - 1;
-    {
-      const auto& d = denses.back();
-      const float* x = hidden > 0 ? ws.dense_out_[hidden - 1].data() : ws.flat_.data();
-      float* dx = hidden > 0 ? ws.dense_dout_[hidden - 1].data() : ws.dflat_.data();
-      cnn_cpu::dense_backward(x, batch, d.in_features, params.tensor(d.kernel).data(), d.out_features,
-                              ws.dense_dout_.back().data(), grad.tensor(d.kernel).data(), grad.tensor(d.bias).data(),
-                              dx, hidden > 0);
+    for (std::size_t i = ws.stages_.size(); i-- > ws.spatial_;) {
+      Stage& s = ws.stages_[i];
+      ops::CpuIo io;
+      io.rows = batch;
+      io.in = {batch_input(ws, i), s.node->shape.in.size()};
+      io.out = {s.out.data(), s.node->shape.out.size()};
+      io.dout = {s.d_out.data(), s.node->shape.out.size()};
+      float* din = i > ws.spatial_ ? ws.stages_[i - 1].d_out.data() : (ws.spatial_ > 0 ? ws.dflat_.data() : nullptr);
+      io.din = {din, s.node->shape.in.size()};
+      ops::CpuStep step = step_of(s, params, &grad, fused);
+      step.mask_input_relu = mask_input(ws, i);
+      s.op->backward(step, io);
     }
-    const int bpad = round_up16(batch);
-    for (std::size_t j = hidden; j-- > 0;) {
-      const auto& d = denses[j];
-      const float* x = j > 0 ? ws.dense_out_[j - 1].data() : ws.flat_.data();
-      const float* dh = ws.dense_dout_[j].data();
-      float* dx = j > 0 ? ws.dense_dout_[j - 1].data() : ws.dflat_.data();
-      cnn_cpu::add_row_sums(dh, batch, d.out_features, grad.tensor(d.bias).data());
-      std::fill(ws.dout_t_.data(), ws.dout_t_.data() + static_cast<long>(d.out_features) * bpad, 0.0f);
-      transpose(dh, batch, d.out_features, d.out_features, ws.dout_t_.data(), bpad);
-      k.gemm(false, d.in_features, bpad, d.out_features, params.tensor(d.kernel).data(), d.out_features,
-             ws.dout_t_.data(), bpad, ws.din_t_.data(), bpad, false, {});
-      transpose(ws.din_t_.data(), d.in_features, batch, bpad, dx, d.in_features);
-      if (j > 0) relu_mask(dx, x, static_cast<long>(batch) * d.in_features);
-      // The weight gradient last: with a fused update it overwrites the weights the input
-      // gradient above has just read.
-      cnn_cpu::GemmEpilogue epilogue;
-      if (fused != nullptr) {
-        epilogue.sgd_params = fused->params->tensor(d.kernel).data();
-        epilogue.sgd_trace = fused->trace->tensor(d.kernel).data();
-        epilogue.sgd = fused->opt;
-      }
-      k.gemm(true, d.in_features, d.out_features, batch, x, d.in_features, dh, d.out_features,
-             grad.tensor(d.kernel).data(), d.out_features, false, epilogue);
-    }
+    image_backward(params, batch, grad, ws);
+  }
 
-    // Convolutions, image by image (everything one image needs stays in L2).
-    for (std::size_t l = 1; l < convs.size(); ++l)
-      transpose(params.tensor(convs[l].kernel).data(), convs[l].patch(), convs[l].out_channels,
-                convs[l].out_channels, ws.conv_[l].kernel_t.data(), convs[l].patch());
-    const long flat = layout.flat_features();
+  // The per-image ops, image by image (everything one image needs stays in L2).
+  static void image_backward(const CnnParams& params, int batch, CnnParams& grad, CnnWorkspace& ws) {
+    if (ws.spatial_ == 0) return;
+    for (std::size_t i = 0; i < ws.spatial_; ++i) ws.stages_[i].op->prepare_backward(step_of(ws.stages_[i], params, &grad, nullptr));
+    const bool recompute = ws.spatial_ > 1 && ws.stages_[1].slots == 1;
     for (int b = 0; b < batch; ++b) {
-      // Layer 0's activation is recomputed rather than kept: 100 KB per image by default
-      // would push the batch's saved state out of L2, and it is 3% of the arithmetic.
-      conv_forward(params, convs.front(), ws.direct_conv0_,
-                   ws.conv_.front().in_pad.data() + static_cast<long>(b) * convs.front().padded_input_size(),
-                   ws.conv_.front().act.data(), ws);
-      for (std::size_t l = convs.size(); l-- > 0;) {
-        const auto& c = convs[l];
-        const float* act = ws.conv_[l].act.data() + (l == 0 ? 0 : b * c.output_size());
-        const float* in_pad = ws.conv_[l].in_pad.data() + b * c.padded_input_size();
-        // The gradient w.r.t. this layer's pooled output: the next layer's input gradient
-        // (its interior), or the flattened features' gradient.
-        const float* dpool = ws.dflat_.data() + b * flat;
-        long dpool_stride = static_cast<long>(c.pooled_width) * c.out_channels;
-        if (l + 1 < convs.size()) {
-          const auto& next = convs[l + 1];
-          dpool_stride = static_cast<long>(next.width + 2) * next.in_channels;
-          dpool = ws.conv_[l + 1].d_in_pad.data() + dpool_stride + next.in_channels;
-        }
-        cnn_cpu::avg_pool2x2_relu_backward(act, dpool, dpool_stride, c.height, c.width, c.out_channels,
-                                           ws.da_.data());
-        float* dw = grad.tensor(c.kernel).data();
-        float* db = grad.tensor(c.bias).data();
-        if (l == 0 && ws.direct_conv0_) {
-          k.conv1_weight_grad(in_pad, c.height, c.width, ws.da_.data(), c.out_channels, dw, db);
-        } else {
-          cnn_cpu::add_row_sums(ws.da_.data(), static_cast<int>(c.pixels()), c.out_channels, db);
-          cnn_cpu::im2col3x3(in_pad, c.height, c.width, c.in_channels, ws.col_.data());
-          k.gemm(true, c.patch(), c.out_channels, static_cast<int>(c.pixels()), ws.col_.data(), c.patch(),
-                 ws.da_.data(), c.out_channels, dw, c.out_channels, b > 0, {});
-        }
-        if (l == 0) continue;  // the images need no gradient
-        k.gemm(false, static_cast<int>(c.pixels()), c.patch(), c.out_channels, ws.da_.data(), c.out_channels,
-               ws.conv_[l].kernel_t.data(), c.patch(), ws.dcol_.data(), c.patch(), false, {});
-        float* d_in = ws.conv_[l].d_in_pad.data();
-        std::fill(d_in, d_in + c.padded_input_size(), 0.0f);
-        cnn_cpu::col2im3x3_add(ws.dcol_.data(), c.height, c.width, c.in_channels, d_in);
+      // The first op's output is recomputed rather than kept: 100 KB per image for the
+      // default model would push the batch's saved state out of L2, and it is 3% of the
+      // arithmetic.
+      if (recompute) ws.stages_[0].op->forward(step_of(ws.stages_[0], params, nullptr, nullptr), image_io(ws, 0, b, true, false));
+      for (std::size_t i = ws.spatial_; i-- > 0;) {
+        Stage& s = ws.stages_[i];
+        ops::CpuStep step = step_of(s, params, &grad, nullptr);
+        step.accumulate = b > 0;
+        step.mask_input_relu = mask_input(ws, i);
+        s.op->backward(step, image_io(ws, i, b, true, true));
       }
     }
-    if (batch == 0)
-      for (std::size_t l = ws.direct_conv0_ ? 1 : 0; l < convs.size(); ++l) zero(convs[l].kernel);
+    if (batch == 0)  // no image: the per-image ops' gradients are zero
+      for (std::size_t i = 0; i < ws.spatial_; ++i)
+        for (std::size_t t : ws.stages_[i].node->params) std::ranges::fill(grad.tensor(t), 0.0f);
   }
 };
 
 CnnWorkspace::CnnWorkspace(std::shared_ptr<const CnnLayout> layout, int max_batch, int max_train_batch,
                            cnn_cpu::Isa isa)
-    : layout_(std::move(layout)),
-      max_batch_(max_batch),
-      max_train_batch_(max_train_batch),
-      slots_(std::max(1, max_train_batch)),
-      train_pad_(round_up16(std::max(1, max_train_batch))),
-      kernels_(nullptr),
-      direct_conv0_(false) {
+    : layout_(std::move(layout)), max_batch_(max_batch), max_train_batch_(max_train_batch), kernels_(nullptr) {
   if (max_batch < 0 || max_train_batch < 0 || max_train_batch > max_batch)
     throw Error("CnnWorkspace: need 0 <= max_train_batch <= max_batch, got max_batch=" + std::to_string(max_batch) +
                 " max_train_batch=" + std::to_string(max_train_batch));
   kernels_ = &cnn_cpu::kernels_for(isa);
-  const auto& convs = layout_->convs();
-  const auto& denses = layout_->denses();
-  direct_conv0_ = convs.front().in_channels == 1 && convs.front().out_channels % kernels_->direct_conv_channels == 0;
-  const auto n = [](long a, long b = 1) { return static_cast<std::size_t>(a * b); };
-  const int t = max_train_batch;
-  const bool train = t > 0;
-  long col = 0, dcol = 0, da = 0;
-  conv_.resize(convs.size());
-  for (std::size_t l = 0; l < convs.size(); ++l) {
-    const auto& c = convs[l];
-    ConvBuffers& buf = conv_[l];
-    buf.in_pad = AlignedFloats(n(slots_, c.padded_input_size()));
-    buf.act = AlignedFloats(l == 0 ? n(c.output_size()) : n(slots_, c.output_size()));
-    if (l > 0 || !direct_conv0_) col = std::max(col, c.pixels() * c.patch());
-    da = std::max(da, c.output_size());
-    if (train && l > 0) {
-      buf.kernel_t = AlignedFloats(n(c.out_channels, c.patch()));
-      buf.d_in_pad = AlignedFloats(n(c.padded_input_size()));
-      dcol = std::max(dcol, c.pixels() * c.patch());
+  const auto& nodes = layout_->nodes();
+  const int slots = std::max(1, max_train_batch);
+  const bool train = max_train_batch > 0;
+  for (std::size_t i = 0; i + 1 < nodes.size(); ++i) {
+    Stage s;
+    s.node = &nodes[i];
+    s.op = ops::make_cpu_op(nodes[i].spec, nodes[i].shape, {kernels_, max_batch, max_train_batch, i == 0});
+    const std::size_t n = nodes[i].params.size();
+    s.params.resize(n);
+    s.grads.resize(n);
+    s.sgd_params.resize(s.op->fused_sgd_params().size());
+    s.sgd_trace.resize(s.sgd_params.size());
+    const auto& in = nodes[i].shape.in;
+    const auto& out = nodes[i].shape.out;
+    if (i > 0 && stages_.back().op->output_relu() && !s.op->absorbs_input_relu())
+      throw Error("CNN: op '" + nodes[i].spec.kind + "' cannot take the fused ReLU of '" + nodes[i - 1].spec.kind + "'");
+    if (s.op->per_image()) {
+      if (spatial_ != i) throw Error("CNN: per-image op '" + nodes[i].spec.kind + "' after a batch op");
+      spatial_ = i + 1;
+      const int border = s.op->input_border();
+      if (i > 0 && border > 0 && !stages_.back().op->strided_output())
+        throw Error("CNN: op '" + nodes[i - 1].spec.kind + "' cannot write into the bordered input of '" +
+                    nodes[i].spec.kind + "'");
+      s.stride = static_cast<long>(in.w + 2 * border) * in.c;
+      s.frame = (in.h + 2 * border) * s.stride;
+      s.origin = border * (s.stride + in.c);
+      s.slots = i == 1 ? 1 : slots;  // the first op's output is recomputed in backward
+      s.in = AlignedFloats(floats(s.slots, s.frame));
+      if (train && i > 0) s.d_in = AlignedFloats(floats(s.frame));
+    } else {
+      s.out = AlignedFloats(floats(max_batch, out.size()));
+      if (train) s.d_out = AlignedFloats(floats(max_train_batch, out.size()));
     }
+    stages_.push_back(std::move(s));
   }
-  col_ = AlignedFloats(n(col));
-  flat_ = AlignedFloats(n(max_batch, layout_->flat_features()));
-  long hidden_in = 0, hidden_out = 0;
-  for (const auto& d : denses) {
-    dense_out_.emplace_back(n(max_batch, d.out_features));
-    if (train) dense_dout_.emplace_back(n(t, d.out_features));
-    if (!d.relu) continue;
-    hidden_in = std::max<long>(hidden_in, d.in_features);
-    hidden_out = std::max<long>(hidden_out, d.out_features);
-  }
+  loss_ = ops::make_cpu_loss(nodes.back().spec, nodes.back().shape);
+  const long features = nodes[spatial_].shape.in.size();
+  flat_ = AlignedFloats(floats(max_batch, features));
   if (train) {
-    dout_t_ = AlignedFloats(n(hidden_out, train_pad_));
-    din_t_ = AlignedFloats(n(hidden_in, train_pad_));
-    dflat_ = AlignedFloats(n(t, layout_->flat_features()));
-    da_ = AlignedFloats(n(da));
-    dcol_ = AlignedFloats(n(dcol));
+    dflat_ = AlignedFloats(floats(max_train_batch, features));
     grad_ = std::make_unique<CnnParams>(layout_);
   }
 }
 
 std::size_t CnnWorkspace::bytes() const {
-  std::size_t floats = col_.size() + flat_.size() + dout_t_.size() + din_t_.size() + dflat_.size() + da_.size() +
-                       dcol_.size();
-  for (const auto& c : conv_) floats += c.in_pad.size() + c.act.size() + c.kernel_t.size() + c.d_in_pad.size();
-  for (const auto& d : dense_out_) floats += d.size();
-  for (const auto& d : dense_dout_) floats += d.size();
-  if (grad_) floats += grad_->size();
-  return floats * sizeof(float);
+  std::size_t n = flat_.size() + dflat_.size() + (grad_ ? grad_->size() : 0);
+  std::size_t scratch = 0;
+  for (const auto& s : stages_) {
+    n += s.in.size() + s.d_in.size() + s.out.size() + s.d_out.size();
+    scratch += s.op->scratch_bytes();
+  }
+  return n * sizeof(float) + scratch;
 }
 
 void cnn_forward(const CnnParams& params, const float* images, int batch, float* probs_out, CnnWorkspace& ws) {

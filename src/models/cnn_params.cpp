@@ -10,36 +10,69 @@ namespace {
 constexpr std::size_t kTensorAlignment = 16;  // floats: the flat buffer's 64-byte alignment
 }  // namespace
 
+namespace {
+
+// The network CnnConfig describes (cnn_config.hpp), as ops: each conv layer conv2d, relu,
+// avg_pool; each dense layer dense, relu for the hidden ones; then the loss.
+std::vector<ops::OpSpec> cnn_graph(const CnnConfig& config) {
+  std::vector<ops::OpSpec> g;
+  for (std::size_t l = 0; l < config.conv_features.size(); ++l) {
+    g.push_back({"conv2d", "Conv_" + std::to_string(l),
+                 {{"features", config.conv_features[l]}, {"kernel", config.kernel_size}}});
+    g.push_back({"relu", "", {}});
+    g.push_back({"avg_pool", "", {{"size", config.pool_size}}});
+  }
+  const std::size_t hidden = config.dense_features.size();
+  for (std::size_t j = 0; j <= hidden; ++j) {
+    g.push_back({"dense", "Dense_" + std::to_string(j),
+                 {{"features", j < hidden ? config.dense_features[j] : config.classes}}});
+    if (j < hidden) g.push_back({"relu", "", {}});
+  }
+  g.push_back({"softmax_cross_entropy", "", {}});
+  return g;
+}
+
+// A graph transform before execution (as ONNX Runtime's Conv+Relu fusion): a relu after an
+// op that can apply it in its store becomes that op's "relu" attribute.
+std::vector<ops::OpSpec> fuse_relu(std::vector<ops::OpSpec> g) {
+  std::vector<ops::OpSpec> out;
+  for (auto& op : g) {
+    if (op.kind == "relu" && !out.empty() && (out.back().kind == "conv2d" || out.back().kind == "dense") &&
+        out.back().attr("relu") == 0) {
+      out.back().attrs["relu"] = 1;
+      continue;
+    }
+    out.push_back(std::move(op));
+  }
+  return out;
+}
+
+}  // namespace
+
 CnnLayout::CnnLayout(CnnConfig config) : config_(std::move(config)) {
   config_.validate();
-  const auto add = [&](std::string name, int rank, std::array<int, 4> shape, int fan_in) {
-    std::size_t size = 1;
-    for (int d = 0; d < rank; ++d) size *= static_cast<std::size_t>(shape[static_cast<std::size_t>(d)]);
-    const std::size_t offset = (param_count_ + kTensorAlignment - 1) / kTensorAlignment * kTensorAlignment;
-    tensors_.push_back({std::move(name), rank, shape, offset, size, fan_in});
-    param_count_ = offset + size;
-    return tensors_.size() - 1;
-  };
-  int h = config_.height, w = config_.width, c = config_.channels;
-  for (std::size_t l = 0; l < config_.conv_features.size(); ++l) {
-    const int f = config_.conv_features[l];
-    const std::string prefix = "Conv_" + std::to_string(l);
-    CnnConvLayer layer{h, w, c, f, h / 2, w / 2, 0, 0};
-    layer.kernel = add(prefix + "/kernel", 4, {3, 3, c, f}, 9 * c);
-    layer.bias = add(prefix + "/bias", 1, {f, 0, 0, 0}, 0);
-    convs_.push_back(layer);
-    h /= 2, w /= 2, c = f;
+  ops::Shape shape{config_.height, config_.width, config_.channels};
+  for (auto& spec : fuse_relu(cnn_graph(config_))) {
+    ops::OpShape op_shape = ops::infer_shape(spec, shape);
+    CnnNode node{std::move(spec), std::move(op_shape), {}};
+    for (const auto& p : node.shape.params) {
+      const std::size_t offset = (param_count_ + kTensorAlignment - 1) / kTensorAlignment * kTensorAlignment;
+      tensors_.push_back({p.name, p.rank, p.shape, offset, p.size(), p.fan_in});
+      param_count_ = offset + p.size();
+      node.params.push_back(tensors_.size() - 1);
+    }
+    shape = node.shape.out;
+    nodes_.push_back(std::move(node));
   }
-  int in = h * w * c;
-  const std::size_t hidden = config_.dense_features.size();
-  for (std::size_t j = 0; j <= hidden; ++j) {
-    const int out = j < hidden ? config_.dense_features[j] : config_.classes;
-    const std::string prefix = "Dense_" + std::to_string(j);
-    CnnDenseLayer layer{in, out, j < hidden, 0, 0};
-    layer.kernel = add(prefix + "/kernel", 2, {in, out, 0, 0}, in);
-    layer.bias = add(prefix + "/bias", 1, {out, 0, 0, 0}, 0);
-    denses_.push_back(layer);
-    in = out;
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    const auto& n = nodes_[i];
+    const auto& in = n.shape.in;
+    if (n.spec.kind == "conv2d") {
+      const auto& pooled = nodes_.at(i + 1).shape.out;
+      convs_.push_back({in.h, in.w, in.c, n.shape.out.c, pooled.h, pooled.w, n.params[0], n.params[1]});
+    } else if (n.spec.kind == "dense") {
+      denses_.push_back({static_cast<int>(in.size()), n.shape.out.c, n.spec.attr("relu") != 0, n.params[0], n.params[1]});
+    }
   }
 }
 

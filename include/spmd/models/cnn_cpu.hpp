@@ -7,9 +7,10 @@
 //   -> conv 3x3 SAME 32->64, ReLU, avg-pool 2x2 -> flatten [B, 3136] (NHWC order)
 //   -> dense 3136->256, ReLU -> dense 256->10 = logits [B, 10]
 //
-// A first conv layer with one input channel runs a direct kernel (when its width is a
-// multiple of Kernels::direct_conv_channels); the other conv layers are im2col + GEMM,
-// hidden dense layers GEMMs, the classifier a narrow dense loop.
+// The network is CnnLayout::nodes(), a sequence of ops (ops/cpu_op.hpp), each run by its CPU
+// implementation; their fast paths (a direct kernel for a grayscale first conv layer, im2col
+// + GEMM for the others, GEMMs for hidden dense layers, a narrow loop for the classifier)
+// are chosen by each op from its shape.
 //
 // Every buffer a call needs lives in a CnnWorkspace allocated once for the largest batch
 // and reused: no allocation, no page fault during a step. One workspace per thread; the
@@ -30,6 +31,7 @@
 #include "spmd/models/cnn_kernels.hpp"
 #include "spmd/models/cnn_layers.hpp"
 #include "spmd/models/cnn_params.hpp"
+#include "spmd/ops/cpu_op.hpp"
 #include "spmd/optim/sgd.hpp"
 
 namespace spmd::models {
@@ -55,38 +57,35 @@ class CnnWorkspace {
   // Logits [batch, classes] of the last forward pass.
   std::span<const float> logits(int batch) const {
     const auto classes = static_cast<std::size_t>(layout_->classes());
-    return dense_out_.back().span().first(static_cast<std::size_t>(batch) * classes);
+    return stages_.back().out.span().first(static_cast<std::size_t>(batch) * classes);
   }
 
  private:
   friend struct CnnCpuPass;
-  // One conv layer's buffers; "slot" = an image whose activations are kept for a backward
-  // pass (max(1, max_train_batch) slots; forward-only passes use slot 0).
-  struct ConvBuffers {
-    AlignedFloats in_pad;    // [slots, h+2, w+2, in] the layer's input with a zero border
-    AlignedFloats act;       // [slots, h, w, out] post-ReLU; layer 0: one image (recomputed in backward)
-    AlignedFloats kernel_t;  // [out, 9*in] the transposed kernel (backward, layers >= 1)
-    AlignedFloats d_in_pad;  // [h+2, w+2, in] one image's input gradient (backward, layers >= 1)
+  // One op of the model and the activations it reads. Per-image ops (the first `spatial_`)
+  // read `in`, a frame per kept image with the op's zero border ([slots, h+2b, w+2b, c]; the
+  // second op's input, the first op's output, holds one image: it is recomputed in the
+  // backward pass rather than kept), and write their input gradient to `d_in` (one image's
+  // frame). Batch ops write `out` [max_batch, out] and the gradient w.r.t. it, `d_out`.
+  struct Stage {
+    const CnnNode* node;
+    std::unique_ptr<ops::CpuOp> op;
+    AlignedFloats in, d_in, out, d_out;
+    long frame = 0, origin = 0, stride = 0;  // floats per image frame, offset of its interior, image-row stride
+    int slots = 1;
+    std::vector<const float*> params;  // per call: this op's tensors
+    std::vector<float*> grads, sgd_params, sgd_trace;
   };
   std::shared_ptr<const CnnLayout> layout_;
   int max_batch_;
   int max_train_batch_;
-  int slots_;       // images whose activations are kept for a backward pass (>= 1)
-  int train_pad_;   // max_train_batch rounded up to 16 (GEMM column width)
   const cnn_cpu::Kernels* kernels_;
-  bool direct_conv0_;  // layer 0 by kernels_->conv1_forward (one input channel)
-  std::vector<ConvBuffers> conv_;
-  AlignedFloats col_;                    // [pixels, 9*in] im2col of one image, the largest layer's
-  AlignedFloats flat_;                   // [max_batch, flat_features]
-  std::vector<AlignedFloats> dense_out_; // [max_batch, out] per dense layer (post-ReLU); the last: logits
-  // Backward (sized by max_train_batch).
-  std::vector<AlignedFloats> dense_dout_;  // [T, out] per dense layer: gradient w.r.t. its pre-activation
-  AlignedFloats dout_t_;  // [max hidden out, train_pad] zero-padded columns
-  AlignedFloats din_t_;   // [max hidden in, train_pad]
-  AlignedFloats dflat_;   // [T, flat_features]
-  AlignedFloats da_;      // [pixels, out] one image, the largest layer's
-  AlignedFloats dcol_;    // [pixels, 9*in] one image, the largest layer >= 1
-  std::unique_ptr<CnnParams> grad_;  // cnn_train_step's gradient (training workspaces only)
+  std::vector<Stage> stages_;
+  std::size_t spatial_ = 0;              // stages [0, spatial_) run image by image
+  std::unique_ptr<ops::CpuLossOp> loss_;
+  AlignedFloats flat_;                   // [max_batch, features] the per-image ops' output (the batch ops' input)
+  AlignedFloats dflat_;                  // [max_train_batch, features]
+  std::unique_ptr<CnnParams> grad_;      // cnn_train_step's gradient (training workspaces only)
 };
 
 // Forward pass; probs_out [batch, classes] (nullable) receives softmax(logits).

@@ -1,7 +1,9 @@
 #pragma once
-// The CNN's memory-bound layer steps on the CPU (pooling, im2col, the narrow classifier
-// layer, softmax cross-entropy): plain loops the compiler vectorises, shared by every kernel set
-// in cnn_kernels.hpp. All tensors are float32, NHWC / row-major, owned by the caller.
+// The memory-bound kernels of the CPU ops (pooling, im2col, the narrow classifier layer,
+// softmax cross-entropy): plain loops the compiler vectorises, shared by every kernel set in
+// cnn_kernels.hpp, each defined in the file of the op it serves (src/ops/). Public so that
+// tests check each against a scalar reference. All tensors are float32, NHWC / row-major,
+// owned by the caller.
 // "Padded" frames have a border of one zero pixel on each side: [(H+2), (W+2), C].
 #include <cstdint>
 
@@ -41,6 +43,9 @@ void dense_forward(const float* in, int rows, int n_in, const float* kernel, con
 // input when relu_input_mask: din[r, k] = (in[r, k] > 0) * sum_j dout[r, j] kernel[k, j].
 void dense_backward(const float* in, int rows, int n_in, const float* kernel, int n_out, const float* dout,
                     float* dkernel, float* dbias, float* din, bool relu_input_mask);
+
+// dst[c, r] = src[r, c] for r < rows, c < cols; rows are src_stride / dst_stride apart.
+void transpose(const float* src, int rows, int cols, long src_stride, float* dst, long dst_stride);
 
 // Per-row sum of rows of x [rows, n] into acc [n] (accumulates).
 void add_row_sums(const float* x, int rows, int n, float* acc);

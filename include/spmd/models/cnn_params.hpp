@@ -31,6 +31,7 @@
 
 #include "spmd/models/cnn_aligned.hpp"
 #include "spmd/models/cnn_config.hpp"
+#include "spmd/ops/op.hpp"
 
 namespace spmd::models {
 
@@ -65,6 +66,14 @@ struct CnnDenseLayer {
   std::size_t kernel, bias;  // indices into CnnLayout::tensors()
 };
 
+// One op of the model (ops/op.hpp): its node, its shapes, and its parameters as indices into
+// CnnLayout::tensors() (in OpShape::params order).
+struct CnnNode {
+  ops::OpSpec spec;
+  ops::OpShape shape;
+  std::vector<std::size_t> params;
+};
+
 // Everything the config implies, computed once. Immutable; shared by the parameter
 // buffers, workspaces and devices that use the same geometry.
 class CnnLayout {
@@ -74,6 +83,11 @@ class CnnLayout {
   static std::shared_ptr<const CnnLayout> make(const CnnConfig& config);
 
   const CnnConfig& config() const { return config_; }
+  // The model as a sequence of ops, ReLUs fused into the op before them, the loss last:
+  // [conv2d(relu), avg_pool] per conv layer, dense(relu) per hidden layer, dense (the
+  // logits), softmax_cross_entropy.
+  const std::vector<CnnNode>& nodes() const { return nodes_; }
+  // The same layers by kind (reports, tests).
   const std::vector<CnnConvLayer>& convs() const { return convs_; }
   const std::vector<CnnDenseLayer>& denses() const { return denses_; }  // hidden layers, then the classifier
   const std::vector<CnnTensorInfo>& tensors() const { return tensors_; }
@@ -91,6 +105,7 @@ class CnnLayout {
 
  private:
   CnnConfig config_;
+  std::vector<CnnNode> nodes_;
   std::vector<CnnConvLayer> convs_;
   std::vector<CnnDenseLayer> denses_;
   std::vector<CnnTensorInfo> tensors_;

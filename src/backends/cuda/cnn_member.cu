@@ -33,6 +33,7 @@
 #include "spmd/backends/cuda/gemm.hpp"
 #include "spmd/backends/cuda/launch.hpp"
 #include "spmd/backends/cuda/stream.hpp"
+#include "ops/cuda_op.hpp"
 
 namespace spmd::backends::cuda {
 
@@ -54,131 +55,6 @@ constexpr std::int64_t kForwardTileBytes = std::int64_t{256} << 20;
 // cuBLAS's int.
 constexpr int kMaxRowsPerPass = 1 << 20;
 
-__device__ inline std::int64_t grid_start() {
-  return static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-}
-__device__ inline std::int64_t grid_stride() { return static_cast<std::int64_t>(gridDim.x) * blockDim.x; }
-
-// im2col for a 3x3 SAME convolution: in [n, h, w, c] (NHWC, no border) ->
-// col [n*h*w, 9*c], col[(b*h + y)*w + x][(dy*3 + dx)*c + ch] = in[b, y+dy-1, x+dx-1, ch],
-// 0 outside the image.
-__global__ void im2col3x3_kernel(const float* in, std::int64_t n, int h, int w, int c, float* col) {
-  const std::int64_t total = n * h * w * 9 * c;
-  for (std::int64_t i = grid_start(); i < total; i += grid_stride()) {
-    const int ch = static_cast<int>(i % c);
-    const std::int64_t t = i / c;
-    const int tap = static_cast<int>(t % 9);
-    const std::int64_t pixel = t / 9;
-    const int x = static_cast<int>(pixel % w);
-    const std::int64_t q = pixel / w;
-    const int y = static_cast<int>(q % h);
-    const std::int64_t b = q / h;
-    const int yy = y + tap / 3 - 1, xx = x + tap % 3 - 1;
-    col[i] = (yy >= 0 && yy < h && xx >= 0 && xx < w) ? in[((b * h + yy) * w + xx) * c + ch] : 0.0f;
-  }
-}
-
-// The adjoint of im2col3x3_kernel as a gather (each output written by one thread):
-// d_in[b, yy, xx, ch] = sum over taps (dy, dx) whose output pixel (yy-dy+1, xx-dx+1) is
-// inside the image of dcol[that pixel][(dy*3 + dx)*c + ch].
-__global__ void col2im3x3_kernel(const float* dcol, std::int64_t n, int h, int w, int c, float* d_in) {
-  const std::int64_t total = n * h * w * c;
-  for (std::int64_t i = grid_start(); i < total; i += grid_stride()) {
-    const int ch = static_cast<int>(i % c);
-    const std::int64_t pixel = i / c;
-    const int xx = static_cast<int>(pixel % w);
-    const std::int64_t q = pixel / w;
-    const int yy = static_cast<int>(q % h);
-    const std::int64_t b = q / h;
-    float s = 0.0f;
-    for (int dy = 0; dy < 3; ++dy) {
-      const int y = yy - dy + 1;
-      if (y < 0 || y >= h) continue;
-      for (int dx = 0; dx < 3; ++dx) {
-        const int x = xx - dx + 1;
-        if (x < 0 || x >= w) continue;
-        s += dcol[((b * h + y) * w + x) * 9 * c + (dy * 3 + dx) * c + ch];
-      }
-    }
-    d_in[i] = s;
-  }
-}
-
-// x [rows, cols] += bias [cols], then ReLU when relu.
-__global__ void add_bias_kernel(float* x, std::int64_t rows, int cols, const float* bias, bool relu) {
-  const std::int64_t total = rows * cols;
-  for (std::int64_t i = grid_start(); i < total; i += grid_stride()) {
-    const float v = x[i] + bias[i % cols];
-    x[i] = relu ? (v > 0.0f ? v : 0.0f) : v;
-  }
-}
-
-// 2x2 average pooling, stride 2: in [n, h, w, c] -> out [n, h/2, w/2, c] (rounded down:
-// an odd last row or column is dropped, as Flax's VALID avg_pool), summed in the CPU
-// kernel's order.
-__global__ void avg_pool2x2_kernel(const float* in, std::int64_t n, int h, int w, int c, float* out) {
-  const int ho = h / 2, wo = w / 2;
-  const std::int64_t total = n * ho * wo * c;
-  for (std::int64_t i = grid_start(); i < total; i += grid_stride()) {
-    const int ch = static_cast<int>(i % c);
-    const std::int64_t pixel = i / c;
-    const int px = static_cast<int>(pixel % wo);
-    const std::int64_t q = pixel / wo;
-    const int py = static_cast<int>(q % ho);
-    const std::int64_t b = q / ho;
-    const float* a = in + ((b * h + 2 * py) * w + 2 * px) * c + ch;
-    const float* below = a + static_cast<std::int64_t>(w) * c;
-    out[i] = 0.25f * ((a[0] + a[c]) + (below[0] + below[c]));
-  }
-}
-
-// Backward of ReLU then 2x2 average pooling: dpre [n, h, w, c] = (act > 0) * dpooled[b,
-// y/2, x/2, ch] / 4, with act the post-ReLU activation [n, h, w, c]; 0 in an odd last row
-// or column, which the pooling dropped.
-__global__ void avg_pool2x2_relu_backward_kernel(const float* act, const float* dpooled, std::int64_t n, int h, int w,
-                                                 int c, float* dpre) {
-  const std::int64_t total = n * h * w * c;
-  const int ho = h / 2, wo = w / 2;
-  for (std::int64_t i = grid_start(); i < total; i += grid_stride()) {
-    const int ch = static_cast<int>(i % c);
-    const std::int64_t pixel = i / c;
-    const int x = static_cast<int>(pixel % w);
-    const std::int64_t q = pixel / w;
-    const int y = static_cast<int>(q % h);
-    const std::int64_t b = q / h;
-    if (y >= 2 * ho || x >= 2 * wo) {
-      dpre[i] = 0.0f;
-      continue;
-    }
-    const float g = dpooled[((b * ho + y / 2) * wo + x / 2) * c + ch];
-    dpre[i] = act[i] > 0.0f ? 0.25f * g : 0.0f;
-  }
-}
-
-// d [n] <- 0 where the post-ReLU activation act [n] is not positive.
-__global__ void relu_mask_kernel(float* d, const float* act, std::int64_t n) {
-  for (std::int64_t i = grid_start(); i < n; i += grid_stride())
-    if (!(act[i] > 0.0f)) d[i] = 0.0f;
-}
-
-// sums[j] = sum over rows of x[r * cols + j]: one block per column (grid stride over
-// columns), a fixed tree over the block's threads (blockDim.x == kThreadsPerBlock).
-__global__ void column_sums_kernel(const float* x, std::int64_t rows, int cols, float* sums) {
-  __shared__ float partial[kThreadsPerBlock];
-  for (int j = blockIdx.x; j < cols; j += gridDim.x) {
-    float s = 0.0f;
-    for (std::int64_t r = threadIdx.x; r < rows; r += blockDim.x) s += x[r * cols + j];
-    partial[threadIdx.x] = s;
-    __syncthreads();
-    for (unsigned width = blockDim.x / 2; width > 0; width /= 2) {
-      if (threadIdx.x < width) partial[threadIdx.x] += partial[threadIdx.x + width];
-      __syncthreads();
-    }
-    if (threadIdx.x == 0) sums[j] = partial[0];
-    __syncthreads();  // partial[0] is read before the next column overwrites the array
-  }
-}
-
 // *out = sum of x [n] in double (a single block, fixed tree).
 __global__ void sum_kernel(const double* x, std::int64_t n, double* out) {
   __shared__ double partial[kThreadsPerBlock];
@@ -191,29 +67,6 @@ __global__ void sum_kernel(const double* x, std::int64_t n, double* out) {
     __syncthreads();
   }
   if (threadIdx.x == 0) *out = partial[0];
-}
-
-// Per row of logits [rows, classes]: probs = softmax (every row). With labels: row_loss[r]
-// = logsumexp - z[label] (double) and dlogits = (probs - onehot) * scale, as
-// cnn_cpu::softmax_cross_entropy. Labels were checked on the host. exp() is evaluated twice
-// per logit instead of kept: no per-thread array whose size would depend on `classes`.
-__global__ void softmax_cross_entropy_kernel(const float* logits, const std::int32_t* labels, std::int64_t rows,
-                                             int classes, float scale, float* probs, double* row_loss,
-                                             float* dlogits) {
-  for (std::int64_t r = grid_start(); r < rows; r += grid_stride()) {
-    const float* z = logits + r * classes;
-    float zmax = z[0];
-    for (int j = 1; j < classes; ++j) zmax = fmaxf(zmax, z[j]);
-    float total = 0.0f;
-    for (int j = 0; j < classes; ++j) total += expf(z[j] - zmax);
-    const float inv_total = 1.0f / total;
-    for (int j = 0; j < classes; ++j) probs[r * classes + j] = expf(z[j] - zmax) * inv_total;
-    if (labels == nullptr) continue;
-    const std::int32_t label = labels[r];
-    row_loss[r] = static_cast<double>(logf(total) - (z[label] - zmax));
-    for (int j = 0; j < classes; ++j) dlogits[r * classes + j] = probs[r * classes + j] * scale;
-    dlogits[r * classes + label] -= scale;
-  }
 }
 
 // optax.sgd with momentum, rounded step by step as optim::sgd_momentum_step (the host
@@ -254,17 +107,19 @@ class CudaCnnMember final : public CnnMember {
         labels_host_(rows(1), "CNN label staging"),
         probs_host_(rows(layout_->classes()), "CNN probability staging"),
         loss_host_(1, "CNN loss staging") {
-    for (const auto& c : layout_->convs()) {
-      col_.emplace_back(rows(c.pixels() * c.patch()), "CNN conv im2col (and its gradient)");
-      act_.emplace_back(rows(c.output_size()), "CNN conv activations");
-      pool_.emplace_back(rows(c.pooled_size()), "CNN pooled activations");
-      dact_.emplace_back(train_rows(c.output_size()), "CNN conv gradient");
-      dpool_.emplace_back(train_rows(c.pooled_size()), "CNN pooled gradient");
+    const auto& nodes = layout_->nodes();
+    for (std::size_t i = 0; i + 1 < nodes.size(); ++i) {
+      Stage st{&nodes[i], cuda::make_cuda_op(nodes[i].spec, nodes[i].shape, {rows_per_pass_, i == 0}),
+               cuda::DeviceBuffer<float>(rows(nodes[i].shape.out.size()), "CNN activations"),
+               cuda::DeviceBuffer<float>(train_rows(nodes[i].shape.out.size()), "CNN activation gradients"),
+               {}, {}};
+      for (std::size_t t : nodes[i].params) {
+        st.params.push_back(params_.data() + layout_->tensors()[t].offset);
+        st.grads.push_back(grad_.data() + layout_->tensors()[t].offset);
+      }
+      stages_.push_back(std::move(st));
     }
-    for (const auto& d : layout_->denses()) {
-      out_.emplace_back(rows(d.out_features), "CNN dense outputs");
-      dout_.emplace_back(train_rows(d.out_features), "CNN dense gradients");
-    }
+    loss_ = cuda::make_cuda_loss(nodes.back().spec, nodes.back().shape);
     // Zero state until set_state: a member is never used uninitialised by accident. The
     // gradient's gaps between tensors (cnn_params.hpp) are never written: zero them once.
     params_.zero(stream_.get());
@@ -369,12 +224,7 @@ class CudaCnnMember final : public CnnMember {
     return static_cast<std::size_t>(max_train_batch_) * static_cast<std::size_t>(per_row);
   }
 
-  float* param(std::size_t tensor) { return params_.data() + layout_->tensors()[tensor].offset; }
-  float* grad(std::size_t tensor) { return grad_.data() + layout_->tensors()[tensor].offset; }
-
-  void gemm(const RowMajorGemm& g, const float* A, const float* B, float* C, const char* what) {
-    cuda::sgemm_row_major(cublas_.get(), g, 1.0f, A, B, 0.0f, C, what);
-  }
+  cuda::CudaContext context() { return {stream_.get(), cublas_.get()}; }
 
   // Rows [first, first + n) of the batch are in x_ (or queued there on the stream): the
   // forward pass, the softmax, and the probabilities back into probs_out (when not null).
@@ -402,98 +252,48 @@ class CudaCnnMember final : public CnnMember {
     }
   }
 
-  // x_ [n, H, W, C] -> out_.back() (logits) [n, classes], keeping every activation for the
-  // backward pass.
+  // x_ [n, H, W, C] -> the last stage's output (logits) [n, classes], keeping every
+  // activation for the backward pass.
   void forward_pass(int n) {
-    const cudaStream_t s = stream_.get();
     const float* in = x_.data();
-    for (std::size_t l = 0; l < layout_->convs().size(); ++l) {
-      const auto& c = layout_->convs()[l];
-      const std::int64_t pix = n * c.pixels();
-      im2col3x3_kernel<<<blocks_for(pix * c.patch()), kThreadsPerBlock, 0, s>>>(in, n, c.height, c.width,
-                                                                              c.in_channels, col_[l].data());
-      SPMD_CHECK_CUDA_LAUNCH("CNN conv im2col kernel");
-      gemm({false, false, pix, c.out_channels, c.patch(), c.patch(), c.out_channels, c.out_channels}, col_[l].data(),
-           param(c.kernel), act_[l].data(), "CNN conv forward GEMM");
-      bias(act_[l].data(), pix, c.out_channels, param(c.bias), true);
-      avg_pool2x2_kernel<<<blocks_for(n * c.pooled_size()), kThreadsPerBlock, 0, s>>>(
-          act_[l].data(), n, c.height, c.width, c.out_channels, pool_[l].data());
-      SPMD_CHECK_CUDA_LAUNCH("CNN pool kernel");
-      in = pool_[l].data();
+    for (auto& st : stages_) {
+      cuda::CudaIo io{n, in, st.out.data()};
+      io.params = st.params.data();
+      st.op->forward(context(), io);
+      in = st.out.data();
     }
-    for (std::size_t j = 0; j < layout_->denses().size(); ++j) {
-      const auto& d = layout_->denses()[j];
-      gemm({false, false, n, d.out_features, d.in_features, d.in_features, d.out_features, d.out_features}, in,
-           param(d.kernel), out_[j].data(), "CNN dense forward GEMM");
-      bias(out_[j].data(), n, d.out_features, param(d.bias), d.relu);
-      in = out_[j].data();
-    }
-  }
-
-  void bias(float* x, std::int64_t num_rows, int cols, const float* b, bool relu) {
-    add_bias_kernel<<<blocks_for(num_rows * cols), kThreadsPerBlock, 0, stream_.get()>>>(x, num_rows, cols, b, relu);
-    SPMD_CHECK_CUDA_LAUNCH("CNN bias kernel");
   }
 
   // probs_ from the logits; with_labels: also row_loss_ and the logits' gradient (scaled by
-  // grad_scale) into dout_.back().
+  // grad_scale) into the last stage's d_out.
   void softmax(int n, bool with_labels, float grad_scale) {
-    softmax_cross_entropy_kernel<<<blocks_for(n), kThreadsPerBlock, 0, stream_.get()>>>(
-        out_.back().data(), with_labels ? labels_.data() : nullptr, n, layout_->classes(), grad_scale, probs_.data(),
-        with_labels ? row_loss_.data() : nullptr, with_labels ? dout_.back().data() : nullptr);
-    SPMD_CHECK_CUDA_LAUNCH("CNN softmax cross-entropy kernel");
-  }
-
-  void column_sums(const float* x, std::int64_t num_rows, int cols, float* sums) {
-    column_sums_kernel<<<static_cast<unsigned>(cols), kThreadsPerBlock, 0, stream_.get()>>>(x, num_rows, cols, sums);
-    SPMD_CHECK_CUDA_LAUNCH("CNN bias gradient kernel");
+    loss_->loss(context(), stages_.back().out.data(), with_labels ? labels_.data() : nullptr, n, grad_scale,
+                probs_.data(), with_labels ? row_loss_.data() : nullptr,
+                with_labels ? stages_.back().d_out.data() : nullptr);
   }
 
   // The whole gradient into grad_ (every tensor overwritten), from the logits' gradient and
-  // the activations of forward_pass(n) on the same batch.
+  // the activations of forward_pass(n) on the same batch: the ops from the last, each
+  // writing its input's gradient into the d_out of the op before (the images need none).
   void backward_pass(int n) {
-    const cudaStream_t s = stream_.get();
-    const auto& convs = layout_->convs();
-    const auto& denses = layout_->denses();
-    // Dense layers from the classifier back: dW = x^T dz, db = column sums, dx = dz W^T,
-    // masked by the ReLU of x for a hidden layer's input.
-    for (std::size_t j = denses.size(); j-- > 0;) {
-      const auto& d = denses[j];
-      const float* x = j > 0 ? out_[j - 1].data() : pool_.back().data();
-      const float* dz = dout_[j].data();
-      float* dx = j > 0 ? dout_[j - 1].data() : dpool_.back().data();
-      gemm({true, false, d.in_features, d.out_features, n, d.in_features, d.out_features, d.out_features}, x, dz,
-           grad(d.kernel), "CNN dense weight gradient GEMM");
-      column_sums(dz, n, d.out_features, grad(d.bias));
-      gemm({false, true, n, d.in_features, d.out_features, d.out_features, d.out_features, d.in_features}, dz,
-           param(d.kernel), dx, "CNN dense input gradient GEMM");
-      if (j > 0) {
-        const std::int64_t count = static_cast<std::int64_t>(n) * d.in_features;
-        relu_mask_kernel<<<blocks_for(count), kThreadsPerBlock, 0, s>>>(dx, out_[j - 1].data(), count);
-        SPMD_CHECK_CUDA_LAUNCH("CNN dense ReLU mask kernel");
-      }
-    }
-    // Conv layers from the last: pool + ReLU backward, then dW = col^T da, db = column
-    // sums, and for all but the first layer dcol = da W^T (into col_, whose forward contents
-    // the weight GEMM has consumed: same stream) and d_in = col2im(dcol). The images need
-    // no gradient.
-    for (std::size_t l = convs.size(); l-- > 0;) {
-      const auto& c = convs[l];
-      const std::int64_t pix = n * c.pixels();
-      avg_pool2x2_relu_backward_kernel<<<blocks_for(pix * c.out_channels), kThreadsPerBlock, 0, s>>>(
-          act_[l].data(), dpool_[l].data(), n, c.height, c.width, c.out_channels, dact_[l].data());
-      SPMD_CHECK_CUDA_LAUNCH("CNN pool backward kernel");
-      column_sums(dact_[l].data(), pix, c.out_channels, grad(c.bias));
-      gemm({true, false, c.patch(), c.out_channels, pix, c.patch(), c.out_channels, c.out_channels}, col_[l].data(),
-           dact_[l].data(), grad(c.kernel), "CNN conv weight gradient GEMM");
-      if (l == 0) continue;
-      gemm({false, true, pix, c.patch(), c.out_channels, c.out_channels, c.out_channels, c.patch()}, dact_[l].data(),
-           param(c.kernel), col_[l].data(), "CNN conv input gradient GEMM");
-      col2im3x3_kernel<<<blocks_for(pix * c.in_channels), kThreadsPerBlock, 0, s>>>(
-          col_[l].data(), n, c.height, c.width, c.in_channels, dpool_[l - 1].data());
-      SPMD_CHECK_CUDA_LAUNCH("CNN conv col2im kernel");
+    for (std::size_t i = stages_.size(); i-- > 0;) {
+      Stage& st = stages_[i];
+      cuda::CudaIo io{n, i > 0 ? stages_[i - 1].out.data() : x_.data(), st.out.data(), st.d_out.data(),
+                      i > 0 ? stages_[i - 1].d_out.data() : nullptr, st.params.data(), st.grads.data(),
+                      i > 0 && stages_[i - 1].op->output_relu()};
+      st.op->backward(context(), io);
     }
   }
+
+  // One op of the model: its activations [rows_per_pass, out] and their gradient
+  // [max_train_batch, out] (post-ReLU output; the gradient w.r.t. the pre-activation).
+  struct Stage {
+    const CnnNode* node;
+    std::unique_ptr<cuda::CudaOp> op;
+    cuda::DeviceBuffer<float> out, d_out;
+    std::vector<const float*> params;
+    std::vector<float*> grads;
+  };
 
   int ordinal_;
   std::shared_ptr<const CnnLayout> layout_;
@@ -507,16 +307,11 @@ class CudaCnnMember final : public CnnMember {
   // Forward, [rows_per_pass, ...] each; per conv layer l and dense layer j.
   cuda::DeviceBuffer<float> x_;                // [., H, W, C]
   cuda::DeviceBuffer<std::int32_t> labels_;    // [.]
-  std::vector<cuda::DeviceBuffer<float>> col_;   // [. * h * w, 9 * in]; the input gradient's im2col in backward
-  std::vector<cuda::DeviceBuffer<float>> act_;   // [., h, w, out] post-ReLU
-  std::vector<cuda::DeviceBuffer<float>> pool_;  // [., h/2, w/2, out]; the last: the flattened features
-  std::vector<cuda::DeviceBuffer<float>> out_;   // [., out] (post-ReLU for hidden layers); the last: logits
+  std::vector<Stage> stages_;                // the model's ops (CnnLayout::nodes()), the loss excepted
+  std::unique_ptr<cuda::CudaLossOp> loss_;
   cuda::DeviceBuffer<float> probs_;            // [., classes]
   cuda::DeviceBuffer<double> row_loss_;        // [.]
   cuda::DeviceBuffer<double> loss_sum_;        // [1]
-  // Backward, [max_train_batch, ...] each: gradients w.r.t. act_ (pre-ReLU), pool_, and each
-  // dense layer's pre-activation output (the last: the logits).
-  std::vector<cuda::DeviceBuffer<float>> dact_, dpool_, dout_;
   // Host staging (page-locked) of a pass's inputs and outputs.
   cuda::PinnedBuffer<float> images_host_;
   cuda::PinnedBuffer<std::int32_t> labels_host_;

@@ -1,0 +1,97 @@
+// conv2d on the GPU: im2col + one GEMM over the whole batch (col [rows*h*w, 9*in] times the
+// HWIO kernel viewed as [9*in, out], exactly the parameter layout), bias and ReLU after.
+// Backward: dW = col^T dout, db = column sums, din = col2im(dout W^T) (a gather: no atomics);
+// the forward's col buffer is reused for the input gradient's columns.
+#include "cuda_op.hpp"
+#include "spmd/backends/cuda/device_buffer.hpp"
+
+namespace spmd::backends::cuda {
+namespace {
+
+// in [n, h, w, c] (no border) -> col [n*h*w, 9*c], col[(b*h + y)*w + x][(dy*3 + dx)*c + ch] =
+// in[b, y+dy-1, x+dx-1, ch], 0 outside the image.
+__global__ void im2col3x3_kernel(const float* in, std::int64_t n, int h, int w, int c, float* col) {
+  const std::int64_t total = n * h * w * 9 * c;
+  for (std::int64_t i = grid_start(); i < total; i += grid_stride()) {
+    const int ch = static_cast<int>(i % c);
+    const std::int64_t t = i / c;
+    const int tap = static_cast<int>(t % 9);
+    const std::int64_t pixel = t / 9;
+    const int x = static_cast<int>(pixel % w);
+    const std::int64_t q = pixel / w;
+    const int y = static_cast<int>(q % h);
+    const std::int64_t b = q / h;
+    const int yy = y + tap / 3 - 1, xx = x + tap % 3 - 1;
+    col[i] = (yy >= 0 && yy < h && xx >= 0 && xx < w) ? in[((b * h + yy) * w + xx) * c + ch] : 0.0f;
+  }
+}
+
+// The adjoint of im2col3x3_kernel as a gather: d_in[b, yy, xx, ch] = sum over taps (dy, dx)
+// whose output pixel (yy-dy+1, xx-dx+1) is inside the image of dcol[that pixel][(dy*3 + dx)*c + ch].
+__global__ void col2im3x3_kernel(const float* dcol, std::int64_t n, int h, int w, int c, float* d_in) {
+  const std::int64_t total = n * h * w * c;
+  for (std::int64_t i = grid_start(); i < total; i += grid_stride()) {
+    const int ch = static_cast<int>(i % c);
+    const std::int64_t pixel = i / c;
+    const int xx = static_cast<int>(pixel % w);
+    const std::int64_t q = pixel / w;
+    const int yy = static_cast<int>(q % h);
+    const std::int64_t b = q / h;
+    float s = 0.0f;
+    for (int dy = 0; dy < 3; ++dy) {
+      const int y = yy - dy + 1;
+      if (y < 0 || y >= h) continue;
+      for (int dx = 0; dx < 3; ++dx) {
+        const int x = xx - dx + 1;
+        if (x < 0 || x >= w) continue;
+        s += dcol[((b * h + y) * w + x) * 9 * c + (dy * 3 + dx) * c + ch];
+      }
+    }
+    d_in[i] = s;
+  }
+}
+
+class CudaConv2d final : public CudaOp {
+ public:
+  CudaConv2d(const ops::OpSpec& spec, const ops::OpShape& shape, const CudaOpLimits& limits)
+      : in_(shape.in), out_c_(shape.out.c), relu_(spec.attr("relu") != 0),
+        col_(static_cast<std::size_t>(limits.max_rows * in_.h * in_.w * 9 * in_.c), "CNN conv im2col (and its gradient)") {}
+  bool output_relu() const override { return relu_; }
+
+  void forward(const CudaContext& ctx, const CudaIo& io) override {
+    const std::int64_t pix = io.rows * in_.h * in_.w;
+    im2col3x3_kernel<<<blocks_for(pix * patch()), kThreadsPerBlock, 0, ctx.stream>>>(io.in, io.rows, in_.h, in_.w,
+                                                                                   in_.c, col_.data());
+    SPMD_CHECK_CUDA_LAUNCH("CNN conv im2col kernel");
+    sgemm_row_major(ctx.cublas, {false, false, pix, out_c_, patch(), patch(), out_c_, out_c_}, 1.0f, col_.data(),
+                    io.params[0], 0.0f, io.out, "CNN conv forward GEMM");
+    add_bias(ctx, io.out, pix, out_c_, io.params[1], relu_);
+  }
+
+  // Expects the forward pass's col_ of the same rows (same stream).
+  void backward(const CudaContext& ctx, const CudaIo& io) override {
+    const std::int64_t pix = io.rows * in_.h * in_.w;
+    column_sums(ctx, io.dout, pix, out_c_, io.grads[1]);
+    sgemm_row_major(ctx.cublas, {true, false, patch(), out_c_, pix, patch(), out_c_, out_c_}, 1.0f, col_.data(),
+                    io.dout, 0.0f, io.grads[0], "CNN conv weight gradient GEMM");
+    if (io.din == nullptr) return;
+    sgemm_row_major(ctx.cublas, {false, true, pix, patch(), out_c_, out_c_, out_c_, patch()}, 1.0f, io.dout,
+                    io.params[0], 0.0f, col_.data(), "CNN conv input gradient GEMM");
+    col2im3x3_kernel<<<blocks_for(pix * in_.c), kThreadsPerBlock, 0, ctx.stream>>>(col_.data(), io.rows, in_.h, in_.w,
+                                                                                  in_.c, io.din);
+    SPMD_CHECK_CUDA_LAUNCH("CNN conv col2im kernel");
+  }
+
+ private:
+  int patch() const { return 9 * in_.c; }
+  ops::Shape in_;
+  int out_c_;
+  bool relu_;
+  DeviceBuffer<float> col_;  // [rows * h * w, 9 * in]; the input gradient's columns in backward
+};
+
+}  // namespace
+
+SPMD_REGISTER_CUDA_OP("conv2d", CudaConv2d);
+
+}  // namespace spmd::backends::cuda
