@@ -2,6 +2,8 @@
 
 #include "spmd/models/cnn_classifier.hpp"
 #include "spmd/models/logreg_classifier.hpp"
+#include "spmd/models/onnx_classifier.hpp"
+#include "spmd/runtime/agree.hpp"
 #include "spmd/runtime/error.hpp"
 #include "spmd/workloads/checkpoint.hpp"
 #include "spmd/workloads/logreg_weights.hpp"
@@ -34,6 +36,16 @@ const std::vector<EvalModel>& eval_models() {
        .load = [](const runtime::Context& ctx, const std::string& weights, int) {
          auto checkpoint = read_checkpoint_params(ctx, weights);
          return models::make_cnn_classifier(checkpoint.config, std::move(checkpoint.members), weights);
+       }},
+      {.name = "onnx",
+       .summary = "a classifier exported as ONNX (PyTorch, JAX, Keras, spmd export; CPU)",
+       .weights = "an .onnx file",
+       .images = false,
+       .computes = true,
+       .load = [](const runtime::Context& ctx, const std::string& weights, int) {
+         std::unique_ptr<models::Classifier> model;  // every rank reads the file; a failure anywhere ends all
+         runtime::agree_on(ctx.comm(), [&] { model = models::make_onnx_classifier(weights); });
+         return model;
        }},
   };
   return table;

@@ -17,13 +17,10 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 ORT="$ROOT/tools/onnx/node_modules/onnxruntime-node"
 
 make_inputs() {
-  $PY - "$DATA/fashion/test.h5" "$WORK" <<'PYEOF'
+  fashion_subset 1003 "$SUB"  # with its class_names, which the exports state
+  $PY - "$WORK" <<'PYEOF'
 import sys, h5py, numpy as np
-src, work = sys.argv[1], sys.argv[2]
-with h5py.File(src) as f, h5py.File(work + "/sub.h5", "w") as g:
-    g["images"] = f["images"][:1003]
-    g["labels"] = f["labels"][:1003]
-    g.attrs.update(f.attrs)  # class_names, which the exports state
+work = sys.argv[1]
 rng = np.random.default_rng(3)
 with h5py.File(work + "/wb.h5", "w") as g:  # as any tool would write logreg weights
     g["W"] = (rng.standard_normal((784, 10)) * 0.05).astype(np.float32)

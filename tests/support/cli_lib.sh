@@ -64,3 +64,16 @@ finish() {
   echo "$((checks - failures)) passed, $failures failed"
   [ $failures -eq 0 ]
 }
+
+# fashion_subset ROWS OUT: the first ROWS images and labels of the Fashion-MNIST test set,
+# with its attributes (class_names), as an HDF5 file at OUT.
+fashion_subset() {
+  /usr/bin/python3 - "$DATA/fashion/test.h5" "$1" "$2" <<'PYEOF'
+import sys, h5py
+src, rows, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+with h5py.File(src) as f, h5py.File(out, "w") as g:
+    g["images"] = f["images"][:rows]
+    g["labels"] = f["labels"][:rows]
+    g.attrs.update(f.attrs)
+PYEOF
+}

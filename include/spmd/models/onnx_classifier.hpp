@@ -1,0 +1,25 @@
+#pragma once
+// A user's ONNX classifier as spmd eval runs it (onnx_graph.hpp): one float input [batch, ...]
+// whose batch dimension is the only dynamic one, the first output [batch, C] (or
+// [batch, C, 1, 1]). The stored features meet the input as stored when their trailing shape
+// is the model's, or transposed from NHWC to NCHW (images as stored, a PyTorch model);
+// anything else is refused with both shapes. A graph ending in Softmax gives probabilities,
+// in LogSoftmax log-probabilities, otherwise logits (made probabilities by a softmax);
+// OnnxOutput overrides what the file says.
+#include <memory>
+#include <string>
+
+#include "spmd/models/classifier.hpp"
+
+namespace spmd::models {
+
+enum class OnnxOutput { Auto, Logits, Probabilities, LogProbabilities };
+OnnxOutput parse_onnx_output(const std::string& text);  // auto|logits|probabilities|log-probabilities
+const char* to_string(OnnxOutput output);
+
+// Loads and checks the model (OnnxGraph::load, then a trial run of 1 and 2 rows that must
+// give [rows, C] with C >= 2). Throws spmd::Error naming the file, the input and the
+// dimension that is not static, or the output's shape.
+std::unique_ptr<Classifier> make_onnx_classifier(const std::string& path, OnnxOutput output = OnnxOutput::Auto);
+
+}  // namespace spmd::models

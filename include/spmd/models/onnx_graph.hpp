@@ -1,0 +1,81 @@
+#pragma once
+// An ONNX model read with Debian's ONNX library (its protobuf types and checker) and run on
+// the CPU by the op library's graph ops (ops/graph_op.hpp). Loading keeps the initializers
+// and Constant nodes as constant tensors and folds every node whose inputs are all constant
+// (weights transposed by the graph, shape arithmetic on constants); what depends on the input
+// (even only on its batch size, like Shape) runs every call, on small int64 tensors.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "spmd/ops/graph_op.hpp"
+
+namespace spmd::models {
+
+// A serialized TensorProto file (ONNX's test data: input_0.pb) as a tensor; spmd::Error naming
+// the file when it cannot be read or holds another element type.
+ops::Tensor read_onnx_tensor(const std::string& path);
+
+class OnnxGraph {
+ public:
+  struct Value {  // a graph input or output
+    std::string name;
+    std::vector<std::int64_t> dims;  // -1 where symbolic (or unknown)
+    ops::ElemType type = ops::ElemType::Float32;  // integer inputs (indices) are int64
+  };
+
+  // Parses and checks the file. Throws spmd::Error naming the file for a file that is not an
+  // ONNX model, one the checker refuses, an input neither float nor integer, or ops the library
+  // lacks (all of them named, with their counts, and the ops there are).
+  static std::shared_ptr<const OnnxGraph> load(const std::string& path);
+
+  const std::string& path() const { return path_; }
+  const std::vector<Value>& inputs() const { return inputs_; }
+  const std::vector<Value>& outputs() const { return outputs_; }
+  int opset() const { return opset_; }
+  // What output k holds by the ops that make it: "Softmax" when it is probabilities (a Softmax,
+  // or a Mean of them, through Identity / Reshape / Flatten / Squeeze / Dropout), "LogSoftmax"
+  // for log-probabilities, else the op that produces it ("" for a constant).
+  std::string output_kind(std::size_t k) const;
+  std::int64_t parameter_floats() const { return parameter_floats_; }
+  std::size_t node_count() const { return nodes_.size(); }
+
+ private:
+  friend class OnnxRunner;
+  std::string path_;
+  int opset_ = 0;
+  std::vector<Value> inputs_, outputs_;
+  std::vector<int> input_index_, output_index_;  // into the tensor table
+  std::vector<ops::GraphNode> nodes_;            // in execution order, constants folded away
+  std::vector<ops::GraphOpFn> fns_;
+  std::vector<ops::Tensor> constants_;           // the table's first entries; the rest are per run
+  std::size_t tensor_count_ = 0;
+  std::int64_t parameter_floats_ = 0;
+};
+
+// Runs a graph; owns the tensors of one run (reused from call to call: no allocation once the
+// largest batch has been seen). Not thread safe: one per device.
+class OnnxRunner {
+ public:
+  explicit OnnxRunner(std::shared_ptr<const OnnxGraph> graph);
+  // The input tensors to fill (one per graph input), then run(); outputs() after it.
+  ops::Tensor& input(std::size_t k) { return tensors_[static_cast<std::size_t>(graph_->input_index_.at(k))]; }
+  void run();
+  const ops::Tensor& output(std::size_t k) const {
+    return k_output(static_cast<std::size_t>(graph_->output_index_.at(k)));
+  }
+  const OnnxGraph& graph() const { return *graph_; }
+
+ private:
+  const ops::Tensor& k_output(std::size_t t) const {
+    return t < graph_->constants_.size() ? graph_->constants_[t] : tensors_[t];
+  }
+  std::shared_ptr<const OnnxGraph> graph_;
+  std::vector<ops::Tensor> tensors_;  // the run's tensors (constants live in the graph)
+  std::vector<const ops::Tensor*> in_;
+  std::vector<ops::Tensor*> out_;
+};
+
+}  // namespace spmd::models

@@ -1,0 +1,93 @@
+#pragma once
+// Graph ops: the op library's inference ops over N-d tensors, looked up by their ONNX names
+// ("Conv", "Gemm", "Relu", ...) and run by a graph executor (models/onnx_model.hpp). Each op
+// kind lives in a file of src/ops/graph_*.cpp with its one SPMD_REGISTER_GRAPH_OP line.
+//
+// Row independence: axis 0 is the batch. Every op computes an output row from its input row
+// alone, in an order that does not depend on how many rows the call has, so a row's result is
+// the same bits whichever rows share its batch (what eval promises on every layout). Ops that
+// mix rows (a Transpose or Concat over axis 0, a reduction over it) compute correctly but
+// break that promise; the loader refuses them in models evaluated with a batch.
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace spmd::ops {
+
+enum class ElemType { Float32, Int64 };
+
+// A dense row-major tensor. Its buffers keep their capacity when resized, so an executor that
+// reuses its tensors allocates only on the first call.
+struct Tensor {
+  ElemType type = ElemType::Float32;
+  std::vector<std::int64_t> shape;
+  std::vector<float> f;         // Float32 data
+  std::vector<std::int64_t> i;  // Int64 data (shapes, indices)
+
+  std::int64_t size() const;
+  // Sets the shape and type and sizes the data (values unspecified).
+  void reset(ElemType t, std::vector<std::int64_t> dims);
+  // The values as int64 (Int64 as is, Float32 converted): for shape inputs.
+  std::vector<std::int64_t> as_ints() const;
+};
+
+std::string to_string(const std::vector<std::int64_t>& shape);  // "[1, 28, 28]"
+
+// A node's attributes (ONNX AttributeProto, read once at load).
+struct Attrs {
+  std::map<std::string, std::int64_t> ints;
+  std::map<std::string, float> floats;
+  std::map<std::string, std::vector<std::int64_t>> int_lists;
+  std::map<std::string, std::string> strings;
+  std::map<std::string, Tensor> tensors;
+
+  std::int64_t i(const std::string& name, std::int64_t fallback) const;
+  float f(const std::string& name, float fallback) const;
+  std::vector<std::int64_t> ints_or(const std::string& name, std::vector<std::int64_t> fallback) const;
+  std::string s(const std::string& name, const std::string& fallback) const;
+};
+
+struct GraphNode {
+  std::string op;    // ONNX op_type
+  std::string name;  // for messages: the node's name, or its first output's
+  int opset = 13;    // of the default domain, for ops whose rules changed between opsets
+  Attrs attrs;
+  std::vector<int> inputs;   // tensor indices; -1 for an omitted optional input
+  std::vector<int> outputs;  // tensor indices
+};
+
+// One call: the node's input tensors (nullptr where omitted) and its outputs to fill.
+struct OpCall {
+  const GraphNode& node;
+  std::span<const Tensor* const> in;
+  std::span<Tensor* const> out;
+
+  // Input k, or spmd::Error naming the node when it is absent.
+  const Tensor& input(std::size_t k) const;
+  bool has_input(std::size_t k) const { return k < in.size() && in[k] != nullptr; }
+  // spmd::Error "ONNX node NAME (OP): what".
+  [[noreturn]] void fail(const std::string& what) const;
+  // An axis attribute in [-rank, rank) as an index, or fail().
+  std::size_t axis(std::int64_t value, std::size_t rank) const;
+};
+
+using GraphOpFn = void (*)(const OpCall& call);
+
+// The op of an ONNX op_type, or nullptr when none is registered.
+GraphOpFn find_graph_op(const std::string& op);
+std::vector<std::string> graph_op_names();
+
+namespace detail {
+bool register_graph_op(const char* op, GraphOpFn fn);
+}  // namespace detail
+
+}  // namespace spmd::ops
+
+#define SPMD_GRAPH_CONCAT2(a, b) a##b
+#define SPMD_GRAPH_CONCAT(a, b) SPMD_GRAPH_CONCAT2(a, b)
+// At namespace scope in the op's file: registered when the library loads.
+#define SPMD_REGISTER_GRAPH_OP(op, fn)                                     \
+  [[maybe_unused]] static const bool SPMD_GRAPH_CONCAT(spmd_graph_op_, __LINE__) = \
+      ::spmd::ops::detail::register_graph_op(op, fn)

@@ -1,0 +1,280 @@
+#include "spmd/models/onnx_graph.hpp"
+
+#include <onnx/checker.h>
+#include <onnx/onnx_pb.h>
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "spmd/runtime/error.hpp"
+
+namespace spmd::models {
+
+namespace {
+
+using ops::ElemType;
+using ops::Tensor;
+
+template <class T>
+std::vector<T> raw_values(const std::string& raw) {
+  std::vector<T> v(raw.size() / sizeof(T));
+  std::memcpy(v.data(), raw.data(), v.size() * sizeof(T));
+  return v;
+}
+
+// A TensorProto as a float32 or int64 tensor (the two types the graph ops compute in).
+Tensor tensor_from(const onnx::TensorProto& t, const std::string& what) {
+  if (t.data_location() == onnx::TensorProto::EXTERNAL)
+    throw Error(what + ": tensor '" + t.name() + "' keeps its data in an external file, which is not supported");
+  Tensor out;
+  const std::vector<std::int64_t> dims(t.dims().begin(), t.dims().end());
+  const bool raw = t.has_raw_data();
+  const auto ints = [&](auto values) {
+    out.reset(ElemType::Int64, dims);
+    for (std::size_t k = 0; k < out.i.size() && k < values.size(); ++k) out.i[k] = static_cast<std::int64_t>(values[k]);
+  };
+  switch (t.data_type()) {
+    case onnx::TensorProto::FLOAT: {
+      out.reset(ElemType::Float32, dims);
+      const auto v = raw ? raw_values<float>(t.raw_data()) : std::vector<float>(t.float_data().begin(), t.float_data().end());
+      std::copy_n(v.begin(), std::min(v.size(), out.f.size()), out.f.begin());
+      break;
+    }
+    case onnx::TensorProto::DOUBLE: {
+      out.reset(ElemType::Float32, dims);
+      const auto v = raw ? raw_values<double>(t.raw_data()) : std::vector<double>(t.double_data().begin(), t.double_data().end());
+      for (std::size_t k = 0; k < out.f.size() && k < v.size(); ++k) out.f[k] = static_cast<float>(v[k]);
+      break;
+    }
+    case onnx::TensorProto::INT64:
+      ints(raw ? raw_values<std::int64_t>(t.raw_data()) : std::vector<std::int64_t>(t.int64_data().begin(), t.int64_data().end()));
+      break;
+    case onnx::TensorProto::INT32:
+      ints(raw ? raw_values<std::int32_t>(t.raw_data()) : std::vector<std::int32_t>(t.int32_data().begin(), t.int32_data().end()));
+      break;
+    case onnx::TensorProto::INT8: case onnx::TensorProto::UINT8: case onnx::TensorProto::BOOL:
+      if (raw) ints(raw_values<std::uint8_t>(t.raw_data()));
+      else ints(std::vector<std::int32_t>(t.int32_data().begin(), t.int32_data().end()));
+      break;
+    default:
+      throw Error(what + ": tensor '" + t.name() + "' has element type " + std::to_string(t.data_type()) +
+                  " (float, double and integer tensors are supported)");
+  }
+  if (out.size() != static_cast<std::int64_t>(out.type == ElemType::Float32 ? out.f.size() : out.i.size()))
+    throw Error(what + ": tensor '" + t.name() + "' holds fewer values than its shape " + ops::to_string(dims));
+  return out;
+}
+
+ops::Attrs attrs_from(const onnx::NodeProto& n, const std::string& what) {
+  ops::Attrs a;
+  for (const auto& at : n.attribute()) {
+    switch (at.type()) {
+      case onnx::AttributeProto::INT: a.ints[at.name()] = at.i(); break;
+      case onnx::AttributeProto::FLOAT: a.floats[at.name()] = at.f(); break;
+      case onnx::AttributeProto::STRING: a.strings[at.name()] = at.s(); break;
+      case onnx::AttributeProto::INTS: a.int_lists[at.name()] = {at.ints().begin(), at.ints().end()}; break;
+      case onnx::AttributeProto::FLOATS:  // Constant's value_floats: kept as a tensor
+        a.tensors[at.name()].reset(ElemType::Float32, {at.floats_size()});
+        std::copy(at.floats().begin(), at.floats().end(), a.tensors[at.name()].f.begin());
+        break;
+      case onnx::AttributeProto::TENSOR: a.tensors[at.name()] = tensor_from(at.t(), what); break;
+      default: break;  // graphs and the rest: no op of the library reads them
+    }
+  }
+  return a;
+}
+
+// A Constant node's value.
+Tensor constant_value(const ops::Attrs& a, const std::string& what) {
+  if (const auto it = a.tensors.find("value"); it != a.tensors.end()) return it->second;
+  if (const auto it = a.tensors.find("value_floats"); it != a.tensors.end()) return it->second;
+  Tensor t;
+  if (const auto it = a.floats.find("value_float"); it != a.floats.end()) {
+    t.reset(ElemType::Float32, {});
+    t.f[0] = it->second;
+  } else if (const auto it2 = a.ints.find("value_int"); it2 != a.ints.end()) {
+    t.reset(ElemType::Int64, {});
+    t.i[0] = it2->second;
+  } else if (const auto it3 = a.int_lists.find("value_ints"); it3 != a.int_lists.end()) {
+    t.reset(ElemType::Int64, {static_cast<std::int64_t>(it3->second.size())});
+    t.i = it3->second;
+  } else {
+    throw Error(what + ": a Constant node without a value the library reads");
+  }
+  return t;
+}
+
+std::vector<std::int64_t> dims_of(const onnx::ValueInfoProto& v) {
+  std::vector<std::int64_t> dims;
+  for (const auto& d : v.type().tensor_type().shape().dim()) dims.push_back(d.has_dim_value() ? d.dim_value() : -1);
+  return dims;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("cannot read '" + path + "'");
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
+}
+
+// The graph as it is being read: tensor slots by name, constant or computed.
+struct Builder {
+  std::map<std::string, int> slot_of;
+  std::vector<bool> constant;
+  std::vector<Tensor> values;  // constants' values (empty for computed slots)
+  int add(const std::string& name, bool is_constant, Tensor value = {}) {
+    const int k = static_cast<int>(constant.size());
+    constant.push_back(is_constant);
+    values.push_back(std::move(value));
+    if (!name.empty()) slot_of[name] = k;
+    return k;
+  }
+};
+
+}  // namespace
+
+ops::Tensor read_onnx_tensor(const std::string& path) {
+  onnx::TensorProto t;
+  if (!t.ParseFromString(read_file(path))) throw Error("'" + path + "' is not a serialized ONNX tensor");
+  return tensor_from(t, "'" + path + "'");
+}
+
+std::shared_ptr<const OnnxGraph> OnnxGraph::load(const std::string& path) {
+  const std::string what = "ONNX model '" + path + "'";
+  onnx::ModelProto model;
+  if (!model.ParseFromString(read_file(path))) throw Error(what + " is not an ONNX model (its protobuf cannot be parsed)");
+  try {
+    onnx::checker::check_model(model);
+  } catch (const std::exception& e) {
+    throw Error(what + " is refused by the ONNX checker: " + e.what());
+  }
+  auto g = std::make_shared<OnnxGraph>();
+  g->path_ = path;
+  for (const auto& o : model.opset_import())
+    if (o.domain().empty() || o.domain() == "ai.onnx") g->opset_ = static_cast<int>(o.version());
+  const onnx::GraphProto& graph = model.graph();
+  Builder b;
+  for (const auto& init : graph.initializer()) {
+    b.add(init.name(), true, tensor_from(init, what));
+    g->parameter_floats_ += b.values.back().size();
+  }
+  for (const auto& in : graph.input()) {
+    if (b.slot_of.count(in.name())) continue;  // an initializer listed as an input (IR < 4)
+    const int type = in.type().tensor_type().elem_type();
+    const bool integer = type == onnx::TensorProto::INT64 || type == onnx::TensorProto::INT32;
+    if (type != onnx::TensorProto::FLOAT && !integer)
+      throw Error(what + ": input '" + in.name() + "' has element type " + std::to_string(type) +
+                  "; the graph ops take float and integer inputs");
+    g->inputs_.push_back({in.name(), dims_of(in), integer ? ElemType::Int64 : ElemType::Float32});
+    g->input_index_.push_back(b.add(in.name(), false));
+  }
+  std::map<std::string, int> unsupported;
+  for (const auto& n : graph.node()) {
+    ops::GraphNode node{n.op_type(), n.name().empty() ? n.output(0) : n.name(), g->opset_, attrs_from(n, what), {}, {}};
+    const bool known_domain = n.domain().empty() || n.domain() == "ai.onnx";
+    if (known_domain && n.op_type() == "Constant") {
+      b.add(n.output(0), true, constant_value(node.attrs, what + ", node '" + node.name + "'"));
+      continue;
+    }
+    const ops::GraphOpFn fn = known_domain ? ops::find_graph_op(n.op_type()) : nullptr;
+    if (!fn) ++unsupported[known_domain ? n.op_type() : n.domain() + "." + n.op_type()];
+    bool all_constant = true;
+    for (const auto& in : n.input()) {
+      if (in.empty()) {
+        node.inputs.push_back(-1);
+        continue;
+      }
+      const auto it = b.slot_of.find(in);
+      if (it == b.slot_of.end()) throw Error(what + ": node '" + node.name + "' reads '" + in + "', which nothing produces");
+      node.inputs.push_back(it->second);
+      all_constant = all_constant && b.constant[static_cast<std::size_t>(it->second)];
+    }
+    if (!fn) {
+      for (const auto& out : n.output()) b.add(out, false);
+      continue;
+    }
+    if (all_constant && !node.inputs.empty()) {  // folded: run once now
+      std::vector<const Tensor*> in;
+      for (const int k : node.inputs) in.push_back(k < 0 ? nullptr : &b.values[static_cast<std::size_t>(k)]);
+      std::vector<Tensor> outs(static_cast<std::size_t>(n.output_size()));
+      std::vector<Tensor*> out;
+      for (auto& t : outs) out.push_back(&t);
+      fn(ops::OpCall{node, in, out});
+      for (int k = 0; k < n.output_size(); ++k) b.add(n.output(k), true, std::move(outs[static_cast<std::size_t>(k)]));
+      continue;
+    }
+    for (const auto& out : n.output()) node.outputs.push_back(b.add(out, false));
+    g->nodes_.push_back(std::move(node));
+    g->fns_.push_back(fn);
+  }
+  if (!unsupported.empty()) {
+    std::string list, have;
+    for (const auto& [op, count] : unsupported) list += (list.empty() ? "" : ", ") + op + " (" + std::to_string(count) + " node" + (count > 1 ? "s" : "") + ")";
+    for (const auto& op : ops::graph_op_names()) have += (have.empty() ? "" : " ") + op;
+    throw Error(what + " uses ops spmd does not run: " + list + ". Supported: Constant " + have);
+  }
+  for (const auto& out : graph.output()) {
+    const auto it = b.slot_of.find(out.name());
+    if (it == b.slot_of.end()) throw Error(what + ": output '" + out.name() + "' is produced by no node");
+    g->outputs_.push_back({out.name(), dims_of(out)});
+    g->output_index_.push_back(it->second);
+  }
+  // Constants first in the table: a run's tensors are the slots after them.
+  std::vector<int> renumber(b.constant.size());
+  int next = 0;
+  for (std::size_t k = 0; k < b.constant.size(); ++k)
+    if (b.constant[k]) {
+      renumber[k] = next++;
+      g->constants_.push_back(std::move(b.values[k]));
+    }
+  for (std::size_t k = 0; k < b.constant.size(); ++k)
+    if (!b.constant[k]) renumber[k] = next++;
+  for (auto& node : g->nodes_) {
+    for (auto& k : node.inputs) k = k < 0 ? -1 : renumber[static_cast<std::size_t>(k)];
+    for (auto& k : node.outputs) k = renumber[static_cast<std::size_t>(k)];
+  }
+  for (auto& k : g->input_index_) k = renumber[static_cast<std::size_t>(k)];
+  for (auto& k : g->output_index_) k = renumber[static_cast<std::size_t>(k)];
+  g->tensor_count_ = b.constant.size();
+  return g;
+}
+
+std::string OnnxGraph::output_kind(std::size_t k) const {
+  // The node writing each tensor (the last one: an ONNX graph writes a tensor once).
+  std::map<int, const ops::GraphNode*> producer;
+  for (const auto& node : nodes_)
+    for (const int o : node.outputs) producer[o] = &node;
+  const auto kind = [&](const auto& self, int t) -> std::string {
+    const auto it = producer.find(t);
+    if (it == producer.end()) return "";
+    const ops::GraphNode& n = *it->second;
+    static const std::vector<std::string> passes = {"Identity", "Reshape", "Flatten", "Squeeze", "Dropout"};
+    if (std::find(passes.begin(), passes.end(), n.op) != passes.end()) return self(self, n.inputs.at(0));
+    if (n.op == "Mean") {
+      for (const int in : n.inputs)
+        if (in < 0 || self(self, in) != "Softmax") return n.op;
+      return "Softmax";
+    }
+    return n.op;
+  };
+  return kind(kind, output_index_.at(k));
+}
+
+OnnxRunner::OnnxRunner(std::shared_ptr<const OnnxGraph> graph) : graph_(std::move(graph)), tensors_(graph_->tensor_count_) {}
+
+void OnnxRunner::run() {
+  const auto& g = *graph_;
+  for (std::size_t n = 0; n < g.nodes_.size(); ++n) {
+    const ops::GraphNode& node = g.nodes_[n];
+    in_.clear();
+    out_.clear();
+    for (const int k : node.inputs) in_.push_back(k < 0 ? nullptr : &k_output(static_cast<std::size_t>(k)));
+    for (const int k : node.outputs) out_.push_back(&tensors_[static_cast<std::size_t>(k)]);
+    g.fns_[n](ops::OpCall{node, in_, out_});
+  }
+}
+
+}  // namespace spmd::models

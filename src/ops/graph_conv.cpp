@@ -1,0 +1,216 @@
+// Convolution and pooling graph ops over NCHW tensors with two spatial dimensions (1-D ones
+// run as height 1). Every image is computed on its own, in the same order whatever the batch.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "spmd/models/cnn_kernels.hpp"
+#include "spmd/ops/graph_op.hpp"
+
+namespace spmd::ops {
+namespace {
+
+// The spatial geometry of a Conv or pooling node on input [N, C, H, W].
+struct Window {
+  std::int64_t n = 0, c = 0, h = 0, w = 0;  // input
+  std::int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1;
+  std::int64_t top = 0, left = 0, bottom = 0, right = 0;
+  std::int64_t oh = 0, ow = 0;
+};
+
+// Reads shape, kernel_shape, strides, dilations, pads and auto_pad (ONNX's rules); 1-D
+// inputs [N, C, L] are [N, C, 1, L].
+Window window_of(const OpCall& call, const Tensor& x, std::int64_t kh, std::int64_t kw, bool ceil_mode) {
+  const Attrs& a = call.node.attrs;
+  Window g;
+  const bool one_d = x.shape.size() == 3;
+  if (x.shape.size() != 4 && !one_d) call.fail("input " + to_string(x.shape) + " is not [N, C, H, W] or [N, C, L]");
+  g.n = x.shape[0];
+  g.c = x.shape[1];
+  g.h = one_d ? 1 : x.shape[2];
+  g.w = x.shape.back();
+  const auto two = [&](const std::string& name, std::int64_t fallback) {
+    auto v = a.ints_or(name, {});
+    if (v.empty()) return std::vector<std::int64_t>{fallback, fallback};
+    if (one_d && v.size() == 1) return std::vector<std::int64_t>{1, v[0]};
+    if (v.size() != 2) call.fail(name + " must have one value per spatial dimension");
+    return v;
+  };
+  g.kh = kh;
+  g.kw = kw;
+  const auto s = two("strides", 1), d = two("dilations", 1);
+  g.sh = s[0];
+  g.sw = s[1];
+  g.dh = d[0];
+  g.dw = d[1];
+  auto pads = a.ints_or("pads", {});
+  if (one_d && pads.size() == 2) pads = {0, pads[0], 0, pads[1]};
+  if (!pads.empty() && pads.size() != 4) call.fail("pads must have 2 values per spatial dimension");
+  if (!pads.empty()) {
+    g.top = pads[0];
+    g.left = pads[1];
+    g.bottom = pads[2];
+    g.right = pads[3];
+  }
+  const std::string auto_pad = a.s("auto_pad", "NOTSET");
+  const std::int64_t ekh = (kh - 1) * g.dh + 1, ekw = (kw - 1) * g.dw + 1;  // effective kernel
+  if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+    const auto split = [&](std::int64_t in, std::int64_t stride, std::int64_t k, std::int64_t& lo, std::int64_t& hi) {
+      const std::int64_t out = (in + stride - 1) / stride;
+      const std::int64_t total = std::max<std::int64_t>(0, (out - 1) * stride + k - in);
+      lo = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      hi = total - lo;
+    };
+    split(g.h, g.sh, ekh, g.top, g.bottom);
+    split(g.w, g.sw, ekw, g.left, g.right);
+  } else if (auto_pad == "VALID") {
+    g.top = g.left = g.bottom = g.right = 0;
+  } else if (auto_pad != "NOTSET") {
+    call.fail("auto_pad '" + auto_pad + "' is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID");
+  }
+  const auto out = [&](std::int64_t in, std::int64_t lo, std::int64_t hi, std::int64_t k, std::int64_t stride) {
+    const std::int64_t span = in + lo + hi - k;
+    return (ceil_mode ? (span + stride - 1) / stride : span / stride) + 1;
+  };
+  g.oh = out(g.h, g.top, g.bottom, ekh, g.sh);
+  g.ow = out(g.w, g.left, g.right, ekw, g.sw);
+  if (g.oh < 1 || g.ow < 1) call.fail("the window does not fit the input " + to_string(x.shape));
+  return g;
+}
+
+std::vector<std::int64_t> output_shape(const Tensor& x, std::int64_t channels, const Window& g) {
+  if (x.shape.size() == 3) return {g.n, channels, g.ow};
+  return {g.n, channels, g.oh, g.ow};
+}
+
+// Conv: X [N, C, H, W], W [M, C/group, kH, kW], optional B [M]. Per image and group: the
+// im2col matrix [C/group * kH * kW, oH * oW], then one GEMM (the CPU backend's tuned kernel:
+// each output row's reduction in one fixed order).
+void conv(const OpCall& call) {
+  const Tensor& x = call.input(0);
+  const Tensor& wt = call.input(1);
+  if (wt.shape.size() != x.shape.size()) call.fail("weights " + to_string(wt.shape) + " do not match input " + to_string(x.shape));
+  const std::int64_t kh = x.shape.size() == 3 ? 1 : wt.shape[2], kw = wt.shape.back();
+  const Window g = window_of(call, x, kh, kw, false);
+  const std::int64_t group = call.node.attrs.i("group", 1), m = wt.shape[0];
+  if (group < 1 || g.c % group != 0 || m % group != 0 || wt.shape[1] * group != g.c)
+    call.fail("group " + std::to_string(group) + " does not divide input channels " + std::to_string(g.c) +
+              " and weights " + to_string(wt.shape));
+  const std::int64_t cg = g.c / group, mg = m / group, k = cg * kh * kw, pixels = g.oh * g.ow;
+  const float* bias = call.has_input(2) ? call.input(2).f.data() : nullptr;
+  Tensor& y = *call.out[0];
+  y.reset(ElemType::Float32, output_shape(x, m, g));
+  thread_local std::vector<float> col;
+  col.resize(static_cast<std::size_t>(k * pixels));
+  const auto& kernels = models::cnn_cpu::kernels_for(models::cnn_cpu::resolve_isa(models::cnn_cpu::Isa::Auto));
+  for (std::int64_t n = 0; n < g.n; ++n) {
+    for (std::int64_t gi = 0; gi < group; ++gi) {
+      const float* in = x.f.data() + (n * g.c + gi * cg) * g.h * g.w;
+      for (std::int64_t ci = 0; ci < cg; ++ci)
+        for (std::int64_t ky = 0; ky < kh; ++ky)
+          for (std::int64_t kx = 0; kx < kw; ++kx) {
+            float* row = col.data() + ((ci * kh + ky) * kw + kx) * pixels;
+            for (std::int64_t oy = 0; oy < g.oh; ++oy) {
+              const std::int64_t iy = oy * g.sh - g.top + ky * g.dh;
+              for (std::int64_t ox = 0; ox < g.ow; ++ox) {
+                const std::int64_t ix = ox * g.sw - g.left + kx * g.dw;
+                const bool inside = iy >= 0 && iy < g.h && ix >= 0 && ix < g.w;
+                row[oy * g.ow + ox] = inside ? in[(ci * g.h + iy) * g.w + ix] : 0.0f;
+              }
+            }
+          }
+      float* out = y.f.data() + (n * m + gi * mg) * pixels;
+      kernels.gemm(false, static_cast<int>(mg), static_cast<int>(pixels), static_cast<int>(k),
+                   wt.f.data() + gi * mg * k, k, col.data(), pixels, out, pixels, false, {});
+      if (bias)
+        for (std::int64_t o = 0; o < mg; ++o)
+          for (std::int64_t p = 0; p < pixels; ++p) out[o * pixels + p] += bias[gi * mg + o];
+    }
+  }
+}
+
+template <bool kMax>
+void pool(const OpCall& call) {
+  const Tensor& x = call.input(0);
+  if (call.out.size() > 1) call.fail("the Indices output (argmax positions) is not supported");
+  const auto kernel = call.node.attrs.ints_or("kernel_shape", {});
+  if (kernel.empty() || kernel.size() > 2) call.fail("kernel_shape must have 1 or 2 values");
+  const std::int64_t kh = kernel.size() == 2 ? kernel[0] : 1, kw = kernel.back();
+  const Window g = window_of(call, x, kh, kw, call.node.attrs.i("ceil_mode", 0) != 0);
+  const bool include_pad = call.node.attrs.i("count_include_pad", 0) != 0;
+  Tensor& y = *call.out[0];
+  y.reset(ElemType::Float32, output_shape(x, g.c, g));
+  for (std::int64_t plane = 0; plane < g.n * g.c; ++plane) {
+    const float* in = x.f.data() + plane * g.h * g.w;
+    float* out = y.f.data() + plane * g.oh * g.ow;
+    for (std::int64_t oy = 0; oy < g.oh; ++oy)
+      for (std::int64_t ox = 0; ox < g.ow; ++ox) {
+        float acc = kMax ? -std::numeric_limits<float>::infinity() : 0.0f;
+        std::int64_t count = 0, padded = 0;
+        for (std::int64_t ky = 0; ky < kh; ++ky)
+          for (std::int64_t kx = 0; kx < kw; ++kx) {
+            const std::int64_t iy = oy * g.sh - g.top + ky * g.dh, ix = ox * g.sw - g.left + kx * g.dw;
+            // Padding counts for count_include_pad, but not the part past it (ceil_mode).
+            if (iy >= -g.top && iy < g.h + g.bottom && ix >= -g.left && ix < g.w + g.right) ++padded;
+            if (iy < 0 || iy >= g.h || ix < 0 || ix >= g.w) continue;
+            const float v = in[iy * g.w + ix];
+            acc = kMax ? std::max(acc, v) : acc + v;
+            ++count;
+          }
+        out[oy * g.ow + ox] = kMax ? acc : acc / static_cast<float>(include_pad ? padded : count);
+      }
+  }
+}
+
+template <bool kMax>
+void global_pool(const OpCall& call) {
+  const Tensor& x = call.input(0);
+  if (x.shape.size() < 3) call.fail("input " + to_string(x.shape) + " has no spatial dimension");
+  std::int64_t spatial = 1;
+  for (std::size_t k = 2; k < x.shape.size(); ++k) spatial *= x.shape[k];
+  auto shape = x.shape;
+  std::fill(shape.begin() + 2, shape.end(), 1);
+  Tensor& y = *call.out[0];
+  y.reset(ElemType::Float32, shape);
+  for (std::int64_t plane = 0; plane < x.shape[0] * x.shape[1]; ++plane) {
+    const float* in = x.f.data() + plane * spatial;
+    float acc = kMax ? -std::numeric_limits<float>::infinity() : 0.0f;
+    for (std::int64_t p = 0; p < spatial; ++p) acc = kMax ? std::max(acc, in[p]) : acc + in[p];
+    y.f[static_cast<std::size_t>(plane)] = kMax ? acc : acc / static_cast<float>(spatial);
+  }
+}
+
+// BatchNormalization (inference): y = (x - mean) / sqrt(var + epsilon) * scale + bias per channel.
+void batch_norm(const OpCall& call) {
+  const Tensor& x = call.input(0);
+  if (call.node.attrs.i("training_mode", 0) != 0 || call.out.size() > 1) call.fail("training_mode: only inference is supported");
+  const float eps = call.node.attrs.f("epsilon", 1e-5f);
+  const auto& scale = call.input(1).f;
+  const auto& bias = call.input(2).f;
+  const auto& mean = call.input(3).f;
+  const auto& var = call.input(4).f;
+  if (x.shape.size() < 2) call.fail("input " + to_string(x.shape) + " has no channel dimension");
+  std::int64_t spatial = 1;
+  for (std::size_t k = 2; k < x.shape.size(); ++k) spatial *= x.shape[k];
+  const std::int64_t channels = x.shape[1];
+  Tensor& y = *call.out[0];
+  y.reset(ElemType::Float32, x.shape);
+  for (std::int64_t plane = 0; plane < x.shape[0] * channels; ++plane) {
+    const auto c = static_cast<std::size_t>(plane % channels);
+    const float a = scale[c] / std::sqrt(var[c] + eps), b = bias[c] - mean[c] * a;
+    const float* in = x.f.data() + plane * spatial;
+    float* out = y.f.data() + plane * spatial;
+    for (std::int64_t p = 0; p < spatial; ++p) out[p] = in[p] * a + b;
+  }
+}
+
+}  // namespace
+
+SPMD_REGISTER_GRAPH_OP("Conv", conv);
+SPMD_REGISTER_GRAPH_OP("MaxPool", pool<true>);
+SPMD_REGISTER_GRAPH_OP("AveragePool", pool<false>);
+SPMD_REGISTER_GRAPH_OP("GlobalMaxPool", global_pool<true>);
+SPMD_REGISTER_GRAPH_OP("GlobalAveragePool", global_pool<false>);
+SPMD_REGISTER_GRAPH_OP("BatchNormalization", batch_norm);
+
+}  // namespace spmd::ops

@@ -1,0 +1,186 @@
+// Elementwise graph ops: unary maps, and binary ops with numpy broadcasting. Each output
+// element depends on the matching input elements only (row independent by construction).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "spmd/ops/graph_op.hpp"
+
+namespace spmd::ops {
+namespace {
+
+template <class Fn>
+void unary(const OpCall& c, Fn fn) {
+  const Tensor& x = c.input(0);
+  if (x.type != ElemType::Float32) c.fail("needs a float input");
+  Tensor& y = *c.out[0];
+  y.reset(ElemType::Float32, x.shape);
+  const std::size_t n = static_cast<std::size_t>(x.size());
+  for (std::size_t k = 0; k < n; ++k) y.f[k] = fn(x.f[k]);
+}
+
+void relu(const OpCall& c) { unary(c, [](float v) { return v > 0.0f ? v : 0.0f; }); }
+void sigmoid(const OpCall& c) { unary(c, [](float v) { return 1.0f / (1.0f + std::exp(-v)); }); }
+void tanh_op(const OpCall& c) { unary(c, [](float v) { return std::tanh(v); }); }
+void erf_op(const OpCall& c) { unary(c, [](float v) { return std::erf(v); }); }
+void exp_op(const OpCall& c) { unary(c, [](float v) { return std::exp(v); }); }
+void log_op(const OpCall& c) { unary(c, [](float v) { return std::log(v); }); }
+void sqrt_op(const OpCall& c) { unary(c, [](float v) { return std::sqrt(v); }); }
+void neg(const OpCall& c) { unary(c, [](float v) { return -v; }); }
+void abs_op(const OpCall& c) { unary(c, [](float v) { return std::fabs(v); }); }
+void reciprocal(const OpCall& c) { unary(c, [](float v) { return 1.0f / v; }); }
+void floor_op(const OpCall& c) { unary(c, [](float v) { return std::floor(v); }); }
+void ceil_op(const OpCall& c) { unary(c, [](float v) { return std::ceil(v); }); }
+void leaky_relu(const OpCall& c) {
+  const float alpha = c.node.attrs.f("alpha", 0.01f);
+  unary(c, [alpha](float v) { return v >= 0.0f ? v : alpha * v; });
+}
+void elu(const OpCall& c) {
+  const float alpha = c.node.attrs.f("alpha", 1.0f);
+  unary(c, [alpha](float v) { return v >= 0.0f ? v : alpha * (std::exp(v) - 1.0f); });
+}
+void hard_sigmoid(const OpCall& c) {
+  const float alpha = c.node.attrs.f("alpha", 0.2f), beta = c.node.attrs.f("beta", 0.5f);
+  unary(c, [=](float v) { return std::clamp(alpha * v + beta, 0.0f, 1.0f); });
+}
+void softplus(const OpCall& c) { unary(c, [](float v) { return std::log1p(std::exp(v)); }); }
+
+// Clip: bounds as attributes (opset < 11) or optional inputs 1 and 2.
+void clip(const OpCall& c) {
+  float lo = -std::numeric_limits<float>::infinity(), hi = std::numeric_limits<float>::infinity();
+  if (c.node.opset < 11) {
+    lo = c.node.attrs.f("min", lo);
+    hi = c.node.attrs.f("max", hi);
+  } else {
+    if (c.has_input(1)) lo = c.input(1).f.at(0);
+    if (c.has_input(2)) hi = c.input(2).f.at(0);
+  }
+  unary(c, [lo, hi](float v) { return std::min(std::max(v, lo), hi); });
+}
+
+// The broadcast shape of a and b (numpy rules), or a failure naming both.
+std::vector<std::int64_t> broadcast_shape(const OpCall& c, const std::vector<std::int64_t>& a,
+                                          const std::vector<std::int64_t>& b) {
+  const std::size_t rank = std::max(a.size(), b.size());
+  std::vector<std::int64_t> out(rank);
+  for (std::size_t k = 0; k < rank; ++k) {
+    const std::int64_t da = k + a.size() >= rank ? a[k + a.size() - rank] : 1;
+    const std::int64_t db = k + b.size() >= rank ? b[k + b.size() - rank] : 1;
+    if (da != db && da != 1 && db != 1) c.fail("shapes " + to_string(a) + " and " + to_string(b) + " do not broadcast");
+    out[k] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+// Strides of `shape` read as broadcast to `out` (0 along broadcast dimensions).
+std::vector<std::int64_t> broadcast_strides(const std::vector<std::int64_t>& shape, const std::vector<std::int64_t>& out) {
+  std::vector<std::int64_t> strides(out.size(), 0);
+  std::int64_t s = 1;
+  for (std::size_t k = shape.size(); k-- > 0;) {
+    const std::size_t o = k + out.size() - shape.size();
+    strides[o] = shape[k] == 1 ? 0 : s;
+    s *= shape[k];
+  }
+  return strides;
+}
+
+template <class T, class Fn>
+void broadcast_apply(const std::vector<std::int64_t>& out_shape, const T* a, const std::vector<std::int64_t>& sa,
+                     const T* b, const std::vector<std::int64_t>& sb, T* y, Fn fn) {
+  const std::size_t rank = out_shape.size();
+  if (rank == 0) {
+    y[0] = fn(a[0], b[0]);
+    return;
+  }
+  // Odometer over all but the innermost dimension; the innermost runs as a strided loop.
+  std::vector<std::int64_t> index(rank, 0);
+  const std::int64_t inner = out_shape[rank - 1], ia = sa[rank - 1], ib = sb[rank - 1];
+  std::int64_t outer = 1;
+  for (std::size_t k = 0; k + 1 < rank; ++k) outer *= out_shape[k];
+  for (std::int64_t o = 0; o < outer; ++o) {
+    std::int64_t oa = 0, ob = 0;
+    for (std::size_t k = 0; k + 1 < rank; ++k) {
+      oa += index[k] * sa[k];
+      ob += index[k] * sb[k];
+    }
+    T* row = y + o * inner;
+    for (std::int64_t j = 0; j < inner; ++j) row[j] = fn(a[oa + j * ia], b[ob + j * ib]);
+    for (std::size_t k = rank - 1; k-- > 0;) {
+      if (++index[k] < out_shape[k]) break;
+      index[k] = 0;
+    }
+  }
+}
+
+template <class FloatFn, class IntFn>
+void binary_into(const OpCall& c, const Tensor& a, const Tensor& b, Tensor& y, FloatFn ff, IntFn fi) {
+  if (a.type != b.type) c.fail("inputs of different element types");
+  const auto shape = broadcast_shape(c, a.shape, b.shape);
+  const auto sa = broadcast_strides(a.shape, shape), sb = broadcast_strides(b.shape, shape);
+  y.reset(a.type, shape);
+  if (a.type == ElemType::Float32) broadcast_apply(shape, a.f.data(), sa, b.f.data(), sb, y.f.data(), ff);
+  else broadcast_apply(shape, a.i.data(), sa, b.i.data(), sb, y.i.data(), fi);
+}
+
+template <class FloatFn, class IntFn>
+void binary(const OpCall& c, FloatFn ff, IntFn fi) {
+  binary_into(c, c.input(0), c.input(1), *c.out[0], ff, fi);
+}
+
+// Max / Min of any number of inputs, broadcast, folded left to right.
+template <class FloatFn, class IntFn>
+void fold(const OpCall& c, FloatFn ff, IntFn fi) {
+  Tensor acc = c.input(0), next;
+  for (std::size_t k = 1; k < c.in.size(); ++k) {
+    binary_into(c, acc, c.input(k), next, ff, fi);
+    std::swap(acc, next);
+  }
+  *c.out[0] = std::move(acc);
+}
+
+void add(const OpCall& c) { binary(c, [](float x, float y) { return x + y; }, [](std::int64_t x, std::int64_t y) { return x + y; }); }
+void sub(const OpCall& c) { binary(c, [](float x, float y) { return x - y; }, [](std::int64_t x, std::int64_t y) { return x - y; }); }
+void mul(const OpCall& c) { binary(c, [](float x, float y) { return x * y; }, [](std::int64_t x, std::int64_t y) { return x * y; }); }
+void div(const OpCall& c) {
+  binary(c, [](float x, float y) { return x / y; }, [](std::int64_t x, std::int64_t y) { return y ? x / y : 0; });
+}
+void pow_op(const OpCall& c) {
+  // Squares (LayerNorm's variance, as exported) as a product: the bits of x * x.
+  binary(c, [](float x, float y) { return y == 2.0f ? x * x : std::pow(x, y); },
+         [](std::int64_t x, std::int64_t y) { return static_cast<std::int64_t>(std::pow(x, y)); });
+}
+void max_op(const OpCall& c) {
+  fold(c, [](float x, float y) { return std::max(x, y); }, [](std::int64_t x, std::int64_t y) { return std::max(x, y); });
+}
+void min_op(const OpCall& c) {
+  fold(c, [](float x, float y) { return std::min(x, y); }, [](std::int64_t x, std::int64_t y) { return std::min(x, y); });
+}
+
+}  // namespace
+
+SPMD_REGISTER_GRAPH_OP("Relu", relu);
+SPMD_REGISTER_GRAPH_OP("Sigmoid", sigmoid);
+SPMD_REGISTER_GRAPH_OP("Tanh", tanh_op);
+SPMD_REGISTER_GRAPH_OP("Erf", erf_op);
+SPMD_REGISTER_GRAPH_OP("Exp", exp_op);
+SPMD_REGISTER_GRAPH_OP("Log", log_op);
+SPMD_REGISTER_GRAPH_OP("Sqrt", sqrt_op);
+SPMD_REGISTER_GRAPH_OP("Neg", neg);
+SPMD_REGISTER_GRAPH_OP("Abs", abs_op);
+SPMD_REGISTER_GRAPH_OP("Reciprocal", reciprocal);
+SPMD_REGISTER_GRAPH_OP("Floor", floor_op);
+SPMD_REGISTER_GRAPH_OP("Ceil", ceil_op);
+SPMD_REGISTER_GRAPH_OP("LeakyRelu", leaky_relu);
+SPMD_REGISTER_GRAPH_OP("Elu", elu);
+SPMD_REGISTER_GRAPH_OP("HardSigmoid", hard_sigmoid);
+SPMD_REGISTER_GRAPH_OP("Softplus", softplus);
+SPMD_REGISTER_GRAPH_OP("Clip", clip);
+SPMD_REGISTER_GRAPH_OP("Add", add);
+SPMD_REGISTER_GRAPH_OP("Sub", sub);
+SPMD_REGISTER_GRAPH_OP("Mul", mul);
+SPMD_REGISTER_GRAPH_OP("Div", div);
+SPMD_REGISTER_GRAPH_OP("Pow", pow_op);
+SPMD_REGISTER_GRAPH_OP("Max", max_op);
+SPMD_REGISTER_GRAPH_OP("Min", min_op);
+
+}  // namespace spmd::ops

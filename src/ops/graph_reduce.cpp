@@ -1,0 +1,116 @@
+// Graph ops that reduce: Softmax / LogSoftmax (each opset's axis rule), ReduceMean / Sum /
+// Max / Min over chosen axes, and the variadic Sum and Mean (our exported ensembles end in
+// Mean). Each reduction runs in one fixed order along its axis.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "spmd/ops/graph_op.hpp"
+
+namespace spmd::ops {
+namespace {
+
+
+// Softmax over groups of `length` elements `stride` apart: [outer, length, inner] layout.
+template <bool kLog>
+void softmax(const OpCall& c) {
+  const Tensor& x = c.input(0);
+  if (x.type != ElemType::Float32) c.fail("needs a float input");
+  const std::size_t r = x.shape.size();
+  std::int64_t outer = 1, length = 1, inner = 1;
+  if (c.node.opset < 13) {  // the input seen as 2-D at `axis` (default 1)
+    const std::size_t axis = c.axis(c.node.attrs.i("axis", 1), r + 1);
+    for (std::size_t k = 0; k < r; ++k) (k < axis ? outer : length) *= x.shape[k];
+  } else {
+    const std::size_t axis = c.axis(c.node.attrs.i("axis", -1), r);
+    for (std::size_t k = 0; k < r; ++k) (k < axis ? outer : k == axis ? length : inner) *= x.shape[k];
+  }
+  Tensor& y = *c.out[0];
+  y.reset(ElemType::Float32, x.shape);
+  for (std::int64_t o = 0; o < outer; ++o)
+    for (std::int64_t i = 0; i < inner; ++i) {
+      const float* in = x.f.data() + o * length * inner + i;
+      float* out = y.f.data() + o * length * inner + i;
+      float top = -std::numeric_limits<float>::infinity();
+      for (std::int64_t k = 0; k < length; ++k) top = std::max(top, in[k * inner]);
+      float sum = 0.0f;
+      for (std::int64_t k = 0; k < length; ++k) sum += std::exp(in[k * inner] - top);
+      const float log_sum = std::log(sum);
+      for (std::int64_t k = 0; k < length; ++k)
+        out[k * inner] = kLog ? in[k * inner] - top - log_sum : std::exp(in[k * inner] - top) / sum;
+    }
+}
+
+enum class Reduce { Mean, Sum, Max, Min };
+
+template <Reduce kOp>
+void reduce(const OpCall& c) {
+  const Tensor& x = c.input(0);
+  const std::size_t r = x.shape.size();
+  std::vector<std::int64_t> axes = c.node.attrs.ints_or("axes", {});
+  if (axes.empty() && c.has_input(1)) axes = c.input(1).as_ints();  // ReduceSum 13's, the others' 18's input form
+  const bool noop = axes.empty() && c.node.attrs.i("noop_with_empty_axes", 0) != 0;
+  std::vector<bool> reduced(r, axes.empty() && !noop);
+  for (const auto a : axes) reduced[c.axis(a, r)] = true;
+  const bool keep = c.node.attrs.i("keepdims", 1) != 0;
+  std::vector<std::int64_t> kept_shape, out_shape;
+  for (std::size_t k = 0; k < r; ++k) {
+    kept_shape.push_back(reduced[k] ? 1 : x.shape[k]);
+    if (!reduced[k] || keep) out_shape.push_back(kept_shape.back());
+  }
+  Tensor& y = *c.out[0];
+  y.reset(ElemType::Float32, out_shape);
+  const float init = kOp == Reduce::Max ? -std::numeric_limits<float>::infinity()
+                     : kOp == Reduce::Min ? std::numeric_limits<float>::infinity() : 0.0f;
+  std::fill(y.f.begin(), y.f.end(), init);
+  std::vector<std::int64_t> out_strides(r, 0), index(r, 0);
+  for (std::int64_t k = static_cast<std::int64_t>(r) - 1, s = 1; k >= 0; --k) {
+    out_strides[static_cast<std::size_t>(k)] = reduced[static_cast<std::size_t>(k)] ? 0 : s;
+    s *= kept_shape[static_cast<std::size_t>(k)];
+  }
+  // In input order: each output's elements are combined in increasing index order.
+  for (std::int64_t e = 0; e < x.size(); ++e) {
+    std::int64_t o = 0;
+    for (std::size_t k = 0; k < r; ++k) o += index[k] * out_strides[k];
+    float& acc = y.f[static_cast<std::size_t>(o)];
+    const float v = x.f[static_cast<std::size_t>(e)];
+    acc = kOp == Reduce::Max ? std::max(acc, v) : kOp == Reduce::Min ? std::min(acc, v) : acc + v;
+    for (std::size_t k = r; k-- > 0;) {
+      if (++index[k] < x.shape[k]) break;
+      index[k] = 0;
+    }
+  }
+  if (kOp == Reduce::Mean && y.size() > 0) {
+    const float count = static_cast<float>(x.size() / y.size());
+    for (auto& v : y.f) v /= count;
+  }
+}
+
+// Sum / Mean of inputs of one shape (the exporters' ensembles and skip connections).
+template <bool kMean>
+void variadic(const OpCall& c) {
+  const Tensor& first = c.input(0);
+  Tensor& y = *c.out[0];
+  y.reset(ElemType::Float32, first.shape);
+  std::copy_n(first.f.begin(), first.size(), y.f.begin());
+  for (std::size_t k = 1; k < c.in.size(); ++k) {
+    const Tensor& t = c.input(k);
+    if (t.shape != first.shape) c.fail("inputs of different shapes (" + to_string(first.shape) + ", " + to_string(t.shape) + ")");
+    for (std::int64_t e = 0; e < y.size(); ++e) y.f[static_cast<std::size_t>(e)] += t.f[static_cast<std::size_t>(e)];
+  }
+  if (kMean)
+    for (auto& v : y.f) v /= static_cast<float>(c.in.size());
+}
+
+}  // namespace
+
+SPMD_REGISTER_GRAPH_OP("Softmax", softmax<false>);
+SPMD_REGISTER_GRAPH_OP("LogSoftmax", softmax<true>);
+SPMD_REGISTER_GRAPH_OP("ReduceMean", reduce<Reduce::Mean>);
+SPMD_REGISTER_GRAPH_OP("ReduceSum", reduce<Reduce::Sum>);
+SPMD_REGISTER_GRAPH_OP("ReduceMax", reduce<Reduce::Max>);
+SPMD_REGISTER_GRAPH_OP("ReduceMin", reduce<Reduce::Min>);
+SPMD_REGISTER_GRAPH_OP("Sum", variadic<false>);
+SPMD_REGISTER_GRAPH_OP("Mean", variadic<true>);
+
+}  // namespace spmd::ops

@@ -1,0 +1,90 @@
+#include <algorithm>
+#include <map>
+
+#include "spmd/ops/graph_op.hpp"
+#include "spmd/runtime/error.hpp"
+
+namespace spmd::ops {
+
+namespace {
+std::map<std::string, GraphOpFn>& table() {
+  static std::map<std::string, GraphOpFn> ops;  // filled at load time, read-only afterwards
+  return ops;
+}
+}  // namespace
+
+std::int64_t Tensor::size() const {
+  std::int64_t n = 1;
+  for (const auto d : shape) n *= d;
+  return n;
+}
+
+void Tensor::reset(ElemType t, std::vector<std::int64_t> dims) {
+  type = t;
+  shape = std::move(dims);
+  if (t == ElemType::Float32) f.resize(static_cast<std::size_t>(size()));
+  else i.resize(static_cast<std::size_t>(size()));
+}
+
+std::vector<std::int64_t> Tensor::as_ints() const {
+  if (type == ElemType::Int64) return {i.begin(), i.begin() + size()};
+  std::vector<std::int64_t> v(static_cast<std::size_t>(size()));
+  for (std::size_t k = 0; k < v.size(); ++k) v[k] = static_cast<std::int64_t>(f[k]);
+  return v;
+}
+
+std::string to_string(const std::vector<std::int64_t>& shape) {
+  std::string s = "[";
+  for (std::size_t k = 0; k < shape.size(); ++k) s += (k ? ", " : "") + std::to_string(shape[k]);
+  return s + "]";
+}
+
+std::int64_t Attrs::i(const std::string& name, std::int64_t fallback) const {
+  const auto it = ints.find(name);
+  return it == ints.end() ? fallback : it->second;
+}
+float Attrs::f(const std::string& name, float fallback) const {
+  const auto it = floats.find(name);
+  return it == floats.end() ? fallback : it->second;
+}
+std::vector<std::int64_t> Attrs::ints_or(const std::string& name, std::vector<std::int64_t> fallback) const {
+  const auto it = int_lists.find(name);
+  return it == int_lists.end() ? fallback : it->second;
+}
+std::string Attrs::s(const std::string& name, const std::string& fallback) const {
+  const auto it = strings.find(name);
+  return it == strings.end() ? fallback : it->second;
+}
+
+const Tensor& OpCall::input(std::size_t k) const {
+  if (!has_input(k)) fail("input " + std::to_string(k) + " is missing");
+  return *in[k];
+}
+
+void OpCall::fail(const std::string& what) const {
+  throw Error("ONNX node '" + node.name + "' (" + node.op + "): " + what);
+}
+
+std::size_t OpCall::axis(std::int64_t value, std::size_t rank) const {
+  const auto r = static_cast<std::int64_t>(rank);
+  if (value < -r || value >= r) fail("axis " + std::to_string(value) + " is outside a tensor of rank " + std::to_string(rank));
+  return static_cast<std::size_t>(value < 0 ? value + r : value);
+}
+
+GraphOpFn find_graph_op(const std::string& op) {
+  const auto it = table().find(op);
+  return it == table().end() ? nullptr : it->second;
+}
+
+std::vector<std::string> graph_op_names() {
+  std::vector<std::string> names;
+  for (const auto& [name, fn] : table()) names.push_back(name);
+  return names;
+}
+
+bool detail::register_graph_op(const char* op, GraphOpFn fn) {
+  if (!table().emplace(op, fn).second) throw Error(std::string("graph op '") + op + "' registered twice");
+  return true;
+}
+
+}  // namespace spmd::ops

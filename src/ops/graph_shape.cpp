@@ -1,0 +1,316 @@
+// Graph ops that move or select elements, and the shape arithmetic exporters emit (Shape,
+// Gather, Slice, Concat, Cast, ConstantOfShape on small int64 tensors).
+#include <algorithm>
+#include <numeric>
+
+#include "spmd/ops/graph_op.hpp"
+
+namespace spmd::ops {
+namespace {
+
+
+// Output 0 = input 0's data under another shape.
+void copy_as(const OpCall& c, std::vector<std::int64_t> shape) {
+  const Tensor& x = c.input(0);
+  Tensor& y = *c.out[0];
+  y.reset(x.type, std::move(shape));
+  if (y.size() != x.size()) c.fail("cannot view " + to_string(x.shape) + " as " + to_string(y.shape));
+  if (x.type == ElemType::Float32) std::copy_n(x.f.begin(), x.size(), y.f.begin());
+  else std::copy_n(x.i.begin(), x.size(), y.i.begin());
+}
+
+void identity(const OpCall& c) { copy_as(c, c.input(0).shape); }
+
+// Dropout at inference: the input, and (when asked) a mask of ones (bool as int64).
+void dropout(const OpCall& c) {
+  if (c.has_input(2) && c.input(2).as_ints().at(0) != 0) c.fail("training_mode: only inference is supported");
+  identity(c);
+  if (c.out.size() > 1) {
+    c.out[1]->reset(ElemType::Int64, c.input(0).shape);
+    std::fill(c.out[1]->i.begin(), c.out[1]->i.end(), 1);
+  }
+}
+
+void reshape(const OpCall& c) {
+  const Tensor& x = c.input(0);
+  auto dims = c.node.opset < 5 ? c.node.attrs.ints_or("shape", {}) : c.input(1).as_ints();
+  const bool allow_zero = c.node.attrs.i("allowzero", 0) != 0;
+  std::int64_t known = 1, infer = -1;
+  for (std::size_t k = 0; k < dims.size(); ++k) {
+    if (dims[k] == 0 && !allow_zero) {
+      if (k >= x.shape.size()) c.fail("0 in the target shape copies a dimension the input lacks");
+      dims[k] = x.shape[k];
+    }
+    if (dims[k] == -1) {
+      if (infer >= 0) c.fail("more than one -1 in the target shape");
+      infer = static_cast<std::int64_t>(k);
+    } else {
+      known *= dims[k];
+    }
+  }
+  if (infer >= 0) dims[static_cast<std::size_t>(infer)] = known ? x.size() / known : 0;
+  copy_as(c, dims);
+}
+
+void flatten(const OpCall& c) {
+  const Tensor& x = c.input(0);
+  const auto r = static_cast<std::int64_t>(x.shape.size());
+  std::int64_t a = c.node.attrs.i("axis", 1);
+  if (a < -r || a > r) c.fail("axis " + std::to_string(a) + " is outside [-rank, rank] for rank " + std::to_string(r));
+  const auto axis = static_cast<std::size_t>(a < 0 ? a + r : a);
+  std::int64_t outer = 1, inner = 1;
+  for (std::size_t k = 0; k < x.shape.size(); ++k) (k < axis ? outer : inner) *= x.shape[k];
+  copy_as(c, {outer, inner});
+}
+
+void squeeze(const OpCall& c) {
+  const Tensor& x = c.input(0);
+  std::vector<std::int64_t> axes = c.node.opset < 13 ? c.node.attrs.ints_or("axes", {})
+                                   : c.has_input(1) ? c.input(1).as_ints() : std::vector<std::int64_t>{};
+  std::vector<bool> drop(x.shape.size(), false);
+  for (const auto a : axes) drop[c.axis(a, x.shape.size())] = true;
+  std::vector<std::int64_t> shape;
+  for (std::size_t k = 0; k < x.shape.size(); ++k) {
+    if (axes.empty() ? x.shape[k] == 1 : drop[k]) {
+      if (x.shape[k] != 1) c.fail("cannot squeeze dimension " + std::to_string(k) + " of " + to_string(x.shape));
+      continue;
+    }
+    shape.push_back(x.shape[k]);
+  }
+  copy_as(c, shape);
+}
+
+void unsqueeze(const OpCall& c) {
+  const Tensor& x = c.input(0);
+  const auto axes = c.node.opset < 13 ? c.node.attrs.ints_or("axes", {}) : c.input(1).as_ints();
+  const std::size_t rank = x.shape.size() + axes.size();
+  std::vector<bool> added(rank, false);
+  for (const auto a : axes) added[c.axis(a, rank)] = true;
+  std::vector<std::int64_t> shape;
+  for (std::size_t k = 0, from = 0; k < rank; ++k) shape.push_back(added[k] ? 1 : x.shape[from++]);
+  copy_as(c, shape);
+}
+
+// Strides of a row-major shape.
+std::vector<std::int64_t> strides_of(const std::vector<std::int64_t>& shape) {
+  std::vector<std::int64_t> s(shape.size(), 1);
+  for (std::size_t k = shape.size(); k-- > 1;) s[k - 1] = s[k] * shape[k];
+  return s;
+}
+
+// Output element at multi-index `index` comes from `src_offset(index)`; T is float or int64.
+template <class T, class Offset>
+void gather_elements(const std::vector<std::int64_t>& out_shape, const T* src, T* dst, Offset src_offset) {
+  std::vector<std::int64_t> index(out_shape.size(), 0);
+  std::int64_t total = 1;
+  for (const auto d : out_shape) total *= d;
+  for (std::int64_t o = 0; o < total; ++o) {
+    dst[o] = src[src_offset(index)];
+    for (std::size_t k = out_shape.size(); k-- > 0;) {
+      if (++index[k] < out_shape[k]) break;
+      index[k] = 0;
+    }
+  }
+}
+
+template <class Offset>
+void gather_into(const Tensor& x, Tensor& y, Offset offset) {
+  if (x.type == ElemType::Float32) gather_elements(y.shape, x.f.data(), y.f.data(), offset);
+  else gather_elements(y.shape, x.i.data(), y.i.data(), offset);
+}
+
+void transpose(const OpCall& c) {
+  const Tensor& x = c.input(0);
+  std::vector<std::int64_t> perm(x.shape.size());
+  std::iota(perm.rbegin(), perm.rend(), 0);  // default: reverse the dimensions
+  perm = c.node.attrs.ints_or("perm", perm);
+  if (perm.size() != x.shape.size()) c.fail("perm has " + std::to_string(perm.size()) + " entries for rank " + std::to_string(x.shape.size()));
+  std::vector<std::int64_t> shape(perm.size());
+  for (std::size_t k = 0; k < perm.size(); ++k) shape[k] = x.shape[c.axis(perm[k], x.shape.size())];
+  const auto in_strides = strides_of(x.shape);
+  Tensor& y = *c.out[0];
+  y.reset(x.type, shape);
+  gather_into(x, y, [&](const std::vector<std::int64_t>& index) {
+    std::int64_t off = 0;
+    for (std::size_t k = 0; k < perm.size(); ++k) off += index[k] * in_strides[static_cast<std::size_t>(perm[k])];
+    return off;
+  });
+}
+
+void concat(const OpCall& c) {
+  const Tensor& first = c.input(0);
+  const std::size_t axis = c.axis(c.node.attrs.i("axis", 0), first.shape.size());
+  auto shape = first.shape;
+  shape[axis] = 0;
+  for (std::size_t k = 0; k < c.in.size(); ++k) {
+    const Tensor& t = c.input(k);
+    if (t.shape.size() != first.shape.size() || t.type != first.type) c.fail("inputs of different ranks or types");
+    for (std::size_t d = 0; d < shape.size(); ++d)
+      if (d != axis && t.shape[d] != first.shape[d]) c.fail("input " + std::to_string(k) + " " + to_string(t.shape) + " differs off the axis");
+    shape[axis] += t.shape[axis];
+  }
+  Tensor& y = *c.out[0];
+  y.reset(first.type, shape);
+  std::int64_t outer = 1, inner = 1;
+  for (std::size_t d = 0; d < shape.size(); ++d) (d < axis ? outer : inner) *= d == axis ? 1 : shape[d];
+  std::int64_t at = 0;
+  for (std::size_t k = 0; k < c.in.size(); ++k) {
+    const Tensor& t = c.input(k);
+    const std::int64_t block = t.shape[axis] * inner;
+    for (std::int64_t o = 0; o < outer; ++o) {
+      const std::int64_t dst = o * shape[axis] * inner + at, src = o * block;
+      if (t.type == ElemType::Float32) std::copy_n(t.f.begin() + src, block, y.f.begin() + dst);
+      else std::copy_n(t.i.begin() + src, block, y.i.begin() + dst);
+    }
+    at += block;
+  }
+}
+
+void shape_op(const OpCall& c) {
+  const Tensor& x = c.input(0);
+  const auto r = static_cast<std::int64_t>(x.shape.size());
+  std::int64_t start = c.node.attrs.i("start", 0), end = c.node.attrs.i("end", r);
+  start = std::clamp(start < 0 ? start + r : start, std::int64_t{0}, r);
+  end = std::clamp(end < 0 ? end + r : end, std::int64_t{0}, r);
+  Tensor& y = *c.out[0];
+  y.reset(ElemType::Int64, {std::max<std::int64_t>(0, end - start)});
+  for (std::int64_t k = start; k < end; ++k) y.i[static_cast<std::size_t>(k - start)] = x.shape[static_cast<std::size_t>(k)];
+}
+
+void gather(const OpCall& c) {
+  const Tensor& x = c.input(0);
+  const Tensor& idx = c.input(1);
+  const std::size_t axis = c.axis(c.node.attrs.i("axis", 0), x.shape.size());
+  const auto indices = idx.as_ints();
+  std::vector<std::int64_t> shape(x.shape.begin(), x.shape.begin() + static_cast<long>(axis));
+  shape.insert(shape.end(), idx.shape.begin(), idx.shape.end());
+  shape.insert(shape.end(), x.shape.begin() + static_cast<long>(axis) + 1, x.shape.end());
+  const auto in_strides = strides_of(x.shape);
+  const std::size_t idx_rank = idx.shape.size();
+  Tensor& y = *c.out[0];
+  y.reset(x.type, shape);
+  gather_into(x, y, [&](const std::vector<std::int64_t>& index) {
+    std::int64_t flat = 0;  // position in `indices`
+    for (std::size_t k = 0; k < idx_rank; ++k) flat = flat * idx.shape[k] + index[axis + k];
+    std::int64_t pick = indices[static_cast<std::size_t>(flat)];
+    if (pick < 0) pick += x.shape[axis];
+    if (pick < 0 || pick >= x.shape[axis]) c.fail("index " + std::to_string(pick) + " is out of range");
+    std::int64_t off = pick * in_strides[axis];
+    for (std::size_t k = 0; k < axis; ++k) off += index[k] * in_strides[k];
+    for (std::size_t k = axis + 1; k < x.shape.size(); ++k) off += index[k + idx_rank - 1] * in_strides[k];
+    return off;
+  });
+}
+
+void slice(const OpCall& c) {
+  const Tensor& x = c.input(0);
+  const bool attrs = c.node.opset < 10;
+  const auto starts = attrs ? c.node.attrs.ints_or("starts", {}) : c.input(1).as_ints();
+  const auto ends = attrs ? c.node.attrs.ints_or("ends", {}) : c.input(2).as_ints();
+  std::vector<std::int64_t> axes(starts.size());
+  std::iota(axes.begin(), axes.end(), 0);
+  if (attrs) axes = c.node.attrs.ints_or("axes", axes);
+  else if (c.has_input(3)) axes = c.input(3).as_ints();
+  std::vector<std::int64_t> steps(starts.size(), 1);
+  if (!attrs && c.has_input(4)) steps = c.input(4).as_ints();
+  if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size())
+    c.fail("starts, ends, axes and steps differ in length");
+  auto first = std::vector<std::int64_t>(x.shape.size(), 0), step = std::vector<std::int64_t>(x.shape.size(), 1);
+  auto shape = x.shape;
+  for (std::size_t k = 0; k < starts.size(); ++k) {
+    const std::size_t a = c.axis(axes[k], x.shape.size());
+    const std::int64_t dim = x.shape[a], s = steps[k];
+    if (s == 0) c.fail("a step of 0");
+    const auto clampd = [&](std::int64_t v, std::int64_t lo, std::int64_t hi) {
+      return std::clamp(v < 0 ? v + dim : v, lo, hi);
+    };
+    const std::int64_t b = s > 0 ? clampd(starts[k], 0, dim) : clampd(starts[k], -1, dim - 1);
+    const std::int64_t e = s > 0 ? clampd(ends[k], 0, dim) : clampd(ends[k], -1, dim - 1);
+    first[a] = b;
+    step[a] = s;
+    shape[a] = std::max<std::int64_t>(0, s > 0 ? (e - b + s - 1) / s : (b - e - s - 1) / -s);
+  }
+  const auto in_strides = strides_of(x.shape);
+  Tensor& y = *c.out[0];
+  y.reset(x.type, shape);
+  if (y.size() == 0) return;
+  gather_into(x, y, [&](const std::vector<std::int64_t>& index) {
+    std::int64_t off = 0;
+    for (std::size_t k = 0; k < index.size(); ++k) off += (first[k] + index[k] * step[k]) * in_strides[k];
+    return off;
+  });
+}
+
+void cast(const OpCall& c) {
+  const Tensor& x = c.input(0);
+  const std::int64_t to = c.node.attrs.i("to", 1);  // TensorProto: 1 float, 7 int64, 6 int32, 11 double
+  Tensor& y = *c.out[0];
+  const bool to_float = to == 1 || to == 10 || to == 11 || to == 16;
+  y.reset(to_float ? ElemType::Float32 : ElemType::Int64, x.shape);
+  for (std::int64_t k = 0; k < x.size(); ++k) {
+    const auto u = static_cast<std::size_t>(k);
+    if (to_float) y.f[u] = x.type == ElemType::Float32 ? x.f[u] : static_cast<float>(x.i[u]);
+    else y.i[u] = x.type == ElemType::Int64 ? x.i[u] : static_cast<std::int64_t>(x.f[u]);
+  }
+}
+
+void constant_of_shape(const OpCall& c) {
+  const auto dims = c.input(0).as_ints();
+  const auto it = c.node.attrs.tensors.find("value");
+  Tensor& y = *c.out[0];
+  const bool ints = it != c.node.attrs.tensors.end() && it->second.type == ElemType::Int64;
+  y.reset(ints ? ElemType::Int64 : ElemType::Float32, dims);
+  if (ints) std::fill(y.i.begin(), y.i.end(), it->second.i.at(0));
+  else std::fill(y.f.begin(), y.f.end(), it == c.node.attrs.tensors.end() ? 0.0f : it->second.f.at(0));
+}
+
+// Pad, constant mode: pads [x1_begin, x2_begin, ..., x1_end, x2_end, ...] as input (opset
+// >= 11) or attribute; negative pads crop.
+void pad(const OpCall& c) {
+  const Tensor& x = c.input(0);
+  const std::string mode = c.node.attrs.s("mode", "constant");
+  if (mode != "constant") c.fail("mode '" + mode + "' (only constant padding is supported)");
+  const auto pads = c.node.opset < 11 ? c.node.attrs.ints_or("pads", {}) : c.input(1).as_ints();
+  const float value = c.node.opset < 11 ? c.node.attrs.f("value", 0.0f) : c.has_input(2) ? c.input(2).f.at(0) : 0.0f;
+  const std::size_t r = x.shape.size();
+  if (pads.size() != 2 * r) c.fail("pads has " + std::to_string(pads.size()) + " values for rank " + std::to_string(r));
+  auto shape = x.shape;
+  for (std::size_t k = 0; k < r; ++k) shape[k] += pads[k] + pads[k + r];
+  const auto in_strides = strides_of(x.shape);
+  Tensor& y = *c.out[0];
+  y.reset(ElemType::Float32, shape);
+  std::vector<std::int64_t> index(r, 0);
+  for (std::int64_t o = 0; o < y.size(); ++o) {
+    std::int64_t off = 0;
+    bool inside = true;
+    for (std::size_t k = 0; k < r; ++k) {
+      const std::int64_t v = index[k] - pads[k];
+      inside = inside && v >= 0 && v < x.shape[k];
+      off += v * in_strides[k];
+    }
+    y.f[static_cast<std::size_t>(o)] = inside ? x.f[static_cast<std::size_t>(off)] : value;
+    for (std::size_t k = r; k-- > 0;) {
+      if (++index[k] < shape[k]) break;
+      index[k] = 0;
+    }
+  }
+}
+
+}  // namespace
+
+SPMD_REGISTER_GRAPH_OP("Identity", identity);
+SPMD_REGISTER_GRAPH_OP("Dropout", dropout);
+SPMD_REGISTER_GRAPH_OP("Reshape", reshape);
+SPMD_REGISTER_GRAPH_OP("Flatten", flatten);
+SPMD_REGISTER_GRAPH_OP("Squeeze", squeeze);
+SPMD_REGISTER_GRAPH_OP("Unsqueeze", unsqueeze);
+SPMD_REGISTER_GRAPH_OP("Transpose", transpose);
+SPMD_REGISTER_GRAPH_OP("Concat", concat);
+SPMD_REGISTER_GRAPH_OP("Shape", shape_op);
+SPMD_REGISTER_GRAPH_OP("Gather", gather);
+SPMD_REGISTER_GRAPH_OP("Slice", slice);
+SPMD_REGISTER_GRAPH_OP("Cast", cast);
+SPMD_REGISTER_GRAPH_OP("ConstantOfShape", constant_of_shape);
+SPMD_REGISTER_GRAPH_OP("Pad", pad);
+
+}  // namespace spmd::ops

@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# spmd eval --model onnx on classifiers users train, exported the way users export them:
+# PyTorch's (Debian's python3-torch, torch.onnx.export, opset 13, dynamic batch; a LeNet, a
+# ResNet with BatchNorm and skip connections, an MLP with LayerNorm and GELU ending in
+# LogSoftmax, a channels-last net with Concat, Sigmoid, AvgPool and Softmax; builders in
+# tests/support/torch_models.py) and spmd's own exports (spmd export). Against PyTorch's
+# outputs and ONNX Runtime's: probabilities within 1e-4, the same argmax except where the top
+# two lie within 1e-4; the predictions file byte-identical on 1x1 and 3x2 ranks x devices
+# and other batch sizes; refusals that name the file, the op, the input or the shape.
+source "$(dirname "$0")/../support/cli_lib.sh"
+source "$(dirname "$0")/../support/rank_exits.sh"
+PY=/usr/bin/python3
+SUB=$WORK/sub.h5
+OUT=$WORK/out
+RC=$WORK/rc
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+ORT_RUN="$ROOT/tools/onnx/ort_run.js"
+MODELS="lenet resnet mlp channels_last"
+
+run inputs 0 60 fashion_subset 1003 "$SUB"
+run torch_export 0 120 $PY "$ROOT/tests/support/torch_models.py" export "$WORK"
+run torch_outputs 0 120 $PY "$ROOT/tests/support/torch_models.py" outputs "$WORK" "$SUB"
+
+for m in $MODELS; do
+  run "eval_$m" 0 120 "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/$m.onnx" --predictions "$WORK/$m.1x1.h5"
+  expect_in "eval_$m counts every example" " pad +[0-9]+ +1003 "
+  run "eval_${m}_3x2" 0 180 mpi 3 "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/$m.onnx" --devices 2 \
+    --per-device-batch 37 --strategy infinite-pad --predictions "$WORK/$m.3x2.h5"
+  run "eval_${m}_same_bytes" 0 10 cmp "$WORK/$m.1x1.h5" "$WORK/$m.3x2.h5"
+done
+run start_line_lenet 0 60 "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/lenet.onnx" --dry-run
+expect_in "the start-up line says the NHWC -> NCHW transposition" "stored NHWC \[28, 28, 1\] transposed to NCHW"
+expect_in "the start-up line says how the output is read" "logits \(as the file says: the graph ends in Gemm"
+run start_line_mlp 0 60 "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/mlp.onnx" --dry-run
+expect_in "LogSoftmax is read as log-probabilities" "log-probabilities \(as the file says: the graph ends in LogSoftmax"
+
+compare() {
+  $PY - "$WORK" "$SUB" "$ORT_RUN" "$1" <<'PYEOF'
+import os, sys, subprocess, h5py, numpy as np
+work, sub, ort_run, name = sys.argv[1:5]
+with h5py.File(f"{work}/{name}.1x1.h5") as f:
+    probs, predicted = f["probabilities"][...], f["predicted"][...]
+refs = {"PyTorch": np.load(f"{work}/{name}.torch.npy")}
+if os.path.isdir(os.path.join(os.path.dirname(ort_run), "node_modules", "onnxruntime-node")):
+    with h5py.File(sub) as f:
+        x = f["images"][...].astype(np.float32) / np.float32(255)
+    shape = {"lenet": (len(x), 1, 28, 28), "resnet": (len(x), 1, 28, 28), "mlp": (len(x), 28, 28),
+             "channels_last": (len(x), 28, 28, 1)}[name]
+    (x.transpose(0, 3, 1, 2) if shape[1] == 1 else x).reshape(shape).astype("<f4").tofile(f"{work}/{name}.in")
+    subprocess.run(["node", ort_run, f"{work}/{name}.onnx", f"{work}/{name}.in", ",".join(map(str, shape)),
+                    f"{work}/{name}.ort"], check=True, stdout=subprocess.DEVNULL)
+    y = np.fromfile(f"{work}/{name}.ort", "<f4").reshape(len(x), -1)
+    if name == "mlp": y = np.exp(y)
+    elif name != "channels_last": y = np.exp(y - y.max(1, keepdims=True)); y /= y.sum(1, keepdims=True)
+    refs["ONNX Runtime"] = y
+bad = False
+for ref_name, ref in refs.items():
+    top2 = np.sort(ref, axis=1)[:, -2:]
+    clear = top2[:, 1] - top2[:, 0] > 1e-4
+    diff = float(np.abs(ref - probs).max())
+    wrong = int(((ref.argmax(1) != predicted) & clear).sum())
+    print(f"{name} vs {ref_name}: max |diff| {diff:.2e}, argmax differs on {int((ref.argmax(1) != predicted).sum())} "
+          f"of {len(probs)} ({wrong} with a clear top class)")
+    bad = bad or diff > 1e-4 or wrong > 0
+sys.exit(1 if bad else 0)
+PYEOF
+}
+for m in $MODELS; do
+  run "compare_$m" 0 60 compare "$m"
+  cat "$LAST_OUT"
+done
+
+# spmd's own exports read back: the same classes as the native models, probabilities within 1e-5.
+run ensemble 0 300 mpi 2 "$SPMD" ensemble --train "$SUB" --test "$SUB" --train-limit 300 --test-limit 64 \
+  --conv-features 4,4 --dense-features 16 --checkpoint "$WORK/ck.h5" --quiet
+run export_ck 0 60 "$SPMD" export --weights "$WORK/ck.h5" --out "$WORK/ck.onnx"
+run eval_cnn 0 60 "$SPMD" eval --data "$SUB" --model cnn --weights "$WORK/ck.h5" --predictions "$WORK/native.h5"
+run eval_ck_onnx 0 60 mpi 2 "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/ck.onnx" --predictions "$WORK/ck_onnx.h5"
+expect_in "an exported ensemble's Mean of softmaxes reads as probabilities" "probabilities \(as the file says: the graph ends in Softmax"
+round_trip() {
+  $PY - "$WORK/native.h5" "$WORK/ck_onnx.h5" <<'PYEOF'
+import sys, h5py, numpy as np
+a, b = h5py.File(sys.argv[1]), h5py.File(sys.argv[2])
+d = float(np.abs(a["probabilities"][...] - b["probabilities"][...]).max())
+same = bool((a["predicted"][...] == b["predicted"][...]).all())
+print(f"exported ensemble through --model onnx vs --model cnn: max |diff| {d:.2e}, same classes: {same}")
+sys.exit(0 if d < 1e-5 and same else 1)
+PYEOF
+}
+run round_trip 0 30 round_trip
+cat "$LAST_OUT"
+
+# Refusals: every rank fails within seconds naming the culprit, nothing written.
+make_bad_models() {
+  $PY - "$WORK" <<'PYEOF'
+import sys, onnx
+from onnx import helper, TensorProto as T
+work = sys.argv[1]
+def save(name, nodes, inputs, outputs, inits=()):
+    g = helper.make_graph(nodes, name, inputs, outputs, list(inits))
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), f"{work}/{name}.onnx")
+x = helper.make_tensor_value_info("x", T.FLOAT, ["batch", 28, 28, 1])
+y = helper.make_tensor_value_info("y", T.FLOAT, ["batch", 10])
+save("unsupported", [helper.make_node("Einsum", ["x"], ["e"], equation="bhwc->bc"),
+                     helper.make_node("Hardmax", ["e"], ["y"])], [x], [y])
+save("dynamic", [helper.make_node("Flatten", ["x"], ["y"])],
+     [helper.make_tensor_value_info("x", T.FLOAT, ["batch", "h", 28, 1])], [y])
+save("wrong_input", [helper.make_node("Flatten", ["x"], ["y"])],
+     [helper.make_tensor_value_info("x", T.FLOAT, ["batch", 3, 32, 32])], [y])
+open(f"{work}/garbage.onnx", "wb").write(b"this is not a protobuf \xff\xfe")
+PYEOF
+}
+run bad_models 0 60 make_bad_models
+refuse unsupported_ops 2 "uses ops spmd does not run: Einsum \(1 node\), Hardmax \(1 node\)" \
+  "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/unsupported.onnx" --predictions "$OUT/p.h5"
+refuse dynamic_dim 2 "dimension 1 of input 'x' is not a fixed size" \
+  "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/dynamic.onnx" --predictions "$OUT/p.h5"
+refuse wrong_input 2 "holds samples of shape \[28, 28, 1\]; the ONNX model .*takes input 'x' \[batch, 3, 32, 32\]" \
+  "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/wrong_input.onnx" --predictions "$OUT/p.h5"
+refuse not_onnx 2 "garbage.onnx' is not an ONNX model" \
+  "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/garbage.onnx" --predictions "$OUT/p.h5"
+finish
