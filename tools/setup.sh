@@ -37,7 +37,8 @@ if [ "$profile" = all ]; then
     iproute2                                 # emulated nodes (tools/cluster/) for the multinode tests
     strace                                   # cli.startup_io: which ranks touch the input files
     python3-scipy python3-h5py               # references, user-made files
-    python3-onnx                             # the ONNX checker, for exported models
+    python3-onnx libonnx-testdata            # the ONNX checker; ONNX's backend node tests
+    python3-torch                            # PyTorch: models exported as users export them
   )
 fi
 missing=()
