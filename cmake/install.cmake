@@ -40,7 +40,8 @@ endif()
 
 set(SPMD_SHARE_DIR ${CMAKE_INSTALL_DATADIR}/spmd-kit)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/jobs/slurm DESTINATION ${SPMD_SHARE_DIR}/jobs COMPONENT spmd-kit
-        USE_SOURCE_PERMISSIONS PATTERN README.md EXCLUDE)
+        USE_SOURCE_PERMISSIONS PATTERN README.md EXCLUDE
+        PATTERN scaling.sbatch EXCLUDE)  # runs tools/scaling_study.sh of a checkout
 install(FILES ${PROJECT_SOURCE_DIR}/jobs/slurm/README.md DESTINATION ${SPMD_SHARE_DIR}/jobs/slurm COMPONENT spmd-kit)
 file(GLOB SPMD_INPUT_FILES ${PROJECT_SOURCE_DIR}/inputs/*.ini)
 install(FILES ${SPMD_INPUT_FILES} DESTINATION ${SPMD_SHARE_DIR}/inputs COMPONENT spmd-kit)
@@ -81,3 +82,8 @@ file(RELATIVE_PATH SPMD_PC_TO_PREFIX ${CMAKE_INSTALL_FULL_LIBDIR}/pkgconfig ${CM
 string(REGEX REPLACE "/$" "" SPMD_PC_TO_PREFIX "${SPMD_PC_TO_PREFIX}")
 configure_file(${PROJECT_SOURCE_DIR}/cmake/spmd-kit.pc.in ${PROJECT_BINARY_DIR}/spmd-kit.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/spmd-kit.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig COMPONENT spmd-kit)
+
+# The Lmod module: `module use PREFIX/share/modulefiles; module load spmd-kit`.
+configure_file(${PROJECT_SOURCE_DIR}/cmake/modulefile.lua.in ${PROJECT_BINARY_DIR}/modulefile.lua @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/modulefile.lua DESTINATION ${CMAKE_INSTALL_DATADIR}/modulefiles/spmd-kit
+        RENAME ${PROJECT_VERSION}.lua COMPONENT spmd-kit)

@@ -35,6 +35,7 @@ if [ "$profile" = all ]; then
     slurm-wlm munge                          # one-node Slurm for the job-script tests
     iproute2                                 # emulated nodes (tools/cluster/) for the multinode tests
     strace                                   # cli.startup_io: which ranks touch the input files
+    lmod                                     # cli.lmod: the installed prefix's module
     python3-scipy python3-h5py               # references, user-made files
   )
 fi

@@ -5,7 +5,10 @@
 #   SPMD_ROOT      the checkout holding inputs/, jobs/ and build/ (default: $SLURM_SUBMIT_DIR,
 #                  i.e. submit from the repository root). Jobs run with this as working folder,
 #                  so relative paths in configs and arguments are relative to it.
-#   SPMD           the spmd binary (default: $SPMD_ROOT/build/spmd)
+#   SPMD_KIT_ROOT  an installed prefix (set by `module load spmd-kit`): when the working folder
+#                  is no checkout, the scripts, spmd and inputs/*.ini come from there
+#   SPMD           the spmd binary (default: $SPMD_ROOT/build/spmd, else $SPMD_KIT_ROOT/bin/spmd,
+#                  else spmd on PATH)
 #   LAUNCH         srun (default): `srun --mpi=pmix`, Slurm starts the ranks itself;
 #                  mpirun: Open MPI's mpirun inside the allocation (it starts its daemons
 #                  through Slurm and takes the slots from the allocation)
@@ -27,8 +30,13 @@ job_start() {
   [ -n "${SLURM_JOB_ID:-}" ] || job_fail "not inside a Slurm job: submit this script with sbatch"
   SPMD_ROOT=${SPMD_ROOT:-$SLURM_SUBMIT_DIR}
   cd "$SPMD_ROOT" || job_fail "cannot enter SPMD_ROOT=$SPMD_ROOT"
-  SPMD=${SPMD:-$SPMD_ROOT/build/spmd}
-  [ -x "$SPMD" ] || job_fail "spmd binary '$SPMD' is missing or not executable: build it (tools/setup.sh) or set SPMD=/path/to/spmd"
+  if [ -z "${SPMD:-}" ]; then
+    # A checkout's build, else the installed one (the module's SPMD_KIT_ROOT, or PATH).
+    if [ -x "$SPMD_ROOT/build/spmd" ]; then SPMD=$SPMD_ROOT/build/spmd
+    elif [ -n "${SPMD_KIT_ROOT:-}" ]; then SPMD=$SPMD_KIT_ROOT/bin/spmd
+    else SPMD=$(command -v spmd || echo "$SPMD_ROOT/build/spmd"); fi
+  fi
+  [ -x "$SPMD" ] || job_fail "spmd binary '$SPMD' is missing or not executable: build it (tools/setup.sh), module load spmd-kit, or set SPMD=/path/to/spmd"
   LAUNCH=${LAUNCH:-srun}
   case "$LAUNCH" in
     srun | mpirun) ;;
@@ -60,6 +68,11 @@ job_start() {
 # run folder so the run can be repeated. Sets CONFIG.
 use_config() {
   CONFIG=$1
+  # Outside a checkout, inputs/NAME.ini is the installed copy (share/spmd-kit/inputs/).
+  if [ ! -f "$CONFIG" ] && [[ $CONFIG != /* ]] && [ -n "${SPMD_KIT_ROOT:-}" ] &&
+    [ -f "$SPMD_KIT_ROOT/share/spmd-kit/$CONFIG" ]; then
+    CONFIG=$SPMD_KIT_ROOT/share/spmd-kit/$CONFIG
+  fi
   [ -f "$CONFIG" ] || job_fail "input config '$CONFIG' not found (relative to $PWD); set CONFIG=FILE or use one from inputs/"
   cp "$CONFIG" "$RUN_DIR/config.ini"
   echo "# config $CONFIG"

@@ -36,6 +36,12 @@ start_job info-cpus2 LAUNCH=srun --cpus-per-task=2 info.sbatch
 start_job bad-config CONFIG="$WORK/no-such.ini" --ntasks=1 info.sbatch
 start_job bad-binary SPMD="$WORK/no-such-spmd" --ntasks=1 info.sbatch
 start_job bad-launcher LAUNCH=aprun --ntasks=1 info.sbatch
+# The installed job script with the module's environment (SPMD_KIT_ROOT, PATH), submitted
+# from a folder that is no checkout: the script, spmd and inputs/info.ini from the prefix.
+INSTALLED=$WORK/prefix
+run install 0 60 cmake --install "$(dirname "$SPMD")" --prefix "$INSTALLED"
+start_job info-installed SPMD= SPMD_ROOT= SPMD_KIT_ROOT="$INSTALLED" PATH="$INSTALLED/bin:$PATH" \
+  "$INSTALLED/share/spmd-kit/jobs/slurm/info.sbatch"
 start_job bad-option LAUNCH=srun info.sbatch --hang-timeout -1
 
 # --- workloads: submitted now, checked below --------------------------------------------
@@ -243,6 +249,11 @@ for launch in srun mpirun; do
     fail "info-$launch: config.ini copy or job.log link missing in $RUN_DIR"
   fi
 done
+if await_job info-installed 0; then
+  expect_in "installed job script: the prefix's spmd" "^# launch srun, binary $INSTALLED/bin/spmd,"
+  expect_in "installed job script: the prefix's inputs/info.ini" "^# config $INSTALLED/share/spmd-kit/inputs/info.ini\$"
+  expect_in "installed job script: 2 ranks" 'ranks 2 +devices/rank 1'
+fi
 await_job info-cpus2 0 && expect_in "--cpus-per-task=2 gives 2 devices per rank" 'ranks 2 +devices/rank 2'
 await_job bad-config nonzero && expect_in "missing config named" "input config '$WORK/no-such.ini' not found"
 await_job bad-binary nonzero && expect_in "missing binary named" "spmd binary '$WORK/no-such-spmd' is missing"
