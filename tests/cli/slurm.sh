@@ -240,7 +240,7 @@ for launch in srun mpirun; do
   await_job info-$launch 0 || continue
   expect_in "info-$launch: table lists 2 ranks" 'ranks 2 +devices/rank 1'
   expect_in "info-$launch: rank 1 in the table" '^#\s+1\s+\S+\s+1\s+1 x cpu'
-  expect_in "info-$launch: launched with $launch" "^# [0-9:]+ .*$launch"
+  expect_in "info-$launch: launched with $launch through spmdrun" "^# [0-9:]+ .*/spmdrun --launcher $launch -np 2 "
   json_check "info-${launch}_json" "$RUN_DIR/info.json" "assert j['ranks'] == 2 and len(j['rank_table']) == 2, j"
   checks=$((checks + 1))
   if cmp -s "$RUN_DIR/config.ini" "$ROOT/inputs/info.ini" && [ -L "$RUN_DIR/job.log" ]; then
@@ -251,6 +251,7 @@ for launch in srun mpirun; do
 done
 if await_job info-installed 0; then
   expect_in "installed job script: the prefix's spmd" "^# launch srun, binary $INSTALLED/bin/spmd,"
+  expect_in "installed job script: the prefix's spmdrun" "^# [0-9:]+ $INSTALLED/bin/spmdrun --launcher srun -np 2 "
   expect_in "installed job script: the prefix's inputs/info.ini" "^# config $INSTALLED/share/spmd-kit/inputs/info.ini\$"
   expect_in "installed job script: 2 ranks" 'ranks 2 +devices/rank 1'
 fi
