@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job on the embedded default data, on this machine: installs what is missing,
 # builds the spmd program (only: tools/test.sh builds the rest), then runs the local demo
-# (jobs/local/demo.sh: mpirun, root-safe). Every phase prints a line as it starts.
+# (jobs/local/demo.sh: spmdrun, root-safe). Every phase prints a line as it starts.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 start=$(date +%s)

@@ -180,7 +180,7 @@ weak_data() {
 # study_launcher RANKS: sets LAUNCHER, across the emulated nodes when there are any.
 study_launcher() {
   if [ "$nodes" -gt 0 ]; then
-    LAUNCHER=("$root/tools/cluster/mpirun.sh" "$cluster" -np "$1" --map-by node --bind-to none)
+    LAUNCHER=("$root/tools/cluster/mpirun.sh" "$cluster" -np "$1" --map-by node)
   else
     launcher "$1"
   fi

@@ -1,4 +1,4 @@
-# Shared by the local (mpirun) job scripts: root-safe Open MPI, the binary, the data folder.
+# Shared by the local job scripts: root-safe Open MPI, the binary, the launcher, the data folder.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # More ranks than cores is fine for correctness runs; timings then share cores.
 export OMPI_MCA_rmaps_base_oversubscribe=1
@@ -9,6 +9,8 @@ export OMPI_MCA_rmaps_base_oversubscribe=1
 export OMPI_MCA_odls_base_sigkill_timeout=${OMPI_MCA_odls_base_sigkill_timeout:-5}
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 SPMD=${SPMD:-$root/build/spmd}
+# mpirun with the options a job needs (tools/spmdrun: keepalive, no binding, root-safe).
+SPMDRUN=${SPMDRUN:-$root/tools/spmdrun}
 DATA_DIR=${SPMD_DATA_DIR:-$root/inputs/data}
 [ -x "$SPMD" ] || { echo "error: $SPMD not built; run tools/setup.sh" >&2; exit 1; }
 section() { printf '\n==== %s ====\n' "$*"; }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The demo: what tools/demo.sh runs after building. Every step is an mpirun on this
-# machine; outputs go to runs/demo/. Each section starts with one plain sentence saying what
+# The demo: what tools/demo.sh runs after building. Every step is a spmdrun (mpirun) on
+# this machine; outputs go to runs/demo/. Each section starts with one plain sentence saying what
 # to look at; the sentences that state results compute them from the runs' --json summaries.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -38,9 +38,9 @@ study() {
     --out "$out/scaling-$workload" "$@" | grep -v '^scaling_report: wrote' >"$out/scaling-$workload.txt"
 }
 
-section "1. Who runs where: spmd info under mpirun -np 2"
+section "1. Who runs where: spmd info under spmdrun -np 2"
 look "Rank 0 prints one table of every rank: check each sits on the host and devices you expect."
-mpirun -np 2 "$SPMD" info
+"$SPMDRUN" -np 2 "$SPMD" info
 
 section "2. The data: Fashion-MNIST from Debian's dataset-fashion-mnist"
 ensure_fashion_mnist >/dev/null
@@ -50,7 +50,7 @@ look "The shape and the label histogram of the test set: the evaluation below mu
 
 section "3. Full-dataset evaluation on 2 ranks: the problem (wrong totals) and the fix (exact)"
 for strategy in drop-remainder pad infinite-pad; do
-  mpirun -np 2 "$SPMD" eval --data "$test_set" --model zero --strategy $strategy --per-device-batch 512 \
+  "$SPMDRUN" -np 2 "$SPMD" eval --data "$test_set" --model zero --strategy $strategy --per-device-batch 512 \
     --json "$out/eval-$strategy.json" --quiet | trim breakdown >>"$out/section3.txt"
 done
 "$SPMD" eval --data "$test_set" --strategy keep-remainder --per-device-batch 512 --json "$out/eval-keep-remainder.json" \
@@ -96,10 +96,10 @@ PY
 cat "$out/section4.txt"
 
 section "5. CNN ensemble: 2 members (one per rank, each from its own seed), 1 epoch on 10000 images, then eval of its checkpoint"
-mpirun -np 2 "$SPMD" ensemble --train "$DATA_DIR/fashion-mnist/train.h5" --test "$test_set" --train-limit 10000 \
+"$SPMDRUN" -np 2 "$SPMD" ensemble --train "$DATA_DIR/fashion-mnist/train.h5" --test "$test_set" --train-limit 10000 \
   --epochs 1 --checkpoint "$out/ensemble.h5" --overwrite --json "$out/ensemble.json" --progress-every 100 2>&1 |
   trim >"$out/section5.txt"
-mpirun -np 2 "$SPMD" eval --data "$test_set" --model cnn --weights "$out/ensemble.h5" --strategy pad \
+"$SPMDRUN" -np 2 "$SPMD" eval --data "$test_set" --model cnn --weights "$out/ensemble.h5" --strategy pad \
   --per-device-batch 512 --json "$out/eval-cnn.json" --quiet | trim breakdown >>"$out/section5.txt"
 look "$(/usr/bin/python3 - "$out" <<'PY'
 import json, sys

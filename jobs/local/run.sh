@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Local launcher: one workload with mpirun on this machine, the counterpart of
+# Local launcher: one workload with spmdrun (mpirun) on this machine, the counterpart of
 # jobs/slurm/<workload>.sbatch. Root-safe; more ranks than cores are allowed.
 #
 #   jobs/local/run.sh eval|logreg|ensemble|info [--np N] [--config FILE] [-- extra spmd options]
@@ -57,6 +57,6 @@ case "$workload" in
   ensemble) outputs+=(--metrics-csv "$out/metrics.csv" --checkpoint "$out/checkpoint.h5")
             [ -f "$out/checkpoint.h5" ] && outputs+=(--resume) ;;
 esac
-echo "# $workload: mpirun -np $np, config $config, outputs in $out"
-mpirun -np "$np" "$SPMD" "$workload" --config "$config" "${outputs[@]}" "${extra[@]}" 2>&1 | tee "$out/log.txt"
+echo "# $workload: spmdrun -np $np, config $config, outputs in $out"
+"$SPMDRUN" -np "$np" "$SPMD" "$workload" --config "$config" "${outputs[@]}" "${extra[@]}" 2>&1 | tee "$out/log.txt"
 exit "${PIPESTATUS[0]}"

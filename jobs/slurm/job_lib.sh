@@ -5,7 +5,10 @@
 #   SPMD_ROOT      the checkout holding inputs/, jobs/ and build/ (default: $SLURM_SUBMIT_DIR,
 #                  i.e. submit from the repository root). Jobs run with this as working folder,
 #                  so relative paths in configs and arguments are relative to it.
-#   SPMD           the spmd binary (default: $SPMD_ROOT/build/spmd)
+#   SPMD_KIT_ROOT  an installed prefix (set by `module load spmd-kit`): when the working folder
+#                  is no checkout, the scripts, spmd and inputs/*.ini come from there
+#   SPMD           the spmd binary (default: $SPMD_ROOT/build/spmd, else $SPMD_KIT_ROOT/bin/spmd,
+#                  else spmd on PATH)
 #   LAUNCH         srun (default): `srun --mpi=pmix`, Slurm starts the ranks itself;
 #                  mpirun: Open MPI's mpirun inside the allocation (it starts its daemons
 #                  through Slurm and takes the slots from the allocation)
@@ -15,6 +18,13 @@
 #   SPMD_RUNS_DIR  parent of the run folders (default: $SPMD_ROOT/runs)
 # Arguments after the script name (`sbatch jobs/slurm/eval.sbatch --strategy pad`) go to
 # spmd after the config, so they win over it.
+
+# The spmdrun beside this file: tools/spmdrun of a checkout, or bin/spmdrun of an installed
+# prefix (share/spmd-kit/jobs/slurm/ here). sbatch runs a copy of the batch script, but
+# sources this file where it lies.
+JOB_LIB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+if [ -x "$JOB_LIB_DIR/../../tools/spmdrun" ]; then JOB_SPMDRUN=$(cd "$JOB_LIB_DIR/../../tools" && pwd)/spmdrun
+else JOB_SPMDRUN=$(cd "$JOB_LIB_DIR/../../../.." && pwd)/bin/spmdrun; fi
 
 job_fail() {
   echo "job: error: $*" >&2
@@ -27,8 +37,14 @@ job_start() {
   [ -n "${SLURM_JOB_ID:-}" ] || job_fail "not inside a Slurm job: submit this script with sbatch"
   SPMD_ROOT=${SPMD_ROOT:-$SLURM_SUBMIT_DIR}
   cd "$SPMD_ROOT" || job_fail "cannot enter SPMD_ROOT=$SPMD_ROOT"
-  SPMD=${SPMD:-$SPMD_ROOT/build/spmd}
-  [ -x "$SPMD" ] || job_fail "spmd binary '$SPMD' is missing or not executable: build it (tools/setup.sh) or set SPMD=/path/to/spmd"
+  if [ -z "${SPMD:-}" ]; then
+    # A checkout's build, else the installed one (the module's SPMD_KIT_ROOT, or PATH).
+    if [ -x "$SPMD_ROOT/build/spmd" ]; then SPMD=$SPMD_ROOT/build/spmd
+    elif [ -n "${SPMD_KIT_ROOT:-}" ]; then SPMD=$SPMD_KIT_ROOT/bin/spmd
+    else SPMD=$(command -v spmd || echo "$SPMD_ROOT/build/spmd"); fi
+  fi
+  [ -x "$SPMD" ] || job_fail "spmd binary '$SPMD' is missing or not executable: build it (tools/setup.sh), module load spmd-kit, or set SPMD=/path/to/spmd"
+  [ -x "$JOB_SPMDRUN" ] || job_fail "spmdrun not found beside $JOB_LIB_DIR (tools/spmdrun of a checkout, bin/spmdrun of a prefix)"
   LAUNCH=${LAUNCH:-srun}
   case "$LAUNCH" in
     srun | mpirun) ;;
@@ -60,6 +76,11 @@ job_start() {
 # run folder so the run can be repeated. Sets CONFIG.
 use_config() {
   CONFIG=$1
+  # Outside a checkout, inputs/NAME.ini is the installed copy (share/spmd-kit/inputs/).
+  if [ ! -f "$CONFIG" ] && [[ $CONFIG != /* ]] && [ -n "${SPMD_KIT_ROOT:-}" ] &&
+    [ -f "$SPMD_KIT_ROOT/share/spmd-kit/$CONFIG" ]; then
+    CONFIG=$SPMD_KIT_ROOT/share/spmd-kit/$CONFIG
+  fi
   [ -f "$CONFIG" ] || job_fail "input config '$CONFIG' not found (relative to $PWD); set CONFIG=FILE or use one from inputs/"
   cp "$CONFIG" "$RUN_DIR/config.ini"
   echo "# config $CONFIG"
@@ -69,24 +90,14 @@ use_config() {
 # it with the chosen launcher. (An array rather than a function, so that a script can start
 # it in the background and get the launcher's own pid from $!.)
 launcher() {
-  case "$LAUNCH" in
-    srun)
-      # Since Slurm 22.05 srun no longer inherits --cpus-per-task from the batch allocation;
-      # without it every rank would get one CPU. Debian's Open MPI accepts only --mpi=pmix.
-      LAUNCHER=(srun --mpi=pmix --ntasks="$1" --cpus-per-task="${SLURM_CPUS_PER_TASK:-1}")
-      ;;
-    mpirun)
-      # Open MPI refuses root without the two variables. --bind-to none: by default each
-      # rank would be pinned to one core, and its device threads would share it.
-      # The keepalive options bound the job's end when a node is lost: mpirun then sees its
-      # daemon's connection fail within 5 + 5 x 2 = 15 s and ends the job, naming the node.
-      # Without them it notices only after 300 + 9 x 20 s, and once an abort is under way
-      # (spmd's hang watchdog) it waits forever on the lost daemon; the watchdog therefore
-      # gives the launcher 30 s before aborting when a whole node is silent.
-      LAUNCHER=(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np "$1" --bind-to none
-        --mca oob_tcp_keepalive_time 5 --mca oob_tcp_keepalive_intvl 2 --mca oob_tcp_keepalive_probes 5)
-      ;;
-  esac
+  # spmdrun brings the options a job needs (tools/spmdrun): for mpirun, --bind-to none (by
+  # default each rank would be pinned to one core, and its device threads would share it),
+  # TCP keepalive on the daemons' connections (a lost node ends the job in 5 + 5 x 2 = 15 s,
+  # naming it; without it mpirun notices only after 300 + 9 x 20 s, and once an abort is under
+  # way waits for good on the lost daemon, so spmd's watchdog gives the launcher 30 s before
+  # aborting when a whole node is silent) and, as root, allow-run-as-root; for srun,
+  # --mpi=pmix and the allocation's CPUs per task.
+  LAUNCHER=("$JOB_SPMDRUN" --launcher "$LAUNCH" -np "$1")
 }
 
 # launch NTASKS CMD...: runs NTASKS ranks of CMD in the foreground.

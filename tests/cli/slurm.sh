@@ -36,6 +36,12 @@ start_job info-cpus2 LAUNCH=srun --cpus-per-task=2 info.sbatch
 start_job bad-config CONFIG="$WORK/no-such.ini" --ntasks=1 info.sbatch
 start_job bad-binary SPMD="$WORK/no-such-spmd" --ntasks=1 info.sbatch
 start_job bad-launcher LAUNCH=aprun --ntasks=1 info.sbatch
+# The installed job script with the module's environment (SPMD_KIT_ROOT, PATH), submitted
+# from a folder that is no checkout: the script, spmd and inputs/info.ini from the prefix.
+INSTALLED=$WORK/prefix
+run install 0 60 cmake --install "$(dirname "$SPMD")" --prefix "$INSTALLED"
+start_job info-installed SPMD= SPMD_ROOT= SPMD_KIT_ROOT="$INSTALLED" PATH="$INSTALLED/bin:$PATH" \
+  "$INSTALLED/share/spmd-kit/jobs/slurm/info.sbatch"
 start_job bad-option LAUNCH=srun info.sbatch --hang-timeout -1
 
 # --- workloads: submitted now, checked below --------------------------------------------
@@ -234,7 +240,7 @@ for launch in srun mpirun; do
   await_job info-$launch 0 || continue
   expect_in "info-$launch: table lists 2 ranks" 'ranks 2 +devices/rank 1'
   expect_in "info-$launch: rank 1 in the table" '^#\s+1\s+\S+\s+1\s+1 x cpu'
-  expect_in "info-$launch: launched with $launch" "^# [0-9:]+ .*$launch"
+  expect_in "info-$launch: launched with $launch through spmdrun" "^# [0-9:]+ .*/spmdrun --launcher $launch -np 2 "
   json_check "info-${launch}_json" "$RUN_DIR/info.json" "assert j['ranks'] == 2 and len(j['rank_table']) == 2, j"
   checks=$((checks + 1))
   if cmp -s "$RUN_DIR/config.ini" "$ROOT/inputs/info.ini" && [ -L "$RUN_DIR/job.log" ]; then
@@ -243,6 +249,12 @@ for launch in srun mpirun; do
     fail "info-$launch: config.ini copy or job.log link missing in $RUN_DIR"
   fi
 done
+if await_job info-installed 0; then
+  expect_in "installed job script: the prefix's spmd" "^# launch srun, binary $INSTALLED/bin/spmd,"
+  expect_in "installed job script: the prefix's spmdrun" "^# [0-9:]+ $INSTALLED/bin/spmdrun --launcher srun -np 2 "
+  expect_in "installed job script: the prefix's inputs/info.ini" "^# config $INSTALLED/share/spmd-kit/inputs/info.ini\$"
+  expect_in "installed job script: 2 ranks" 'ranks 2 +devices/rank 1'
+fi
 await_job info-cpus2 0 && expect_in "--cpus-per-task=2 gives 2 devices per rank" 'ranks 2 +devices/rank 2'
 await_job bad-config nonzero && expect_in "missing config named" "input config '$WORK/no-such.ini' not found"
 await_job bad-binary nonzero && expect_in "missing binary named" "spmd binary '$WORK/no-such-spmd' is missing"

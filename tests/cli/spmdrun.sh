@@ -25,6 +25,12 @@ run slurm_whole_allocation 0 10 env SLURM_JOB_ID=42 "$SPMDRUN" --dry-run "$SPMD"
 expect_in "srun without -np: the allocation's tasks" "^srun --mpi=pmix --cpus-per-task=1 .*spmd info$"
 run slurm_hosts nonzero 10 env SLURM_JOB_ID=42 "$SPMDRUN" --hosts a,b "$SPMD" info
 expect_in "--hosts under Slurm refused" "--hosts: under Slurm \(job 42\) the allocation decides"
+run slurm_mpirun 0 10 env SLURM_JOB_ID=42 "$SPMDRUN" --dry-run --launcher mpirun -np 4 "$SPMD" info
+expect_in "--launcher mpirun inside an allocation: mpirun with its options" "mpirun -np 4 --bind-to none --mca oob_tcp_keepalive_time 5 .*spmd info$"
+run srun_chosen 0 10 "$SPMDRUN" --dry-run --launcher srun -np 2 "$SPMD" info
+expect_in "--launcher srun outside Slurm: srun" "^srun --mpi=pmix --cpus-per-task=1 --ntasks=2 .*spmd info$"
+run bad_launcher nonzero 10 "$SPMDRUN" --launcher aprun "$SPMD" info
+expect_in "an unknown launcher is refused" "--launcher 'aprun': use srun or mpirun"
 run no_program nonzero 10 "$SPMDRUN" -np 2
 expect_in "no program: said" "no program to run"
 run unknown_word nonzero 10 "$SPMDRUN" -np 2 nosuchprogram-xyz info

@@ -49,9 +49,10 @@ start_job() {
   while [[ $1 != *.sbatch ]]; do opts+=("$1"); shift; done
   local script=$1
   shift
+  [[ $script == /* ]] || script=$ROOT/jobs/slurm/$script  # else an installed copy
   mkdir -p "$WORK/logs"
   (cd "$WORK" && exec env "${envs[@]}" timeout 120 sbatch --wait --job-name="$name" \
-    --output="$WORK/logs/%x-%j.out" "${opts[@]}" "$ROOT/jobs/slurm/$script" "$@") >"$WORK/$name.sbatch" 2>&1 &
+    --output="$WORK/logs/%x-%j.out" "${opts[@]}" "$script" "$@") >"$WORK/$name.sbatch" 2>&1 &
   JOB_PID[$name]=$!
   JOB_T0[$name]=$(date +%s.%N)
 }

@@ -2,8 +2,9 @@
 # mpirun across an emulated cluster: runs Open MPI's mpirun on node1 with a host file of all
 # nodes, starting the daemons of the other nodes through rsh_agent.sh, and keeping both the
 # out-of-band and the MPI traffic on the cluster's interconnect (TCP between nodes, shared
-# memory within a node, as Open MPI chooses on a real cluster). The keepalive options are
-# those of jobs/slurm/job_lib.sh, for the same reason (a lost node ends the job in ~15 s).
+# memory within a node, as Open MPI chooses on a real cluster). It goes through spmdrun
+# (tools/spmdrun), as the job scripts do: keepalive (a lost node ends the job in ~15 s) and
+# --bind-to none come from there.
 #
 #   tools/cluster/mpirun.sh NAME [MPIRUN OPTIONS] PROGRAM [ARGS]
 #   e.g. tools/cluster/mpirun.sh c1 -np 4 --map-by ppr:2:node build/spmd info
@@ -19,8 +20,7 @@ state=$(cluster_state "$name")
 awk -v s="${SLOTS_PER_NODE:-2}" '{ print $2 " slots=" s }' "$state/nodes" >"$state/hostfile"
 export SPMD_CLUSTER=$name OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 subnet=$CLUSTER_SUBNET_PREFIX.0/24
-exec "$here/on.sh" "$name" 1 mpirun --hostfile "$state/hostfile" \
+exec "$here/on.sh" "$name" 1 "$here/../spmdrun" --launcher mpirun --hostfile "$state/hostfile" \
   --mca plm_rsh_agent "$here/rsh_agent.sh" \
   --mca oob_tcp_if_include "$subnet" --mca btl_tcp_if_include "$subnet" \
-  --mca btl self,vader,tcp \
-  --mca oob_tcp_keepalive_time 5 --mca oob_tcp_keepalive_intvl 2 --mca oob_tcp_keepalive_probes 5 "$@"
+  --mca btl self,vader,tcp "$@"

@@ -24,7 +24,8 @@ grep -q '^CMAKE_CUDA_COMPILER:[A-Z]*=.*nvcc' "$BUILD/CMakeCache.txt" ||
 rm -rf "$RT/bin"
 mkdir -p "$RT/bin" "$RT/debs"
 # libspmd.so and the CUDA module sit beside the binaries; run.sh puts bin/ on the library path.
-bins=("$BUILD/spmd" "$BUILD/libspmd.so" "$BUILD/libspmd_cuda.so" "$BUILD/tests/spmd_unit_tests"
+# libspmd under its SONAME (libspmd.so.MAJOR.MINOR), the name the binaries ask the loader for.
+bins=("$BUILD/spmd" "$BUILD/$(readlink "$BUILD/libspmd.so")" "$BUILD/libspmd_cuda.so" "$BUILD/tests/spmd_unit_tests"
       "$BUILD/tests/spmd_mpi_tests" "$BUILD/tests/spmd_cuda_tests")
 for b in "$BUILD"/bench_*; do [ -x "$b" ] && bins+=("$b"); done
 cp "${bins[@]}" "$RT/bin/"
