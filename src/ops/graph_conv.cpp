@@ -110,13 +110,21 @@ void conv(const OpCall& call) {
         for (std::int64_t ky = 0; ky < kh; ++ky)
           for (std::int64_t kx = 0; kx < kw; ++kx) {
             float* row = col.data() + ((ci * kh + ky) * kw + kx) * pixels;
+            // The output columns whose input column lies inside the image: [lo, hi).
+            const std::int64_t shift = kx * g.dw - g.left;
+            const std::int64_t lo = std::clamp<std::int64_t>((-shift + g.sw - 1) / g.sw, 0, g.ow);
+            const std::int64_t hi = std::clamp<std::int64_t>((g.w - shift + g.sw - 1) / g.sw, lo, g.ow);
             for (std::int64_t oy = 0; oy < g.oh; ++oy) {
               const std::int64_t iy = oy * g.sh - g.top + ky * g.dh;
-              for (std::int64_t ox = 0; ox < g.ow; ++ox) {
-                const std::int64_t ix = ox * g.sw - g.left + kx * g.dw;
-                const bool inside = iy >= 0 && iy < g.h && ix >= 0 && ix < g.w;
-                row[oy * g.ow + ox] = inside ? in[(ci * g.h + iy) * g.w + ix] : 0.0f;
+              float* out = row + oy * g.ow;
+              if (iy < 0 || iy >= g.h) {
+                std::fill(out, out + g.ow, 0.0f);
+                continue;
               }
+              const float* src = in + (ci * g.h + iy) * g.w + shift;
+              std::fill(out, out + lo, 0.0f);
+              for (std::int64_t ox = lo; ox < hi; ++ox) out[ox] = src[ox * g.sw];
+              std::fill(out + hi, out + g.ow, 0.0f);
             }
           }
       float* out = y.f.data() + (n * m + gi * mg) * pixels;
