@@ -87,8 +87,8 @@ std::vector<std::int64_t> output_shape(const Tensor& x, std::int64_t channels, c
 // im2col matrix [C/group * kH * kW, oH * oW], then one GEMM (the CPU backend's tuned kernel:
 // each output row's reduction in one fixed order).
 void conv(const OpCall& call) {
-  const Tensor& x = call.input(0);
-  const Tensor& wt = call.input(1);
+  const Tensor& x = call.float_input(0);
+  const Tensor& wt = call.float_input(1);
   if (wt.shape.size() != x.shape.size()) call.fail("weights " + to_string(wt.shape) + " do not match input " + to_string(x.shape));
   const std::int64_t kh = x.shape.size() == 3 ? 1 : wt.shape[2], kw = wt.shape.back();
   const Window g = window_of(call, x, kh, kw, false);
@@ -97,7 +97,8 @@ void conv(const OpCall& call) {
     call.fail("group " + std::to_string(group) + " does not divide input channels " + std::to_string(g.c) +
               " and weights " + to_string(wt.shape));
   const std::int64_t cg = g.c / group, mg = m / group, k = cg * kh * kw, pixels = g.oh * g.ow;
-  const float* bias = call.has_input(2) ? call.input(2).f.data() : nullptr;
+  if (call.has_input(2) && call.float_input(2).size() != m) call.fail("bias has " + std::to_string(call.input(2).size()) + " values for " + std::to_string(m) + " output channels");
+  const float* bias = call.has_input(2) ? call.float_input(2).f.data() : nullptr;
   Tensor& y = *call.out[0];
   y.reset(ElemType::Float32, output_shape(x, m, g));
   thread_local std::vector<float> col;
@@ -139,7 +140,7 @@ void conv(const OpCall& call) {
 
 template <bool kMax>
 void pool(const OpCall& call) {
-  const Tensor& x = call.input(0);
+  const Tensor& x = call.float_input(0);
   if (call.out.size() > 1) call.fail("the Indices output (argmax positions) is not supported");
   const auto kernel = call.node.attrs.ints_or("kernel_shape", {});
   if (kernel.empty() || kernel.size() > 2) call.fail("kernel_shape must have 1 or 2 values");
@@ -172,7 +173,7 @@ void pool(const OpCall& call) {
 
 template <bool kMax>
 void global_pool(const OpCall& call) {
-  const Tensor& x = call.input(0);
+  const Tensor& x = call.float_input(0);
   if (x.shape.size() < 3) call.fail("input " + to_string(x.shape) + " has no spatial dimension");
   std::int64_t spatial = 1;
   for (std::size_t k = 2; k < x.shape.size(); ++k) spatial *= x.shape[k];
@@ -190,17 +191,19 @@ void global_pool(const OpCall& call) {
 
 // BatchNormalization (inference): y = (x - mean) / sqrt(var + epsilon) * scale + bias per channel.
 void batch_norm(const OpCall& call) {
-  const Tensor& x = call.input(0);
+  const Tensor& x = call.float_input(0);
   if (call.node.attrs.i("training_mode", 0) != 0 || call.out.size() > 1) call.fail("training_mode: only inference is supported");
   const float eps = call.node.attrs.f("epsilon", 1e-5f);
-  const auto& scale = call.input(1).f;
-  const auto& bias = call.input(2).f;
-  const auto& mean = call.input(3).f;
-  const auto& var = call.input(4).f;
+  const auto& scale = call.float_input(1).f;
+  const auto& bias = call.float_input(2).f;
+  const auto& mean = call.float_input(3).f;
+  const auto& var = call.float_input(4).f;
   if (x.shape.size() < 2) call.fail("input " + to_string(x.shape) + " has no channel dimension");
   std::int64_t spatial = 1;
   for (std::size_t k = 2; k < x.shape.size(); ++k) spatial *= x.shape[k];
   const std::int64_t channels = x.shape[1];
+  for (std::size_t k = 1; k <= 4; ++k)
+    if (call.input(k).size() != channels) call.fail("input " + std::to_string(k) + " has " + std::to_string(call.input(k).size()) + " values for " + std::to_string(channels) + " channels");
   Tensor& y = *call.out[0];
   y.reset(ElemType::Float32, x.shape);
   for (std::int64_t plane = 0; plane < x.shape[0] * channels; ++plane) {

@@ -44,6 +44,11 @@ void hard_sigmoid(const OpCall& c) {
   unary(c, [=](float v) { return std::clamp(alpha * v + beta, 0.0f, 1.0f); });
 }
 void softplus(const OpCall& c) { unary(c, [](float v) { return std::log1p(std::exp(v)); }); }
+void softsign(const OpCall& c) { unary(c, [](float v) { return v / (1.0f + std::fabs(v)); }); }
+void selu(const OpCall& c) {
+  const float alpha = c.node.attrs.f("alpha", 1.67326319217681884765625f), gamma = c.node.attrs.f("gamma", 1.05070102214813232421875f);
+  unary(c, [=](float v) { return v > 0.0f ? gamma * v : gamma * (alpha * std::exp(v) - alpha); });
+}
 
 // Clip: bounds as attributes (opset < 11) or optional inputs 1 and 2.
 void clip(const OpCall& c) {
@@ -149,6 +154,20 @@ void pow_op(const OpCall& c) {
   binary(c, [](float x, float y) { return y == 2.0f ? x * x : std::pow(x, y); },
          [](std::int64_t x, std::int64_t y) { return static_cast<std::int64_t>(std::pow(x, y)); });
 }
+// PRelu: x < 0 ? slope * x : x, the slope broadcast to x.
+void prelu(const OpCall& c) {
+  binary(c, [](float x, float slope) { return x < 0.0f ? slope * x : x; },
+         [](std::int64_t x, std::int64_t slope) { return x < 0 ? slope * x : x; });
+}
+// Expand: the input broadcast to a shape (numpy rules, either side may be 1).
+void expand(const OpCall& c) {
+  Tensor ones;
+  const auto dims = c.input(1).as_ints();
+  ones.reset(c.input(0).type, dims);
+  if (ones.type == ElemType::Float32) std::fill(ones.f.begin(), ones.f.end(), 0.0f);
+  else std::fill(ones.i.begin(), ones.i.end(), 0);
+  binary_into(c, c.input(0), ones, *c.out[0], [](float x, float) { return x; }, [](std::int64_t x, std::int64_t) { return x; });
+}
 void max_op(const OpCall& c) {
   fold(c, [](float x, float y) { return std::max(x, y); }, [](std::int64_t x, std::int64_t y) { return std::max(x, y); });
 }
@@ -174,6 +193,10 @@ SPMD_REGISTER_GRAPH_OP("LeakyRelu", leaky_relu);
 SPMD_REGISTER_GRAPH_OP("Elu", elu);
 SPMD_REGISTER_GRAPH_OP("HardSigmoid", hard_sigmoid);
 SPMD_REGISTER_GRAPH_OP("Softplus", softplus);
+SPMD_REGISTER_GRAPH_OP("Softsign", softsign);
+SPMD_REGISTER_GRAPH_OP("Selu", selu);
+SPMD_REGISTER_GRAPH_OP("PRelu", prelu);
+SPMD_REGISTER_GRAPH_OP("Expand", expand);
 SPMD_REGISTER_GRAPH_OP("Clip", clip);
 SPMD_REGISTER_GRAPH_OP("Add", add);
 SPMD_REGISTER_GRAPH_OP("Sub", sub);

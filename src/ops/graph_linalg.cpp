@@ -21,8 +21,8 @@ void transpose_into(const float* src, std::int64_t rows, std::int64_t cols, std:
 
 // Gemm: Y = alpha * op(A) op(B) + beta * C, A and B 2-D, C broadcast to [M, N].
 void gemm(const OpCall& call) {
-  const Tensor& a = call.input(0);
-  const Tensor& b = call.input(1);
+  const Tensor& a = call.float_input(0);
+  const Tensor& b = call.float_input(1);
   const Attrs& at = call.node.attrs;
   if (a.shape.size() != 2 || b.shape.size() != 2) call.fail("A " + to_string(a.shape) + " and B " + to_string(b.shape) + " must be 2-D");
   const bool ta = at.i("transA", 0) != 0, tb = at.i("transB", 0) != 0;
@@ -40,7 +40,7 @@ void gemm(const OpCall& call) {
   y.reset(ElemType::Float32, {m, n});
   kernels().gemm(ta, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), a.f.data(), a.shape[1], bk, n,
                  y.f.data(), n, false, {});
-  const Tensor* c = call.has_input(2) ? &call.input(2) : nullptr;
+  const Tensor* c = call.has_input(2) ? &call.float_input(2) : nullptr;
   if (c && c->shape.size() > 2) call.fail("C " + to_string(c->shape) + " has more than 2 dimensions");
   const std::int64_t cr = !c || c->shape.size() < 2 ? 1 : c->shape[0];
   const std::int64_t cc = !c || c->shape.empty() ? 1 : c->shape.back();
@@ -56,8 +56,8 @@ void gemm(const OpCall& call) {
 // MatMul (numpy): A [..., M, K] x B [..., K, N] with broadcast leading dimensions; 1-D
 // operands are promoted and the promoted dimension removed again.
 void matmul(const OpCall& call) {
-  const Tensor& a = call.input(0);
-  const Tensor& b = call.input(1);
+  const Tensor& a = call.float_input(0);
+  const Tensor& b = call.float_input(1);
   auto sa = a.shape, sb = b.shape;  // 1-D operands promoted
   const bool a1 = sa.size() == 1, b1 = sb.size() == 1;
   if (a1) sa.insert(sa.begin(), 1);

@@ -14,12 +14,14 @@ namespace {
 // Softmax over groups of `length` elements `stride` apart: [outer, length, inner] layout.
 template <bool kLog>
 void softmax(const OpCall& c) {
-  const Tensor& x = c.input(0);
+  const Tensor& x = c.float_input(0);
   if (x.type != ElemType::Float32) c.fail("needs a float input");
   const std::size_t r = x.shape.size();
   std::int64_t outer = 1, length = 1, inner = 1;
   if (c.node.opset < 13) {  // the input seen as 2-D at `axis` (default 1)
-    const std::size_t axis = c.axis(c.node.attrs.i("axis", 1), r + 1);
+    std::int64_t a = c.node.attrs.i("axis", 1);
+    if (a < 0) a += static_cast<std::int64_t>(r);  // negative axes count from the input's rank
+    const std::size_t axis = c.axis(a, r + 1);
     for (std::size_t k = 0; k < r; ++k) (k < axis ? outer : length) *= x.shape[k];
   } else {
     const std::size_t axis = c.axis(c.node.attrs.i("axis", -1), r);
@@ -45,7 +47,7 @@ enum class Reduce { Mean, Sum, Max, Min };
 
 template <Reduce kOp>
 void reduce(const OpCall& c) {
-  const Tensor& x = c.input(0);
+  const Tensor& x = c.float_input(0);
   const std::size_t r = x.shape.size();
   std::vector<std::int64_t> axes = c.node.attrs.ints_or("axes", {});
   if (axes.empty() && c.has_input(1)) axes = c.input(1).as_ints();  // ReduceSum 13's, the others' 18's input form
@@ -89,12 +91,12 @@ void reduce(const OpCall& c) {
 // Sum / Mean of inputs of one shape (the exporters' ensembles and skip connections).
 template <bool kMean>
 void variadic(const OpCall& c) {
-  const Tensor& first = c.input(0);
+  const Tensor& first = c.float_input(0);
   Tensor& y = *c.out[0];
   y.reset(ElemType::Float32, first.shape);
   std::copy_n(first.f.begin(), first.size(), y.f.begin());
   for (std::size_t k = 1; k < c.in.size(); ++k) {
-    const Tensor& t = c.input(k);
+    const Tensor& t = c.float_input(k);
     if (t.shape != first.shape) c.fail("inputs of different shapes (" + to_string(first.shape) + ", " + to_string(t.shape) + ")");
     for (std::int64_t e = 0; e < y.size(); ++e) y.f[static_cast<std::size_t>(e)] += t.f[static_cast<std::size_t>(e)];
   }

@@ -61,6 +61,12 @@ const Tensor& OpCall::input(std::size_t k) const {
   return *in[k];
 }
 
+const Tensor& OpCall::float_input(std::size_t k) const {
+  const Tensor& t = input(k);
+  if (t.type != ElemType::Float32) fail("input " + std::to_string(k) + " is an integer tensor; this op computes in float32");
+  return t;
+}
+
 void OpCall::fail(const std::string& what) const {
   throw Error("ONNX node '" + node.name + "' (" + node.op + "): " + what);
 }

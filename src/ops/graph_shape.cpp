@@ -264,31 +264,40 @@ void constant_of_shape(const OpCall& c) {
   else std::fill(y.f.begin(), y.f.end(), it == c.node.attrs.tensors.end() ? 0.0f : it->second.f.at(0));
 }
 
-// Pad, constant mode: pads [x1_begin, x2_begin, ..., x1_end, x2_end, ...] as input (opset
-// >= 11) or attribute; negative pads crop.
+// Pad: pads [x1_begin, x2_begin, ..., x1_end, x2_end, ...] as input (opset >= 11) or
+// attribute; negative pads crop. Modes constant, reflect (mirror without the edge) and edge.
 void pad(const OpCall& c) {
   const Tensor& x = c.input(0);
   const std::string mode = c.node.attrs.s("mode", "constant");
-  if (mode != "constant") c.fail("mode '" + mode + "' (only constant padding is supported)");
+  if (mode != "constant" && mode != "reflect" && mode != "edge") c.fail("mode '" + mode + "' is not constant, reflect or edge");
   const auto pads = c.node.opset < 11 ? c.node.attrs.ints_or("pads", {}) : c.input(1).as_ints();
-  const float value = c.node.opset < 11 ? c.node.attrs.f("value", 0.0f) : c.has_input(2) ? c.input(2).f.at(0) : 0.0f;
+  const Tensor* constant = c.node.opset >= 11 && c.has_input(2) ? &c.input(2) : nullptr;
+  const float value = c.node.opset < 11 ? c.node.attrs.f("value", 0.0f) : constant && constant->type == ElemType::Float32 ? constant->f.at(0) : 0.0f;
+  const std::int64_t int_value = constant && constant->type == ElemType::Int64 ? constant->i.at(0) : 0;
   const std::size_t r = x.shape.size();
   if (pads.size() != 2 * r) c.fail("pads has " + std::to_string(pads.size()) + " values for rank " + std::to_string(r));
   auto shape = x.shape;
   for (std::size_t k = 0; k < r; ++k) shape[k] += pads[k] + pads[k + r];
   const auto in_strides = strides_of(x.shape);
   Tensor& y = *c.out[0];
-  y.reset(ElemType::Float32, shape);
+  y.reset(x.type, shape);
   std::vector<std::int64_t> index(r, 0);
   for (std::int64_t o = 0; o < y.size(); ++o) {
     std::int64_t off = 0;
     bool inside = true;
     for (std::size_t k = 0; k < r; ++k) {
-      const std::int64_t v = index[k] - pads[k];
-      inside = inside && v >= 0 && v < x.shape[k];
+      std::int64_t v = index[k] - pads[k];
+      const std::int64_t n = x.shape[k];
+      if (mode == "edge") v = std::clamp<std::int64_t>(v, 0, n - 1);
+      if (mode == "reflect" && n > 1)
+        while (v < 0 || v >= n) v = v < 0 ? -v : 2 * (n - 1) - v;
+      if (mode == "reflect" && n == 1) v = 0;
+      inside = inside && v >= 0 && v < n;
       off += v * in_strides[k];
     }
-    y.f[static_cast<std::size_t>(o)] = inside ? x.f[static_cast<std::size_t>(off)] : value;
+    const auto u = static_cast<std::size_t>(o), from = static_cast<std::size_t>(off);
+    if (x.type == ElemType::Float32) y.f[u] = inside ? x.f[from] : value;
+    else y.i[u] = inside ? x.i[from] : int_value;
     for (std::size_t k = r; k-- > 0;) {
       if (++index[k] < shape[k]) break;
       index[k] = 0;

@@ -69,22 +69,27 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: spmd_onnx_conformance DATA_DIR [FILTER]\n");
     return 2;
   }
-  const fs::path node = fs::path(argv[1]) / "node";
   const std::string filter = argc > 2 ? argv[2] : "";
-  if (!fs::is_directory(node)) {
-    std::printf("skip: no ONNX node tests in %s (apt-get install libonnx-testdata)\n", node.c_str());
+  if (!fs::is_directory(fs::path(argv[1]) / "node")) {
+    std::printf("skip: no ONNX node tests in %s/node (apt-get install libonnx-testdata)\n", argv[1]);
     return 77;
   }
+  // The node tests, and the models PyTorch's exporter made of its modules and operators
+  // (the "real" folder's networks are downloaded on demand: not here).
   std::map<std::string, Count> per_op;
   std::vector<fs::path> dirs;
-  for (const auto& d : fs::directory_iterator(node))
-    if (d.is_directory() && d.path().filename().string().find(filter) != std::string::npos) dirs.push_back(d.path());
+  for (const char* suite : {"node", "pytorch-converted", "pytorch-operator", "simple"}) {
+    if (!fs::is_directory(fs::path(argv[1]) / suite)) continue;
+    for (const auto& d : fs::directory_iterator(fs::path(argv[1]) / suite))
+      if (d.is_directory() && d.path().filename().string().find(filter) != std::string::npos) dirs.push_back(d.path());
+  }
   std::sort(dirs.begin(), dirs.end());
   int failures = 0;
   for (const auto& dir : dirs) {
     // The op under test, as the folder names it (test_conv_with_strides_padding -> conv).
     const std::string name = dir.filename().string();
-    auto& c = per_op[name.substr(5, name.find('_', 5) - 5)];
+    const std::string suite = dir.parent_path().filename().string();
+    auto& c = per_op[(suite == "node" ? "" : suite + ":") + name.substr(5, name.find('_', 5) - 5)];
     std::string op, verdict;
     try {
       verdict = run_test(dir, op);
@@ -108,7 +113,7 @@ int main(int argc, char** argv) {
     unsupported += c.unsupported;
     std::printf("%-24s %6d %6d %12d\n", op.c_str(), c.pass, c.fail, c.unsupported);
   }
-  std::printf("\n%zu node tests: %d pass, %d fail, %d unsupported (an op or a feature spmd does not run)\n", dirs.size(),
+  std::printf("\n%zu tests: %d pass, %d fail, %d unsupported (an op or a feature spmd does not run)\n", dirs.size(),
               pass, failures, unsupported);
   return failures ? 1 : 0;
 }

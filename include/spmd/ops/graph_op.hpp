@@ -66,6 +66,8 @@ struct OpCall {
 
   // Input k, or spmd::Error naming the node when it is absent.
   const Tensor& input(std::size_t k) const;
+  // Input k, which must be float32 (the ops that compute in floats), or fail().
+  const Tensor& float_input(std::size_t k) const;
   bool has_input(std::size_t k) const { return k < in.size() && in[k] != nullptr; }
   // spmd::Error "ONNX node NAME (OP): what".
   [[noreturn]] void fail(const std::string& what) const;
