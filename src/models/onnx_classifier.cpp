@@ -41,10 +41,47 @@ struct InputMapping {
   std::int64_t h = 0, w = 0, c = 0;
 };
 
+// The normalisation as one (shift, 1 / std) pair per element of a model row: empty for none.
+struct Normalisation {
+  std::vector<float> mean, inv_std;
+};
+
+Normalisation plan_normalisation(const OnnxInputNorm& norm, const Dims& row, const std::string& path) {
+  Normalisation n;
+  if (norm.mean.empty() && norm.std.empty()) return n;
+  const std::int64_t size = product(row);
+  const auto count = static_cast<std::int64_t>(std::max(norm.mean.size(), norm.std.size()));
+  if (!norm.mean.empty() && !norm.std.empty() && norm.mean.size() != norm.std.size() && norm.mean.size() != 1 &&
+      norm.std.size() != 1)
+    throw Error("--input-mean has " + std::to_string(norm.mean.size()) + " values and --input-std " +
+                std::to_string(norm.std.size()) + "; give one value or one per channel for each");
+  for (const float s : norm.std)
+    if (!(s > 0.0f)) throw Error("--input-std must be positive (got " + std::to_string(s) + ")");
+  // Which axis of the row holds the channels: per element index -> channel.
+  const bool first = !row.empty() && row.front() == count, last = row.size() >= 2 && row.back() == count;
+  if (count > 1 && first == last)
+    throw Error("ONNX model '" + path + "': " + std::to_string(count) + " values of --input-mean / --input-std " +
+                (first ? "match both the first and the last dimension" : "match no channel dimension") + " of its input [batch, " +
+                ops::to_string(row).substr(1) + "; give one value, or one per channel");
+  const std::int64_t inner = first ? size / count : 1;
+  n.mean.resize(static_cast<std::size_t>(size));
+  n.inv_std.resize(static_cast<std::size_t>(size));
+  for (std::int64_t e = 0; e < size; ++e) {
+    const std::int64_t c = count == 1 ? 0 : first ? e / inner : e % count;
+    const auto pick = [c](const std::vector<float>& v, float fallback) {
+      return v.empty() ? fallback : v[v.size() == 1 ? 0 : static_cast<std::size_t>(c)];
+    };
+    n.mean[static_cast<std::size_t>(e)] = pick(norm.mean, 0.0f);
+    n.inv_std[static_cast<std::size_t>(e)] = 1.0f / pick(norm.std, 1.0f);
+  }
+  return n;
+}
+
 class OnnxPredictor final : public DevicePredictor {
  public:
-  OnnxPredictor(std::shared_ptr<const OnnxGraph> graph, Dims row, InputMapping mapping, OnnxOutput output, int classes)
-      : runner_(std::move(graph)), row_(std::move(row)), mapping_(mapping), output_(output), classes_(classes) {}
+  OnnxPredictor(std::shared_ptr<const OnnxGraph> graph, Dims row, InputMapping mapping, const Normalisation& norm,
+                OnnxOutput output, int classes)
+      : runner_(std::move(graph)), row_(std::move(row)), mapping_(mapping), norm_(norm), output_(output), classes_(classes) {}
 
   void predict(const float* samples, std::int64_t rows, std::int32_t* classes_out, float* probs_out) override {
     ops::Tensor& x = runner_.input(0);
@@ -61,6 +98,12 @@ class OnnxPredictor final : public DevicePredictor {
           for (std::int64_t ch = 0; ch < c; ++ch)
             x.f[static_cast<std::size_t>(r * size + ch * h * w + p)] = samples[r * size + p * c + ch];
     }
+    if (!norm_.mean.empty())
+      for (std::int64_t r = 0; r < rows; ++r)
+        for (std::int64_t e = 0; e < size; ++e) {
+          float& v = x.f[static_cast<std::size_t>(r * size + e)];
+          v = (v - norm_.mean[static_cast<std::size_t>(e)]) * norm_.inv_std[static_cast<std::size_t>(e)];
+        }
     runner_.run();
     const ops::Tensor& y = runner_.output(0);
     for (std::int64_t r = 0; r < rows; ++r) {
@@ -91,6 +134,7 @@ class OnnxPredictor final : public DevicePredictor {
   OnnxRunner runner_;
   Dims row_;
   InputMapping mapping_;
+  const Normalisation& norm_;  // the classifier's, which outlives its predictors
   OnnxOutput output_;
   int classes_;
   std::vector<float> probs_;
@@ -98,8 +142,10 @@ class OnnxPredictor final : public DevicePredictor {
 
 class OnnxClassifier final : public Classifier {
  public:
-  OnnxClassifier(std::shared_ptr<const OnnxGraph> graph, Dims row, int classes, OnnxOutput output, std::string said)
-      : graph_(std::move(graph)), row_(std::move(row)), classes_(classes), output_(output), said_(std::move(said)) {}
+  OnnxClassifier(std::shared_ptr<const OnnxGraph> graph, Dims row, int classes, OnnxOutput output, std::string said,
+                 Normalisation norm, std::int64_t fixed_bytes, std::int64_t row_bytes)
+      : graph_(std::move(graph)), row_(std::move(row)), classes_(classes), output_(output), said_(std::move(said)),
+        norm_(std::move(norm)), fixed_bytes_(fixed_bytes), row_bytes_(row_bytes) {}
 
   std::string describe() const override {
     const auto& in = graph_->inputs().front();
@@ -108,6 +154,7 @@ class OnnxClassifier final : public Classifier {
                        ops::to_string(row_).substr(1);
     if (mapping_.nhwc_to_nchw) text += " from stored NHWC [" + std::to_string(mapping_.h) + ", " + std::to_string(mapping_.w) +
                                        ", " + std::to_string(mapping_.c) + "] transposed to NCHW";
+    if (!norm_.mean.empty()) text += ", normalised by --input-mean / --input-std";
     return text + ", output '" + graph_->outputs().front().name + "' " + to_string(output_) + " (" + said_ + ")";
   }
   int classes() const override { return classes_; }
@@ -135,13 +182,11 @@ class OnnxClassifier final : public Classifier {
     if (!device.is_host())
       throw CollectiveError("the " + std::string(device.backend()) + " backend does not run ONNX models yet: run " +
                             "spmd eval --model onnx with --backend cpu");
-    return std::make_unique<OnnxPredictor>(graph_, row_, mapping_, output_, classes_);
+    return std::make_unique<OnnxPredictor>(graph_, row_, mapping_, norm_, output_, classes_);
   }
   std::int64_t parameter_bytes() const override { return graph_->parameter_floats() * 4; }
-  // Activations: a generous bound from the input row and the node count, until buffers are planned.
-  std::int64_t workspace_bytes(std::int64_t rows) const override {
-    return rows * product(row_) * 4 * static_cast<std::int64_t>(std::min<std::size_t>(graph_->node_count(), 8) + 2);
-  }
+  // Every tensor of a run (each node's output is kept: no reuse yet), measured at load.
+  std::int64_t workspace_bytes(std::int64_t rows) const override { return fixed_bytes_ + rows * row_bytes_; }
 
  private:
   std::shared_ptr<const OnnxGraph> graph_;
@@ -149,13 +194,21 @@ class OnnxClassifier final : public Classifier {
   int classes_;
   OnnxOutput output_;
   std::string said_;
+  Normalisation norm_;
+  std::int64_t fixed_bytes_, row_bytes_;
   mutable InputMapping mapping_;
 };
 
-// The output's classes from trial runs with 1 and 2 rows: [rows, C] or [rows, C, 1, 1].
-int classes_of(const std::shared_ptr<const OnnxGraph>& graph, const Dims& row) {
+// What trial runs with 1 and 2 rows show: the classes ([rows, C] or [rows, C, 1, 1]) and the
+// bytes of the run's tensors, fixed and per row (for --dry-run's memory).
+struct Trial {
+  int classes = 0;
+  std::int64_t fixed_bytes = 0, row_bytes = 0;
+};
+
+Trial trial_runs(const std::shared_ptr<const OnnxGraph>& graph, const Dims& row) {
   OnnxRunner runner(graph);
-  std::int64_t classes = 0;
+  std::int64_t classes = 0, bytes[2] = {0, 0};
   for (const std::int64_t rows : {1, 2}) {
     Dims shape{rows};
     shape.insert(shape.end(), row.begin(), row.end());
@@ -172,13 +225,15 @@ int classes_of(const std::shared_ptr<const OnnxGraph>& graph, const Dims& row) {
     if (classes && y.shape[1] != classes)
       throw Error("ONNX model '" + graph->path() + "': its classes change with the batch size");
     classes = y.shape[1];
+    bytes[rows - 1] = runner.tensor_bytes();
   }
-  return static_cast<int>(classes);
+  const std::int64_t per_row = std::max<std::int64_t>(0, bytes[1] - bytes[0]);
+  return {static_cast<int>(classes), std::max<std::int64_t>(0, bytes[0] - per_row), per_row};
 }
 
 }  // namespace
 
-std::unique_ptr<Classifier> make_onnx_classifier(const std::string& path, OnnxOutput output) {
+std::unique_ptr<Classifier> make_onnx_classifier(const std::string& path, OnnxOutput output, const OnnxInputNorm& norm) {
   auto graph = OnnxGraph::load(path);
   if (graph->inputs().size() != 1)
     throw Error("ONNX model '" + path + "' has " + std::to_string(graph->inputs().size()) +
@@ -192,7 +247,8 @@ std::unique_ptr<Classifier> make_onnx_classifier(const std::string& path, OnnxOu
     if (row[k] < 1)
       throw Error("ONNX model '" + path + "': dimension " + std::to_string(k + 1) + " of input '" + in.name +
                   "' is not a fixed size; only the batch dimension (0) may be dynamic");
-  const int classes = classes_of(graph, row);
+  const Trial trial = trial_runs(graph, row);
+  const int classes = trial.classes;
   std::string said = "as the file says: ";
   const std::string last = graph->output_kind(0);
   if (output == OnnxOutput::Auto) {
@@ -202,7 +258,9 @@ std::unique_ptr<Classifier> make_onnx_classifier(const std::string& path, OnnxOu
   } else {
     said = "--model-output";
   }
-  return std::make_unique<OnnxClassifier>(std::move(graph), row, classes, output, said);
+  Normalisation plan = plan_normalisation(norm, row, path);
+  return std::make_unique<OnnxClassifier>(std::move(graph), row, classes, output, said, std::move(plan), trial.fixed_bytes,
+                                          trial.row_bytes);
 }
 
 }  // namespace spmd::models

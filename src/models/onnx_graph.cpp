@@ -265,6 +265,12 @@ std::string OnnxGraph::output_kind(std::size_t k) const {
 
 OnnxRunner::OnnxRunner(std::shared_ptr<const OnnxGraph> graph) : graph_(std::move(graph)), tensors_(graph_->tensor_count_) {}
 
+std::int64_t OnnxRunner::tensor_bytes() const {
+  std::int64_t bytes = 0;
+  for (const auto& t : tensors_) bytes += static_cast<std::int64_t>(t.f.size() * sizeof(float) + t.i.size() * sizeof(std::int64_t));
+  return bytes;
+}
+
 void OnnxRunner::run() {
   const auto& g = *graph_;
   for (std::size_t n = 0; n < g.nodes_.size(); ++n) {

@@ -8,6 +8,7 @@
 // OnnxOutput overrides what the file says.
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "spmd/models/classifier.hpp"
 
@@ -17,9 +18,18 @@ enum class OnnxOutput { Auto, Logits, Probabilities, LogProbabilities };
 OnnxOutput parse_onnx_output(const std::string& text);  // auto|logits|probabilities|log-probabilities
 const char* to_string(OnnxOutput output);
 
+// Normalisation a model was trained with outside its graph: x' = (x - mean) / std, after
+// --input-scale, with one value for every feature or one per channel (the input's channel
+// axis: dimension 1 of an NCHW input, the last of an NHWC one). Empty: none.
+struct OnnxInputNorm {
+  std::vector<float> mean, std;
+};
+
 // Loads and checks the model (OnnxGraph::load, then a trial run of 1 and 2 rows that must
 // give [rows, C] with C >= 2). Throws spmd::Error naming the file, the input and the
-// dimension that is not static, or the output's shape.
-std::unique_ptr<Classifier> make_onnx_classifier(const std::string& path, OnnxOutput output = OnnxOutput::Auto);
+// dimension that is not static, the output's shape, or a mean / std whose count matches no
+// channel axis (or both: an input [3, 32, 3] is ambiguous) or a std that is not positive.
+std::unique_ptr<Classifier> make_onnx_classifier(const std::string& path, OnnxOutput output = OnnxOutput::Auto,
+                                                 const OnnxInputNorm& norm = {});
 
 }  // namespace spmd::models

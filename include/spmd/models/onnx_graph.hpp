@@ -67,6 +67,8 @@ class OnnxRunner {
     return k_output(static_cast<std::size_t>(graph_->output_index_.at(k)));
   }
   const OnnxGraph& graph() const { return *graph_; }
+  // Bytes the run's tensors hold now (their sizes after the last run): what a batch costs.
+  std::int64_t tensor_bytes() const;
 
  private:
   const ops::Tensor& k_output(std::size_t t) const {
