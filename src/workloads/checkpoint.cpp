@@ -1,5 +1,6 @@
 #include "spmd/workloads/checkpoint.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <sstream>
@@ -106,16 +107,27 @@ nlohmann::json read_history(const data::H5Reader& in) {
   return history;
 }
 
+// The first "key=value" line of want that have lacks or holds with another value, then the
+// first of have's keys that want lacks; "" when they agree. Lines compare by key, not by
+// position: the text follows the options' declaration order, which may change.
 std::string first_difference(const std::string& want, const std::string& have) {
-  std::istringstream a(want), b(have);
-  std::string la, lb;
-  while (true) {
-    const bool ga = static_cast<bool>(std::getline(a, la)), gb = static_cast<bool>(std::getline(b, lb));
-    if (!ga && !gb) return "";
-    if (!ga) la = "(nothing)";
-    if (!gb) lb = "(nothing)";
-    if (la != lb) return "this run has '" + la + "', the checkpoint has '" + lb + "'";
-  }
+  const auto lines = [](const std::string& text) {
+    std::vector<std::string> out;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) out.push_back(line);
+    return out;
+  };
+  const auto key = [](const std::string& line) { return line.substr(0, line.find('=')); };
+  const auto a = lines(want), b = lines(have);
+  const auto find = [&](const std::vector<std::string>& in, const std::string& k) {
+    return std::find_if(in.begin(), in.end(), [&](const std::string& l) { return key(l) == k; });
+  };
+  for (const auto& la : a)
+    if (const auto lb = find(b, key(la)); lb == b.end() || *lb != la)
+      return "this run has '" + la + "', the checkpoint has '" + (lb == b.end() ? "(nothing)" : *lb) + "'";
+  for (const auto& lb : b)
+    if (find(a, key(lb)) == a.end()) return "this run has '(nothing)', the checkpoint has '" + lb + "'";
+  return "";
 }
 }  // namespace
 
