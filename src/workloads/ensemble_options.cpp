@@ -66,7 +66,8 @@ const std::vector<Option<EnsembleOptions>>& EnsembleOptions::declared() {
        non_negative | at_most(data::kMaxClasses, "labels are class indices below it")},
       {"input-scale", SPMD_TEXT(input_scale, FeatureScale::text_of, FeatureScale::parse_images),
        "how stored features become float32: auto (uint8 / 255; other types as stored; images of another type beyond "
-       "[0, 1] are refused), none (as stored, uint8 too), or a factor such as 1/255"},
+       "[0, 1] are refused), none (as stored, uint8 too), or a factor such as 1/255",
+       defines},
       {"checkpoint", SPMD_MEMBER(checkpoint), "HDF5 checkpoint written after every epoch and on SIGTERM/SIGINT (atomic)",
        output_file | mpi_io},
       {"resume", SPMD_MEMBER(resume), "continue from --checkpoint (refused if it comes from other options)"},
@@ -95,6 +96,10 @@ void EnsembleOptions::validate() const {
 
 std::string ensemble_defining_options(const EnsembleOptions& o, int members) {
   return "members=" + std::to_string(members) + "\n" + defining_lines(EnsembleOptions::declared(), o, data::checkpoint_data_identity);
+}
+
+std::string ensemble_defining_defaults() {
+  return defining_lines(EnsembleOptions::declared(), EnsembleOptions{}, [](const std::string&) { return std::string(); });
 }
 
 }  // namespace spmd::workloads

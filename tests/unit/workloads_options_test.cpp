@@ -29,6 +29,9 @@ TEST(WorkloadOptions, EnsembleDefiningLinesAreTheCheckpointsLines) {
   for (const char* line : {"members=4\n", "seed=7\n", "batch-size=32\n", "learning-rate=0.0500000007\n",
                            "momentum=0.899999976\n", "train-limit=0\n", "train=/nonexistent/train.h5"})
     EXPECT_NE(text.find(line), std::string::npos) << line << " missing from\n" << text;
+  EXPECT_NE(text.find("input-scale=auto\n"), std::string::npos) << "the scale changes what the members learn";
+  EXPECT_NE(ensemble_defining_defaults().find("input-scale=auto\n"), std::string::npos)
+      << "a checkpoint without the line was trained with the default";
   EXPECT_EQ(text.find("epochs="), std::string::npos) << "a resumed run may train more epochs";
   EXPECT_EQ(text.find("test"), std::string::npos) << "the test set does not change the members";
 }

@@ -46,5 +46,8 @@ struct EnsembleOptions {
 // which refuses a checkpoint whose text differs. The layout of the members may change; their
 // count may not.
 std::string ensemble_defining_options(const EnsembleOptions& options, int members);
+// The same lines for a default-constructed EnsembleOptions: what a checkpoint written before an
+// option was marked `defines` (input-scale) was made with, since it lacks that line.
+std::string ensemble_defining_defaults();
 
 }  // namespace spmd::workloads
