@@ -261,33 +261,12 @@ void require_at_most(const po::variables_map& vm, const std::string& name, doubl
     throw Error("--" + name + " must be at most " + std::to_string(static_cast<long long>(limit)) + " (got " + value_text(vm[name]) + "): " + why);
 }
 
-void require_one_of(const po::variables_map& vm, const std::string& name, const std::vector<std::string>& allowed) {
-  if (!vm.count(name)) return;
-  const std::string v = vm[name].as<std::string>();
-  if (std::find(allowed.begin(), allowed.end(), v) != allowed.end()) return;
-  std::string list;
-  for (const auto& a : allowed) list += (list.empty() ? "" : "|") + a;
-  throw Error("--" + name + " must be one of " + list + " (got '" + v + "')");
-}
-
 void require_present(const po::variables_map& vm, const std::string& name, const std::string& why) {
   if (!vm.count(name)) throw Error("--" + name + " is required" + (why.empty() ? "" : ": " + why));
 }
 
 void require_readable_file(const po::variables_map& vm, const std::string& name) {
-  if (!vm.count(name)) return;
-  const std::string path = vm[name].as<std::string>();
-  // Looked at before it is opened: opening a FIFO blocks until a writer comes, forever.
-  const std::string kind = data::special_file_kind(path);
-  if (kind == "directory") throw Error("--" + name + " '" + path + "': is a directory, expected a file");
-  if (kind == "symbolic link loop")
-    throw Error("--" + name + " '" + path + "': is a symbolic link loop (its links lead back to themselves)");
-  if (!kind.empty())
-    throw Error("--" + name + " '" + path + "': is a " + kind + ", not a regular file; every rank reads its inputs " +
-                "with random access, so copy it to a file first");
-  const runtime::IoDeadline deadline("open", path);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("--" + name + " '" + path + "': file does not exist or is not readable");
+  if (vm.count(name)) data::require_readable_file(name, vm[name].as<std::string>());
 }
 
 void require_writable_destination(const po::variables_map& vm, const std::string& name) {

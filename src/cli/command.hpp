@@ -65,7 +65,6 @@ runtime::ContextOptions context_options(const po::variables_map& vm);
 void require_positive(const po::variables_map& vm, const std::string& name);
 void require_non_negative(const po::variables_map& vm, const std::string& name);
 void require_at_most(const po::variables_map& vm, const std::string& name, double limit, const std::string& why);
-void require_one_of(const po::variables_map& vm, const std::string& name, const std::vector<std::string>& allowed);
 void require_present(const po::variables_map& vm, const std::string& name, const std::string& why = "");
 void require_readable_file(const po::variables_map& vm, const std::string& name);
 void require_writable_destination(const po::variables_map& vm, const std::string& name);

@@ -324,6 +324,7 @@ DatasetShape probe_shape(const std::string& path, const DatasetKeys& keys) {
 FeatureScale FeatureScale::parse(const std::string& text, bool images) {
   FeatureScale s;
   s.images = images;
+  s.text = text;
   if (text == "auto") return s;
   if (text == "none") {
     s.mode = Mode::None;

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 
 #include "spmd/runtime/agree.hpp"
@@ -37,6 +38,20 @@ std::string special_file_kind(const std::string& path) {
     case fs::file_type::block: return "block device";
     default: return "";
   }
+}
+
+void require_readable_file(const std::string& option, const std::string& path) {
+  // Looked at before it is opened: opening a FIFO blocks until a writer comes, forever.
+  const std::string kind = data::special_file_kind(path);
+  if (kind == "directory") throw Error("--" + option + " '" + path + "': is a directory, expected a file");
+  if (kind == "symbolic link loop")
+    throw Error("--" + option + " '" + path + "': is a symbolic link loop (its links lead back to themselves)");
+  if (!kind.empty())
+    throw Error("--" + option + " '" + path + "': is a " + kind + ", not a regular file; every rank reads its inputs " +
+                "with random access, so copy it to a file first");
+  const runtime::IoDeadline deadline("open", path);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("--" + option + " '" + path + "': file does not exist or is not readable");
 }
 
 void require_hdf5_file(const std::string& path, const std::string& what) {

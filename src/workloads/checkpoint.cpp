@@ -1,5 +1,6 @@
 #include "spmd/workloads/checkpoint.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <sstream>
@@ -106,16 +107,28 @@ nlohmann::json read_history(const data::H5Reader& in) {
   return history;
 }
 
-std::string first_difference(const std::string& want, const std::string& have) {
-  std::istringstream a(want), b(have);
-  std::string la, lb;
-  while (true) {
-    const bool ga = static_cast<bool>(std::getline(a, la)), gb = static_cast<bool>(std::getline(b, lb));
-    if (!ga && !gb) return "";
-    if (!ga) la = "(nothing)";
-    if (!gb) lb = "(nothing)";
-    if (la != lb) return "this run has '" + la + "', the checkpoint has '" + lb + "'";
-  }
+// The first "key=value" line of want that have holds with another value, or lacks (unless the
+// line is one of when_absent), then the first of have's keys that want lacks; "" when they
+// agree. Lines compare by key, not by position: the text follows the options' declaration
+// order, which may change.
+std::string first_difference(const std::string& want, const std::string& have, const std::string& when_absent) {
+  const auto lines = [](const std::string& text) {
+    std::vector<std::string> out;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) out.push_back(line);
+    return out;
+  };
+  const auto key = [](const std::string& line) { return line.substr(0, line.find('=')); };
+  const auto a = lines(want), b = lines(have), absent = lines(when_absent);
+  const auto find = [&](const std::vector<std::string>& in, const std::string& k) {
+    return std::find_if(in.begin(), in.end(), [&](const std::string& l) { return key(l) == k; });
+  };
+  for (const auto& la : a)
+    if (const auto lb = find(b, key(la)); lb == b.end() ? std::find(absent.begin(), absent.end(), la) == absent.end() : *lb != la)
+      return "this run has '" + la + "', the checkpoint has '" + (lb == b.end() ? "(nothing)" : *lb) + "'";
+  for (const auto& lb : b)
+    if (find(a, key(lb)) == a.end()) return "this run has '(nothing)', the checkpoint has '" + lb + "'";
+  return "";
 }
 }  // namespace
 
@@ -166,7 +179,8 @@ void require_checkpoint_space(const runtime::Context& ctx, const std::string& pa
 }
 
 CheckpointState read_checkpoint(const runtime::Context& ctx, const std::string& path, const std::string& expected_options,
-                                std::vector<models::CnnParams>& params, std::vector<models::CnnParams>& momentum) {
+                                std::vector<models::CnnParams>& params, std::vector<models::CnnParams>& momentum,
+                                const std::string& when_absent) {
   CheckpointState st;
   const models::CnnLayout& layout = params.front().layout();
   const std::size_t P = layout.param_count();
@@ -189,7 +203,7 @@ CheckpointState read_checkpoint(const runtime::Context& ctx, const std::string& 
       throw Error(what + " holds " + std::to_string(members) + " members; this run has " +
                   std::to_string(ctx.total_devices()) + " (ranks x devices). Resume with the same total of devices.");
     const std::string stored = in.attribute_string("/", "options");
-    const std::string diff = first_difference(expected_options, stored);
+    const std::string diff = first_difference(expected_options, stored, when_absent);
     if (!diff.empty()) throw Error(what + " comes from a run with other options: " + diff);
     for (const char* name : {"/params", "/momentum"})
       if (in.shape(name) != std::vector<std::int64_t>{members, count})

@@ -1,6 +1,7 @@
 #include "spmd/workloads/ensemble_report.hpp"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "spmd/models/cnn_params.hpp"
 #include "spmd/runtime/stop_request.hpp"
@@ -112,6 +113,24 @@ std::string metrics_csv(const EnsembleResult& r) {
     out += "\n";
   }
   return out;
+}
+
+EnsembleDisplay::EnsembleDisplay(const runtime::Context& ctx, const EnsembleOptions& o)
+    : ctx_(ctx), o_(o), line_(ctx.is_root() && !o.quiet) {}
+
+EnsembleEvents EnsembleDisplay::events() {
+  EnsembleEvents events;
+  events.start = [this](const EnsembleResult& start) {
+    if (!ctx_.is_root()) return;
+    std::fputs(start_text(start, o_).c_str(), stdout);
+    std::fflush(stdout);
+  };
+  events.progress = [this](int epoch, std::int64_t step, std::int64_t steps, double ips) {
+    if (!ctx_.is_root() || o_.quiet) return;
+    line_.update("epoch " + std::to_string(epoch) + " step", step, steps, format("%.0f images/s per member", ips),
+                 o_.progress_every > 0 ? o_.progress_every : std::max<std::int64_t>(1, steps / 10));
+  };
+  return events;
 }
 
 }  // namespace spmd::workloads

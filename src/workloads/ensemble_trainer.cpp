@@ -67,7 +67,8 @@ CheckpointState EnsembleTrainer::fresh_state() const {
 }
 
 CheckpointState EnsembleTrainer::resume() {
-  CheckpointState state = read_checkpoint(ctx_, options_.checkpoint, defining_options_, params_, momentum_);
+  CheckpointState state = read_checkpoint(ctx_, options_.checkpoint, defining_options_, params_, momentum_,
+                                          ensemble_defining_defaults());
   upload();
   return state;
 }

@@ -7,6 +7,7 @@
 #include "spmd/sharding/step_plan.hpp"
 #include "spmd/sharding/host_array.hpp"
 #include "spmd/sharding/split.hpp"
+#include "spmd/runtime/stop_request.hpp"
 #include "spmd/workloads/report.hpp"
 
 namespace spmd::workloads {
@@ -161,6 +162,43 @@ nlohmann::json to_json(const EvalResult& r, const EvalOptions& o, const Context&
   j["seconds"] = r.seconds;
   j["examples_per_second"] = r.examples_per_second();
   return j;
+}
+
+std::string eval_header(const EvalOptions& o, const EvalShard& shard, const models::Classifier& model) {
+  return format("# data %s: %lld examples, model %s, per-device batch %lld, strategy %s\n", o.data.c_str(),
+                static_cast<long long>(shard.shard.global_rows), model.describe().c_str(),
+                static_cast<long long>(o.per_device_batch), to_string(o.strategy));
+}
+
+// Rank 0 shows progress from what it knows locally (run_eval's estimate: no communication).
+EvalProgressDisplay::EvalProgressDisplay(const runtime::Context& ctx, const EvalOptions& o)
+    : shown_(ctx.is_root() && !o.quiet), seconds_(o.progress_seconds), line_(shown_) {}
+
+EvalProgress EvalProgressDisplay::progress() {
+  if (!shown_) return {};
+  return [this](std::int64_t done, std::int64_t total, double seconds) {
+    if (!line_.due(seconds_)) return;
+    line_.update("eval rows", done, total,
+                 format("%5.1f%%  %.0f examples/s  %.1f s elapsed",
+                        total > 0 ? 100.0 * static_cast<double>(done) / static_cast<double>(total) : 100.0,
+                        seconds > 0 ? static_cast<double>(done) / seconds : 0.0, seconds),
+                 1);
+  };
+}
+
+std::string stopped_text(const EvalResult& r) {
+  const std::int64_t to_evaluate = r.dataset_rows - r.filtered_rows - r.dropped;
+  return format("# stopped by %s at step %lld%s: %lld of %lld rows evaluated; no results, predictions or JSON written (a "
+                "partial pass is not an evaluation)\n",
+                runtime::signal_name(r.stop_signal).c_str(), static_cast<long long>(r.steps),
+                r.planned_steps >= 0 ? format(" of %lld", static_cast<long long>(r.planned_steps)).c_str() : "",
+                static_cast<long long>(r.total), static_cast<long long>(to_evaluate));
+}
+
+std::string predictions_line(const EvalResult& r, const std::string& path) {
+  const std::int64_t missing = r.dataset_rows - r.total;
+  return format("# predictions: %s (%lld rows%s)\n", path.c_str(), static_cast<long long>(r.dataset_rows),
+                missing ? format("; %lld not evaluated: predicted = -1", static_cast<long long>(missing)).c_str() : "");
 }
 
 }  // namespace spmd::workloads

@@ -79,7 +79,12 @@ LogregResult run_logreg(const runtime::Context& ctx, const LogregOptions& o,
   runtime::allgather_bytes(ctx, mine.data(), sizeof(std::int64_t), r.rows_per_rank.data());
 
   DataParallelLogreg objective(ctx, shard, r.classes, o.l2);
-  CheckedObjective checked(objective, ctx, o.verify_replicas);
+#ifndef NDEBUG
+  constexpr bool kVerifyAlways = true;  // a debug build checks what a release build checks on request
+#else
+  constexpr bool kVerifyAlways = false;
+#endif
+  CheckedObjective checked(objective, ctx, o.verify_replicas || kVerifyAlways);
   // From zeros (W and b), as sklearn and JAXopt start.
   std::vector<double> x0(static_cast<size_t>(objective.features()) * static_cast<size_t>(r.classes), 0.0);
   auto last = Clock::now();

@@ -1,5 +1,7 @@
 #include "spmd/workloads/logreg_report.hpp"
 
+#include <cstdio>
+
 #include "spmd/runtime/stop_request.hpp"
 #include "spmd/workloads/report.hpp"
 
@@ -74,6 +76,40 @@ std::string metrics_csv(const LogregResult& r) {
     out += format("%d,%.17g,%.17g,%.17g,%lld,%.9f\n", it.iteration, it.value, it.error, it.stepsize, it.evaluations,
                   it.seconds);
   return out;
+}
+
+std::string run_header(const LogregOptions& o) {
+  return format("# data %s  solver L-BFGS history %d, line search %s, maxiter %d, tol %g, l2 %g, intercept %s\n",
+                o.data.c_str(), o.solver.history,
+                o.solver.stepsize > 0 ? "none (fixed step)" : optim::to_string(o.solver.linesearch), o.solver.maxiter,
+                o.solver.tol, o.l2, o.fit_intercept ? "fitted (not penalised)" : "none");
+}
+
+LogregProgressDisplay::LogregProgressDisplay(const runtime::Context& ctx, const LogregOptions& o)
+    : shown_(ctx.is_root() && !o.quiet),
+      maxiter_(o.solver.maxiter),
+      table_({{"iter", "", 5}, {"value", "", 14}, {"error", "|grad|", 12}, {"step", "", 10}, {"evals", "", 6},
+              {"time", "ms", 9}}),
+      line_(shown_) {
+  if (shown_ && !line_.live()) {
+    std::fputs(table_.header().c_str(), stdout);
+    std::fflush(stdout);
+  }
+}
+
+std::function<void(const LogregIterationRecord&)> LogregProgressDisplay::iteration() {
+  return [this](const LogregIterationRecord& it) {
+    if (!shown_) return;
+    if (line_.live()) {
+      line_.update("iter", it.iteration, maxiter_, format("value %.6f  error %.3e", it.value, it.error));
+      return;
+    }
+    std::fputs(table_.row({std::to_string(it.iteration), format("%.8f", it.value), format("%.4e", it.error),
+                           format("%.3e", it.stepsize), std::to_string(it.evaluations), format("%.2f", it.seconds * 1e3)})
+                   .c_str(),
+               stdout);
+    std::fflush(stdout);
+  };
 }
 
 }  // namespace spmd::workloads

@@ -61,6 +61,9 @@ run sigterm_resume_bitwise 0 10 same_results "$WORK/term_ref.json" "$WORK/term2.
 # Refused checkpoints: other options, other member count, corrupt.
 run resume_other_lr nonzero 60 mpi 2 "$SPMD" ensemble "${SMALL[@]}" --epochs 2 --learning-rate 0.05 --checkpoint "$WORK/ck.h5" --resume
 expect_in "names the differing option" "learning-rate=0.05.*learning-rate=0.1"
+# The input scale changes what the members learn: derived from the options' declarations.
+run resume_other_scale nonzero 60 mpi 2 "$SPMD" ensemble "${SMALL[@]}" --epochs 2 --input-scale none --checkpoint "$WORK/ck.h5" --resume
+expect_in "names the input scale" "input-scale=none.*input-scale=auto"
 run resume_other_members nonzero 60 mpi 3 "$SPMD" ensemble "${SMALL[@]}" --epochs 2 --checkpoint "$WORK/ck.h5" --resume
 expect_in "names the member counts" 'holds 2 members; this run has 3'
 head -c 100000 "$WORK/ck.h5" > "$WORK/corrupt.h5"

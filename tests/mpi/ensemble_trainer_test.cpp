@@ -44,6 +44,7 @@ data::LoadedShard images(std::int64_t n) {
 
 workloads::EnsembleOptions options(const std::string& checkpoint) {
   workloads::EnsembleOptions o;
+  o.model = kModel;  // the options' default takes the geometry from the training images
   o.batch_size = 4;
   o.eval_batch = 4;
   o.seed = 3;

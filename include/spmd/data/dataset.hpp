@@ -60,9 +60,14 @@ struct FeatureScale {
   double factor = 1.0;
   bool images = false;
   double divisor = 1.0;
+  std::string text = "auto";  // as given: what a weights file records, what --help shows
   // "auto", "none", a number or a fraction such as "1/255"; throws spmd::Error naming
   // --input-scale otherwise.
   static FeatureScale parse(const std::string& text, bool images);
+  // For option declarations (workloads/option_list.hpp): parse's two kinds, and the text back.
+  static FeatureScale parse_images(const std::string& text) { return parse(text, true); }
+  static FeatureScale parse_other(const std::string& text) { return parse(text, false); }
+  static const std::string& text_of(const FeatureScale& s) { return s.text; }
   std::string describe() const;  // "auto", "none", "x 0.00392157"
 };
 

@@ -28,6 +28,10 @@ namespace spmd::data {
 // opens the path (opening a FIFO blocks until a writer comes).
 std::string special_file_kind(const std::string& path);
 
+// The input of --option: throws spmd::Error naming it unless path is a regular file this
+// process can open (a FIFO or device is refused without being opened: that would block).
+void require_readable_file(const std::string& option, const std::string& path);
+
 // Throws spmd::Error unless path is an existing, readable, regular HDF5 file.
 void require_hdf5_file(const std::string& path, const std::string& what);
 

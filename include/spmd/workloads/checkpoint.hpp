@@ -57,11 +57,14 @@ void require_checkpoint_space(const runtime::Context& ctx, const std::string& pa
                               const models::CnnConfig& config, int epochs);
 
 // Collective. Rank 0 checks it against this run (members, CNN config, parameter count,
-// defining options: the message names what differs; the expected config is that of
-// params); then every rank reads its own members' rows.
+// defining options, "key=value" lines compared by key: the message names what differs; a line
+// the checkpoint lacks matches when it is one of `when_absent`, the defaults of options made
+// defining after it was written; the expected config is that of params); then every rank
+// reads its own members' rows.
 // Throws CollectiveError on every rank for a missing, corrupt or foreign checkpoint.
 CheckpointState read_checkpoint(const runtime::Context& ctx, const std::string& path, const std::string& expected_options,
-                                std::vector<models::CnnParams>& params, std::vector<models::CnnParams>& momentum);
+                                std::vector<models::CnnParams>& params, std::vector<models::CnnParams>& momentum,
+                                const std::string& when_absent = "");
 
 // A finished training is never replaced by accident: a run that would write a checkpoint
 // where a file already is, without --resume, is refused unless --overwrite. Throws

@@ -8,6 +8,7 @@
 
 #include "spmd/runtime/context.hpp"
 #include "spmd/workloads/ensemble.hpp"
+#include "spmd/workloads/report.hpp"
 
 namespace spmd::workloads {
 
@@ -20,6 +21,21 @@ std::string start_text(const EnsembleResult& start, const EnsembleOptions& o);
 std::string epoch_row(const EpochMetrics& e);
 // The model and data used, how a stopped run ended (and how to resume it), the speed and the
 // parameters' digest.
+// Rank 0's display of a run (nothing elsewhere; progress lines not with --quiet): where it
+// starts (a resumed run says so before it trains), then a progress line every
+// --progress-every steps (0: 10 per epoch). events() fills start and progress.
+class EnsembleDisplay {
+ public:
+  EnsembleDisplay(const runtime::Context& ctx, const EnsembleOptions& o);
+  EnsembleEvents events();
+  void close() { line_.close(); }
+
+ private:
+  const runtime::Context& ctx_;
+  const EnsembleOptions& o_;
+  ProgressLine line_;
+};
+
 std::string summary_text(const EnsembleResult& r, const EnsembleOptions& o);
 
 nlohmann::json to_json(const EnsembleResult& r, const EnsembleOptions& o, const runtime::Context& ctx);

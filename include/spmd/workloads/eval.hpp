@@ -29,6 +29,7 @@
 #include "spmd/models/classifier.hpp"
 #include "spmd/runtime/context.hpp"
 #include "spmd/workloads/eval_outputs.hpp"
+#include "spmd/workloads/option_list.hpp"
 
 #include "spmd/workloads/eval_shard.hpp"
 
@@ -38,15 +39,30 @@ enum class EvalStrategy { KeepRemainder, DropRemainder, Pad, PadMetrics, Infinit
 const char* to_string(EvalStrategy s);
 EvalStrategy parse_eval_strategy(const std::string& text);  // throws spmd::Error
 
+// Defaults are the member initializers; constraints and help are in the declarations
+// (eval_options.cpp, workloads/option_list.hpp).
 struct EvalOptions {
   std::string data;
-  data::DatasetKeys keys{"images", "labels"};
+  data::DatasetKeys keys{"images", "labels"};  // resolved from the file and the key options
+  std::string model = "zero";                  // a row of eval_models.hpp
+  std::string weights;                         // the model's file ("": none)
+  int classes = 10;                            // --model zero
   std::int64_t per_device_batch = 512;
   EvalStrategy strategy = EvalStrategy::Pad;
   std::int64_t min_device_batch = 0;  // pad/pad-metrics: 0 means per_device_batch (one shape)
-  std::optional<int> drop_label;      // do not evaluate the rows with this label
   int count_window = 16;              // infinite-pad: steps whose real rows one allreduce counts (1: every step)
+  std::optional<int> drop_label;      // do not evaluate the rows with this label
   data::FeatureScale input_scale;     // images set for the CNN (values beyond [0, 1] refused under auto)
+  std::string predictions;            // the predictions file ("": none)
+  bool dry_run = false;
+  bool benchmark = false;
+  int repeat = 1001;                  // --benchmark rounds
+  int passes = 0;                     // --benchmark passes per sample (0: about 2 ms)
+  double progress_seconds = 5.0;
+  bool quiet = false;
+
+  static const std::vector<Option<EvalOptions>>& declared();
+  void validate() const;  // the rules between members; throws spmd::Error naming the option
 };
 
 struct EvalResult {

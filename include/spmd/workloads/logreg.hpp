@@ -27,18 +27,27 @@
 #include "spmd/data/dataset.hpp"
 #include "spmd/optim/lbfgs.hpp"
 #include "spmd/runtime/context.hpp"
+#include "spmd/workloads/option_list.hpp"
 
 namespace spmd::workloads {
 
+// Defaults are the member initializers (the solver's: optim::LBFGSParams); constraints and
+// help are in the declarations (logreg_options.cpp, workloads/option_list.hpp).
 struct LogregOptions {
   std::string data;
-  data::DatasetKeys keys{"X", "y"};
+  data::DatasetKeys keys{"X", "y"};  // resolved from the file and the key options
   int classes = 0;  // 0: max label + 1 over the whole file
+  data::FeatureScale input_scale;  // auto: uint8 / 255, other types as stored (not images)
   optim::LBFGSParams<double> solver;
   double l2 = 0.0;  // adds l2/2 * ||W||^2 (never b: sklearn's C = 1 / (l2 * rows))
   bool fit_intercept = false;  // logits x W + b with b fitted too
-  bool verify_replicas = false;  // compare the iterate's hash over ranks every iteration
-  data::FeatureScale input_scale;  // auto: uint8 / 255, other types as stored (not images)
+  std::string weights_out;     // "": not written
+  std::string metrics_csv;     // "": not written
+  bool verify_replicas = false;  // compare the iterate's hash over ranks every iteration (always in debug builds)
+  bool quiet = false;
+
+  static const std::vector<Option<LogregOptions>>& declared();
+  void validate() const;  // the rules between members; throws spmd::Error naming the option
 };
 
 struct LogregIterationRecord {

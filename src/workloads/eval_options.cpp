@@ -1,0 +1,63 @@
+#include "spmd/data/dataset.hpp"
+#include "spmd/runtime/error.hpp"
+#include "spmd/sharding/step_sync.hpp"
+#include "spmd/workloads/eval.hpp"
+#include "spmd/workloads/eval_models.hpp"
+
+namespace spmd::workloads {
+
+const std::vector<Option<EvalOptions>>& EvalOptions::declared() {
+  using namespace rule;
+  using data::FeatureScale;
+  static const std::vector<Option<EvalOptions>> list{
+      {"data", SPMD_MEMBER(data), "HDF5 file with the examples (required)", required | input_file | mpi_io},
+      {"model", SPMD_MEMBER(model), eval_models_help()},
+      {"weights", SPMD_MEMBER(weights), "the model's file (what each --model takes: above)", input_file | mpi_io},
+      {"classes", SPMD_MEMBER(classes), "number of classes for --model zero (labels must lie in [0, classes))",
+       positive | at_most(data::kMaxClasses, "labels are class indices below it")},
+      {"per-device-batch", SPMD_MEMBER(per_device_batch), "rows per device per step (B)", positive},
+      {"strategy", SPMD_TEXT(strategy, to_string, parse_eval_strategy),
+       "keep-remainder | drop-remainder | pad | pad-metrics | infinite-pad"},
+      {"min-device-batch", SPMD_MEMBER(min_device_batch),
+       "pad/pad-metrics: pad every device to at least this many rows (0: the per-device batch, one shape)", non_negative},
+      {"count-window", SPMD_MEMBER(count_window),
+       "infinite-pad: steps whose real rows one count-barrier allreduce sums (1: a barrier on every step, as in Flax's "
+       "full-dataset evaluation guide; the stopping step is the same for every value)"},
+      {"drop-label", SPMD_MEMBER(drop_label),
+       "drop the examples with this label after loading (per-rank counts become data dependent)"},
+      {"input-scale", SPMD_TEXT(input_scale, FeatureScale::text_of, FeatureScale::parse_other),
+       "how stored features become float32: auto (uint8 / 255; other types as stored; with an image model (cnn), "
+       "images of another type beyond [0, 1] are refused), none (as stored, uint8 too), or a factor such as 1/255"},
+      {"predictions", SPMD_MEMBER(predictions),
+       "write every example's predicted class (int32 [N], -1 = not evaluated), class probabilities (float32 [N, C]) "
+       "and label to this HDF5 file, rows in the input's order (each rank writes its rows; atomic)",
+       output_file | mpi_io},
+      {"dry-run", SPMD_MEMBER(dry_run), "read only shapes; print each rank's split, padded batch shape, steps and memory"},
+      {"benchmark", SPMD_MEMBER(benchmark),
+       "also time pad and infinite-pad against the plain forward over the same examples and print the ratios"},
+      {"repeat", SPMD_MEMBER(repeat),
+       "--benchmark: rounds (each times every strategy once; the median ratio counts; at least 5, then up to 30 s)",
+       positive},
+      {"passes", SPMD_MEMBER(passes), "--benchmark: passes over the data per sample (0: enough for about 2 ms)",
+       non_negative},
+      {"progress-seconds", SPMD_MEMBER(progress_seconds),
+       "seconds between progress lines on stdout when stderr is not a terminal (a log; on a terminal a bar on stderr is "
+       "redrawn instead, as logreg and ensemble do)",
+       positive},
+      {"quiet", SPMD_MEMBER(quiet), "no progress lines, only the start-up table, the results and the warnings"},
+  };
+  return list;
+}
+
+void EvalOptions::validate() const {
+  if (count_window < 1 || count_window > sharding::WindowedCountBarrier::kMaxWindow)
+    throw Error("--count-window must be between 1 and " + std::to_string(sharding::WindowedCountBarrier::kMaxWindow) +
+                " steps (got " + std::to_string(count_window) + ")");
+  const auto& m = eval_model(model);
+  if (!m.weights.empty() && weights.empty())
+    throw Error("--weights is required: --model " + m.name + " needs " + m.weights);
+  if (drop_label && *drop_label < 0) throw Error("--drop-label must be >= 0");
+  if (!predictions.empty() && dry_run) throw Error("--predictions: a --dry-run evaluates nothing to write");
+}
+
+}  // namespace spmd::workloads
