@@ -6,7 +6,6 @@
 
 #include "gpu_test_support.hpp"
 
-#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -133,7 +132,9 @@ TEST(CudaLogregShard, NoRowsLeavesOutputUntouched) {
   EXPECT_EQ(out, std::vector<double>(4, -1.0));
 }
 
-TEST(CudaLogregShard, SameBitsEveryRunOnAnyLayoutAndFast) {
+// No timing here: this binary also runs under compute-sanitizer (10-100x slower); the time per
+// evaluation and its budget are bench_gpu_logreg's (tools/bench/gpu).
+TEST(CudaLogregShard, SameBitsEveryRunOnAnyLayout) {
   SKIP_WITHOUT_GPU();
   // The JAXopt example's problem size: Fashion-MNIST's 50000 x 784 training rows, 10 classes.
   const Problem p = make_problem(50000, 784, 10, 99);
@@ -142,11 +143,8 @@ TEST(CudaLogregShard, SameBitsEveryRunOnAnyLayoutAndFast) {
   const std::size_t record = logreg_partials_size(784, 10), size = static_cast<std::size_t>(chunks) * record;
   auto whole = spmd::models::make_logreg_shard(spmd::test::cuda_device(0), p.X.data(), p.y.data(), p.rows, 784, 10, R);
   std::vector<double> first(size), again(size), split(size);
-  whole->chunk_partials(p.W.data(), first.data());  // also the warm-up
-  constexpr int kRepeats = 10;
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < kRepeats; ++i) whole->chunk_partials(p.W.data(), again.data());
-  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / kRepeats;
+  whole->chunk_partials(p.W.data(), first.data());
+  whole->chunk_partials(p.W.data(), again.data());
   EXPECT_EQ(std::memcmp(first.data(), again.data(), size * sizeof(double)), 0) << "a shard changed its bits";
   // The same rows as two devices would hold them (cut at a chunk boundary): same chunks.
   const std::int64_t cut_chunks = 7, cut = cut_chunks * R;
@@ -156,9 +154,6 @@ TEST(CudaLogregShard, SameBitsEveryRunOnAnyLayoutAndFast) {
   head->chunk_partials(p.W.data(), split.data());
   tail->chunk_partials(p.W.data(), split.data() + cut_chunks * record);
   EXPECT_EQ(std::memcmp(first.data(), split.data(), size * sizeof(double)), 0) << "the layout changed the bits";
-  RecordProperty("ms_per_evaluation_50000x784x10", std::to_string(ms));
-  // Generous (one CPU core takes ~20 ms): only catches a pathologically slow path.
-  EXPECT_LT(ms, 50.0) << "one 50000 x 784 x 10 evaluation took " << ms << " ms on the GPU";
 }
 
 TEST(CudaLogregShard, BadLabelIsAnErrorNamingTheRow) {

@@ -1,47 +1,80 @@
 #!/usr/bin/env bash
 # Here (the Debian 12 build machine): prepares device-rt/ for the lent GPU machine, which
 # has CUDA 13 but no apt, no network, and maybe no Open MPI, HDF5, Boost or OpenBLAS.
-#   1. builds the CUDA binaries for sm_90 (H100/H200) in $BUILD (default build-gpu);
+#   1. builds the CUDA binaries in $BUILD (default build-gpu, configured for sm_90: H100/H200;
+#      BUILD=build reuses the main build when its CUDA module holds sm_90 code, checked here);
 #   2. copies spmd, libspmd.so, the CUDA module, the test binaries and the benchmarks into
-#      device-rt/bin;
+#      device-rt/bin, and the test data into device-rt/data: Fashion-MNIST's test.h5 (uint8),
+#      the first 10000 rows of train.h5 (the whole is 47 MB, past the carry limit), the small sets;
 #   3. downloads (apt-get download) the Debian packages of every shared library those
 #      binaries and Open MPI's launcher, daemon and plugins load, into device-rt/debs,
 #      leaving out the C library, libgcc and libstdc++ (the GPU machine's are newer, and
 #      its CUDA libraries need them) and CUDA itself (the machine has its own).
-# Then, with the device tool: run `bash tools/device/run.sh` with carry ["device-rt"].
-# device-rt/ is git-ignored; it must stay under the tool's 64 MiB (this script prints its size).
+# --stage-only: steps 2 without the build, the sm_90 check and the packages (a local check of
+# run.sh with this machine's own libraries: tests/cli/device_scripts.sh).
+# Then, with the device tool: tools/device/README.md. SPMD_DEVICE_RT names another folder.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build-gpu}
-RT=device-rt
-if [ ! -f "$BUILD/CMakeCache.txt" ]; then
-  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSPMD_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null
+RT=${SPMD_DEVICE_RT:-device-rt}
+STAGE_ONLY=0
+[ "${1:-}" = --stage-only ] && STAGE_ONLY=1
+TRAIN_ROWS=10000
+
+if [ $STAGE_ONLY = 0 ]; then
+  if [ ! -f "$BUILD/CMakeCache.txt" ]; then
+    cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSPMD_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null
+  fi
+  cmake --build "$BUILD" -j "${JOBS:-2}" >/dev/null
+  grep -q '^CMAKE_CUDA_COMPILER:[A-Z]*=.*nvcc' "$BUILD/CMakeCache.txt" ||
+    { echo "pack.sh: $BUILD was configured without CUDA (needs nvcc)" >&2; exit 1; }
+  # The module's nvcc flags (this machine has no cuobjdump to read the binary itself).
+  grep -q 'arch=compute_90,code=\[[^]]*sm_90' "$BUILD/build.ninja" ||
+    { echo "pack.sh: $BUILD builds no sm_90 code (H100/H200): use the default BUILD=build-gpu" >&2; exit 1; }
 fi
-cmake --build "$BUILD" >/dev/null
-grep -q '^CMAKE_CUDA_COMPILER:[A-Z]*=.*nvcc' "$BUILD/CMakeCache.txt" ||
-  { echo "pack.sh: $BUILD was configured without CUDA (needs nvcc)" >&2; exit 1; }
 
-rm -rf "$RT/bin"
-mkdir -p "$RT/bin" "$RT/debs"
-# libspmd.so and the CUDA module sit beside the binaries; run.sh puts bin/ on the library path.
-# libspmd under its SONAME (libspmd.so.MAJOR.MINOR), the name the binaries ask the loader for.
-bins=("$BUILD/spmd" "$BUILD/$(readlink "$BUILD/libspmd.so")" "$BUILD/libspmd_cuda.so" "$BUILD/tests/spmd_unit_tests"
-      "$BUILD/tests/spmd_mpi_tests" "$BUILD/tests/spmd_cuda_tests")
-for b in "$BUILD"/bench_*; do [ -x "$b" ] && bins+=("$b"); done
+rm -rf "$RT/bin" "$RT/data"
+mkdir -p "$RT/bin" "$RT/data/fashion" "$RT/debs"
+# libspmd under its SONAME (libspmd.so.MAJOR.MINOR), the name the binaries ask the loader for;
+# the CUDA module beside it (run.sh puts bin/ on the library path).
+bins=("$BUILD/spmd" "$BUILD/$(readlink "$BUILD/libspmd.so")" "$BUILD/tests/spmd_unit_tests" "$BUILD/tests/spmd_mpi_tests")
+for f in "$BUILD/libspmd_cuda.so" "$BUILD/tests/spmd_cuda_tests" "$BUILD"/bench_*; do
+  if [ -x "$f" ]; then bins+=("$f")
+  elif [ $STAGE_ONLY = 0 ]; then echo "pack.sh: $f missing" >&2; exit 1; fi
+done
 cp "${bins[@]}" "$RT/bin/"
-cp -r tests/support "$RT/" 2>/dev/null || true
 
-# Every library the binaries, mpirun/orted and the Open MPI plugins resolve to here.
-ompi_plugins=(/usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3/*.so)
-libs=$( { for f in "${bins[@]}" /usr/bin/orterun /usr/bin/orted "${ompi_plugins[@]}"; do ldd "$f" 2>/dev/null; done; } |
-  awk '/=> \//{print $3}' | sort -u)
-owner() {  # the package that ships a file (Debian 12 has merged /usr: try both spellings)
-  local r; r=$(readlink -f "$1")
-  dpkg -S "$r" 2>/dev/null || dpkg -S "${r#/usr}" 2>/dev/null || dpkg -S "/usr$r" 2>/dev/null || true
-}
-packages=$( { for l in $libs; do owner "$l"; done; } | cut -d: -f1 | tr ', ' '\n\n' | grep -v '^$' | sort -u |
-  grep -vxE 'libc6|libgcc-s1|libstdc\+\+6|cuda-.*|libcublas.*|libcudart.*')
-packages="$packages openmpi-bin openmpi-common libopenmpi3"
-echo "pack.sh: $(echo $packages | wc -w) packages"
-(cd "$RT/debs" && rm -f ./*.deb && apt-get download $packages >/dev/null)
-du -sh "$RT" | awk '{print "pack.sh: device-rt is " $1 " (the device tool carries at most 64 MiB with the working tree)"}'
+# The CLI tests' data, made by the project (tests/support/prepare_data.sh) if this build has none.
+DATA=${SPMD_TEST_DATA_DIR:-$BUILD/test-data}
+[ -f "$DATA/fashion/test.h5" ] && [ -f "$DATA/rows4097.h5" ] ||
+  SPMD_CLI=$BUILD/spmd SPMD_TEST_DATA_DIR=$DATA bash tests/support/prepare_data.sh
+cp "$DATA/fashion/test.h5" "$RT/data/fashion/"
+cp "$DATA/logreg-small.h5" "$DATA/rows4097.h5" "$RT/data/"
+/usr/bin/python3 - "$DATA/fashion/train.h5" "$TRAIN_ROWS" "$RT/data/fashion/train.h5" <<'PYEOF'
+import sys, h5py
+src, rows, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+with h5py.File(src, "r") as f, h5py.File(out, "w") as g:
+    for key in ("images", "labels"):
+        g[key] = f[key][:rows]
+    g.attrs.update(f.attrs)
+PYEOF
+
+if [ $STAGE_ONLY = 0 ]; then
+  # Every library the binaries, mpirun/orted and the Open MPI plugins resolve to here.
+  ompi_plugins=(/usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3/*.so)
+  libs=$( { for f in "${bins[@]}" /usr/bin/orterun /usr/bin/orted "${ompi_plugins[@]}"; do ldd "$f" 2>/dev/null; done; } |
+    awk '/=> \//{print $3}' | sort -u)
+  owner() {  # the package that ships a file (Debian 12 has merged /usr: try both spellings)
+    local r; r=$(readlink -f "$1")
+    dpkg -S "$r" 2>/dev/null || dpkg -S "${r#/usr}" 2>/dev/null || dpkg -S "/usr$r" 2>/dev/null || true
+  }
+  packages=$( { for l in $libs; do owner "$l"; done; } | cut -d: -f1 | tr ', ' '\n\n' | grep -v '^$' | sort -u |
+    grep -vxE 'libc6|libgcc-s1|libstdc\+\+6|cuda-.*|libcublas.*|libcudart.*')
+  packages="$packages openmpi-bin openmpi-common libopenmpi3"
+  echo "pack.sh: $(echo $packages | wc -w) packages"
+  (cd "$RT/debs" && rm -f ./*.deb && apt-get download $packages >/dev/null)
+fi
+rm -rf "$RT/out"
+mib=$(du -sm "$RT" | cut -f1)
+echo "pack.sh: $RT is $mib MiB (the device tool carries at most 64 MiB with the working tree)"
+[ "$mib" -le 60 ] || { echo "pack.sh: $RT is over 60 MiB: the call would be refused" >&2; exit 1; }

@@ -1,6 +1,6 @@
 // The logreg objective on one GPU against the card's memory floor (issue 8), in one run:
 //
-//   bench_gpu_logreg [rows=50000] [features=784] [classes=10] [repeats=21]
+//   bench_gpu_logreg [rows=50000] [features=784] [classes=10] [repeats=21] [--json FILE]
 //
 // Measures the device-to-device copy bandwidth (cudaMemcpy of 1 GiB, read + write counted),
 // then, for `rows` and 10 x `rows` random rows, the CUDA shard's evaluation as the logreg
@@ -9,14 +9,23 @@
 // bandwidth, and their ratio (the issue's target: <= 2). The breakdown line gives the bytes
 // that cross PCIe per evaluation (chunk partials and per-row statistics), which bound the
 // present design from below whatever the kernels do.
-// Prints a SKIP line and exits 0 in a build without CUDA or on a machine without a GPU.
+// Exits 1 when an evaluation of `rows` rows takes longer than kBudgetMs: a pathologically slow
+// path, caught here rather than in a unit test (the CUDA tests also run under compute-sanitizer,
+// where every kernel is 10-100x slower). --json FILE writes the same figures for
+// tools/device/record.py (the GPU record, gpu-results.json).
+// Prints a SKIP line and exits 0 on a machine without a GPU (--json FILE then says so).
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <random>
+#include <stdexcept>
+#include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include <cuda_runtime_api.h>
 
@@ -30,6 +39,9 @@
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// One 50000 x 784 x 10 evaluation on one CPU core takes ~20 ms; a GPU slower than this is broken.
+constexpr double kBudgetMs = 50.0;
 
 double median(std::vector<double> v) {
   std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
@@ -55,6 +67,12 @@ double copy_bandwidth(std::size_t bytes, int repeats) {
 struct Result {
   double ms_per_eval, floor_ms, pcie_mb;
 };
+
+void write_json(const std::string& path, const nlohmann::json& j) {
+  std::ofstream out(path);
+  out << j.dump(2) << "\n";
+  if (!out) throw std::runtime_error("cannot write " + path);
+}
 
 Result time_objective(const spmd::runtime::DeviceInfo& gpu, std::int64_t rows, int features, int classes, int repeats,
                       double bandwidth) {
@@ -87,20 +105,30 @@ Result time_objective(const spmd::runtime::DeviceInfo& gpu, std::int64_t rows, i
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::int64_t rows = argc > 1 ? std::atoll(argv[1]) : 50000;
-  const int features = argc > 2 ? std::atoi(argv[2]) : 784;
-  const int classes = argc > 3 ? std::atoi(argv[3]) : 10;
-  const int repeats = argc > 4 ? std::atoi(argv[4]) : 21;
-  if (rows < 1 || features < 1 || classes < 2 || repeats < 1) {
-    std::fprintf(stderr, "bench_gpu_logreg: rows >= 1, features >= 1, classes >= 2, repeats >= 1\n");
+  std::vector<std::string> positional;
+  std::string json_path;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--json" && i + 1 < argc) json_path = argv[++i];
+    else positional.emplace_back(argv[i]);
+  }
+  const auto arg = [&](std::size_t k, long long fallback) {
+    return positional.size() > k ? std::atoll(positional[k].c_str()) : fallback;
+  };
+  const std::int64_t rows = arg(0, 50000);
+  const int features = static_cast<int>(arg(1, 784));
+  const int classes = static_cast<int>(arg(2, 10));
+  const int repeats = static_cast<int>(arg(3, 21));
+  if (rows < 1 || features < 1 || classes < 2 || repeats < 1 || positional.size() > 4) {
+    std::fprintf(stderr, "usage: bench_gpu_logreg [rows >= 1] [features >= 1] [classes >= 2] [repeats >= 1] [--json FILE]\n");
     return 2;
   }
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-    std::printf("SKIP bench_gpu_logreg: no GPU visible\n");
-    return 0;
-  }
   try {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+      std::printf("SKIP bench_gpu_logreg: no GPU visible\n");
+      if (!json_path.empty()) write_json(json_path, {{"skipped", "no GPU visible"}});
+      return 0;
+    }
     cudaDeviceProp prop{};
     SPMD_CHECK_CUDA(cudaGetDeviceProperties(&prop, 0), "reading the GPU's properties");
     spmd::runtime::DeviceInfo gpu;
@@ -114,10 +142,24 @@ int main(int argc, char** argv) {
                 "median of %d\n",
                 static_cast<long long>(spmd::models::kLogregChunkRows), features, classes, repeats);
     std::printf("%10s %14s %14s %10s %16s\n", "rows", "ms/eval", "floor ms", "ratio", "PCIe MB/eval");
+    nlohmann::json j = {{"device", prop.name}, {"copy_bandwidth_gb_s", bandwidth / 1e9}, {"budget_ms", kBudgetMs},
+                        {"repeats", repeats}, {"sizes", nlohmann::json::array()}};
+    double first_ms = 0;
     for (const std::int64_t n : {rows, 10 * rows}) {
       const Result r = time_objective(gpu, n, features, classes, repeats, bandwidth);
+      if (n == rows) first_ms = r.ms_per_eval;
       std::printf("%10lld %14.3f %14.3f %10.2f %16.2f\n", static_cast<long long>(n), r.ms_per_eval, r.floor_ms,
                   r.ms_per_eval / r.floor_ms, r.pcie_mb);
+      j["sizes"].push_back({{"rows", n}, {"features", features}, {"classes", classes}, {"ms_per_eval", r.ms_per_eval},
+                            {"floor_ms", r.floor_ms}, {"ratio_to_floor", r.ms_per_eval / r.floor_ms},
+                            {"pcie_mb_per_eval", r.pcie_mb}});
+    }
+    j["within_budget"] = first_ms <= kBudgetMs;
+    if (!json_path.empty()) write_json(json_path, j);
+    if (first_ms > kBudgetMs) {
+      std::printf("FAIL one %lld x %d x %d evaluation took %.3f ms, over the %.0f ms budget\n",
+                  static_cast<long long>(rows), features, classes, first_ms, kBudgetMs);
+      return 1;
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_gpu_logreg: %s\n", e.what());
