@@ -28,7 +28,7 @@ int cmd_eval(const Args& args) {
   const auto keys = data::resolve_dataset_keys(ctx, o.data, key_request(s.cl.vm));
   o.keys = keys.keys;
   s.startup(keys_line("data", o.data, keys));
-  const auto model = eval_model.load(ctx, o.weights, o.classes);
+  const auto model = eval_model.load(ctx, o);
   nlohmann::json j = workloads::startup_json(ctx);
   j["model"] = model->describe();
   j["data"] = o.data;

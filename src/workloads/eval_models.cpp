@@ -6,6 +6,7 @@
 #include "spmd/runtime/agree.hpp"
 #include "spmd/runtime/error.hpp"
 #include "spmd/workloads/checkpoint.hpp"
+#include "spmd/workloads/eval.hpp"
 #include "spmd/workloads/logreg_weights.hpp"
 
 namespace spmd::workloads {
@@ -17,34 +18,34 @@ const std::vector<EvalModel>& eval_models() {
        .weights = "",
        .images = false,
        .computes = false,
-       .load = [](const runtime::Context&, const std::string&, int classes) {
-         return models::make_zero_classifier(classes);
-       }},
+       .load = [](const runtime::Context&, const EvalOptions& o) { return models::make_zero_classifier(o.classes); }},
       {.name = "logreg",
        .summary = "multiclass logistic regression",
        .weights = "a file written by spmd logreg --weights-out",
        .images = false,
        .computes = true,
-       .load = [](const runtime::Context& ctx, const std::string& weights, int) {
-         return models::make_logreg_classifier(read_logreg_weights(ctx, weights), weights);
+       .load = [](const runtime::Context& ctx, const EvalOptions& o) {
+         return models::make_logreg_classifier(read_logreg_weights(ctx, o.weights), o.weights);
        }},
       {.name = "cnn",
        .summary = "the mean probabilities of a CNN ensemble",
        .weights = "a spmd ensemble checkpoint",
        .images = true,
        .computes = true,
-       .load = [](const runtime::Context& ctx, const std::string& weights, int) {
-         auto checkpoint = read_checkpoint_params(ctx, weights);
-         return models::make_cnn_classifier(checkpoint.config, std::move(checkpoint.members), weights);
+       .load = [](const runtime::Context& ctx, const EvalOptions& o) {
+         auto checkpoint = read_checkpoint_params(ctx, o.weights);
+         return models::make_cnn_classifier(checkpoint.config, std::move(checkpoint.members), o.weights);
        }},
       {.name = "onnx",
        .summary = "a classifier exported as ONNX (PyTorch, JAX, Keras, spmd export; CPU)",
        .weights = "an .onnx file",
        .images = false,
        .computes = true,
-       .load = [](const runtime::Context& ctx, const std::string& weights, int) {
+       .load = [](const runtime::Context& ctx, const EvalOptions& o) {
          std::unique_ptr<models::Classifier> model;  // every rank reads the file; a failure anywhere ends all
-         runtime::agree_on(ctx.comm(), [&] { model = models::make_onnx_classifier(weights); });
+         runtime::agree_on(ctx.comm(), [&] {
+           model = models::make_onnx_classifier(o.weights, o.model_output, {o.input_mean, o.input_std});
+         });
          return model;
        }},
   };

@@ -1,3 +1,6 @@
+#include <cmath>
+#include <cstdlib>
+
 #include "spmd/data/dataset.hpp"
 #include "spmd/runtime/error.hpp"
 #include "spmd/sharding/step_sync.hpp"
@@ -5,6 +8,30 @@
 #include "spmd/workloads/eval_models.hpp"
 
 namespace spmd::workloads {
+
+namespace {
+// --input-mean / --input-std: one number or a comma-separated list ("0.485,0.456,0.406").
+std::string floats_text(const std::vector<float>& v) {
+  std::string t;
+  for (const float x : v) t += (t.empty() ? "" : ",") + format("%.9g", x);
+  return t;
+}
+std::vector<float> parse_floats(const std::string& text) {
+  std::vector<float> v;
+  std::size_t at = 0;
+  while (at <= text.size() && !text.empty()) {
+    const std::size_t end = std::min(text.find(',', at), text.size());
+    const std::string item = text.substr(at, end - at);
+    char* stop = nullptr;
+    const float x = std::strtof(item.c_str(), &stop);
+    if (item.empty() || *stop != '\0' || !std::isfinite(x))
+      throw Error("--input-mean / --input-std take a number or a comma-separated list of numbers (got '" + text + "')");
+    v.push_back(x);
+    at = end + 1;
+  }
+  return v;
+}
+}  // namespace
 
 const std::vector<Option<EvalOptions>>& EvalOptions::declared() {
   using namespace rule;
@@ -28,6 +55,13 @@ const std::vector<Option<EvalOptions>>& EvalOptions::declared() {
       {"input-scale", SPMD_TEXT(input_scale, FeatureScale::text_of, FeatureScale::parse_other),
        "how stored features become float32: auto (uint8 / 255; other types as stored; with an image model (cnn), "
        "images of another type beyond [0, 1] are refused), none (as stored, uint8 too), or a factor such as 1/255"},
+      {"model-output", SPMD_TEXT(model_output, models::to_string, models::parse_onnx_output),
+       "onnx: what the model's output holds: auto (Softmax: probabilities, LogSoftmax: log-probabilities, else "
+       "logits), logits, probabilities or log-probabilities"},
+      {"input-mean", SPMD_TEXT(input_mean, floats_text, parse_floats),
+       "onnx: subtract this after --input-scale, one value or one per channel (a model trained on normalised inputs)"},
+      {"input-std", SPMD_TEXT(input_std, floats_text, parse_floats),
+       "onnx: then divide by this, one value or one per channel"},
       {"predictions", SPMD_MEMBER(predictions),
        "write every example's predicted class (int32 [N], -1 = not evaluated), class probabilities (float32 [N, C]) "
        "and label to this HDF5 file, rows in the input's order (each rank writes its rows; atomic)",
@@ -58,6 +92,8 @@ void EvalOptions::validate() const {
     throw Error("--weights is required: --model " + m.name + " needs " + m.weights);
   if (drop_label && *drop_label < 0) throw Error("--drop-label must be >= 0");
   if (!predictions.empty() && dry_run) throw Error("--predictions: a --dry-run evaluates nothing to write");
+  if (model != "onnx" && (model_output != models::OnnxOutput::Auto || !input_mean.empty() || !input_std.empty()))
+    throw Error("--model-output, --input-mean and --input-std apply to --model onnx (this run has --model " + model + ")");
 }
 
 }  // namespace spmd::workloads

@@ -90,7 +90,56 @@ PYEOF
 run round_trip 0 30 round_trip
 cat "$LAST_OUT"
 
+# Normalisation outside the graph: --input-mean / --input-std on the LeNet give the classes of
+# the same LeNet with Sub and Div in front of its graph, probabilities within 1e-5.
+normalised_lenet() {
+  $PY - "$WORK" <<'PYEOF'
+import sys, onnx
+from onnx import helper, numpy_helper
+import numpy as np
+work = sys.argv[1]
+m = onnx.load(f"{work}/lenet.onnx")
+g = m.graph
+old = g.input[0].name
+for node in g.node:
+    for k, name in enumerate(node.input):
+        if name == old:
+            node.input[k] = "normalised"
+g.initializer.extend([numpy_helper.from_array(np.array([0.286], np.float32), "mean"),
+                      numpy_helper.from_array(np.array([0.353], np.float32), "std")])
+g.node.insert(0, helper.make_node("Div", ["centred", "std"], ["normalised"]))
+g.node.insert(0, helper.make_node("Sub", [old, "mean"], ["centred"]))
+onnx.checker.check_model(m)
+onnx.save(m, f"{work}/lenet_norm.onnx")
+PYEOF
+}
+run normalised_lenet 0 60 normalised_lenet
+run eval_norm_outside 0 120 "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/lenet.onnx" --input-mean 0.286 \
+  --input-std 0.353 --predictions "$WORK/norm_outside.h5"
+expect_in "the start-up line says the inputs are normalised" "normalised by --input-mean / --input-std"
+run eval_norm_inside 0 120 "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/lenet_norm.onnx" --predictions "$WORK/norm_inside.h5"
+same_within() {
+  $PY - "$1" "$2" "$3" <<'PYEOF'
+import sys, h5py, numpy as np
+a, b, tol = h5py.File(sys.argv[1]), h5py.File(sys.argv[2]), float(sys.argv[3])
+d = float(np.abs(a["probabilities"][...] - b["probabilities"][...]).max())
+same = bool((a["predicted"][...] == b["predicted"][...]).all())
+print(f"max |diff| {d:.2e}, same classes: {same}")
+sys.exit(0 if d <= tol and same else 1)
+PYEOF
+}
+run norm_same 0 30 same_within "$WORK/norm_outside.h5" "$WORK/norm_inside.h5" 1e-5
+cat "$LAST_OUT"
+run output_override 0 60 "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/mlp.onnx" --model-output logits --dry-run
+expect_in "--model-output overrides the graph's LogSoftmax" "output 'output' logits \(--model-output\)"
+
 # Refusals: every rank fails within seconds naming the culprit, nothing written.
+refuse model_output_not_onnx 2 "--model-output, --input-mean and --input-std apply to --model onnx" \
+  "$SPMD" eval --data "$SUB" --model zero --model-output logits --predictions "$OUT/p.h5"
+refuse bad_mean 1 "--input-mean / --input-std take a number or a comma-separated list" \
+  "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/lenet.onnx" --input-mean 0.5,x --predictions "$OUT/p.h5"
+refuse mean_channels 2 "3 values of --input-mean / --input-std match no channel dimension" \
+  "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/lenet.onnx" --input-mean 0.4,0.5,0.6 --predictions "$OUT/p.h5"
 make_bad_models() {
   $PY - "$WORK" <<'PYEOF'
 import sys, onnx

@@ -7,6 +7,7 @@
 
 #include "spmd/runtime/context.hpp"
 #include "spmd/runtime/error.hpp"
+#include "spmd/workloads/eval.hpp"
 #include "spmd/workloads/eval_models.hpp"
 
 using namespace spmd;
@@ -39,7 +40,9 @@ TEST(EvalModels, AModelWithoutWeightsLoadsFromTheClassesAlone) {
   runtime::Context ctx(MPI_COMM_WORLD, {"cpu", 1, 60.0});
   for (const auto& m : workloads::eval_models()) {
     if (!m.weights.empty()) continue;
-    const auto classifier = m.load(ctx, "", 7);
+    workloads::EvalOptions o;
+    o.classes = 7;
+    const auto classifier = m.load(ctx, o);
     ASSERT_NE(classifier, nullptr) << m.name;
     EXPECT_EQ(classifier->classes(), 7) << m.name;
   }

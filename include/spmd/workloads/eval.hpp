@@ -27,6 +27,7 @@
 
 #include "spmd/data/dataset.hpp"
 #include "spmd/models/classifier.hpp"
+#include "spmd/models/onnx_classifier.hpp"
 #include "spmd/runtime/context.hpp"
 #include "spmd/workloads/eval_outputs.hpp"
 #include "spmd/workloads/option_list.hpp"
@@ -53,6 +54,8 @@ struct EvalOptions {
   int count_window = 16;              // infinite-pad: steps whose real rows one allreduce counts (1: every step)
   std::optional<int> drop_label;      // do not evaluate the rows with this label
   data::FeatureScale input_scale;     // images set for the CNN (values beyond [0, 1] refused under auto)
+  models::OnnxOutput model_output = models::OnnxOutput::Auto;  // onnx: how its output is read
+  std::vector<float> input_mean, input_std;                    // onnx: normalisation outside the graph
   std::string predictions;            // the predictions file ("": none)
   bool dry_run = false;
   bool benchmark = false;

@@ -13,6 +13,8 @@
 
 namespace spmd::workloads {
 
+struct EvalOptions;
+
 struct EvalModel {
   std::string name;     // --model NAME
   std::string summary;  // what it predicts, for --help
@@ -23,11 +25,10 @@ struct EvalModel {
   bool images = false;
   // false for a model that predicts without computing: its timings measure data movement only.
   bool computes = true;
-  // Collective: builds the classifier on every rank from --weights (empty when weights is
-  // empty) and --classes (for models whose weights do not fix it).
-  std::function<std::unique_ptr<models::Classifier>(const runtime::Context& ctx, const std::string& weights,
-                                                    int classes)>
-      load;
+  // Collective: builds the classifier on every rank from the eval options (--weights, empty
+  // when `weights` is; --classes for models whose weights do not fix it; the model's own
+  // options, such as onnx's --model-output).
+  std::function<std::unique_ptr<models::Classifier>(const runtime::Context& ctx, const EvalOptions& options)> load;
 };
 
 // The registered models, in registration order.
