@@ -20,14 +20,21 @@ int cmd_eval(const Args& args) {
   auto bound = bind<workloads::EvalOptions>("eval", "--data FILE [options]", args, {dataset_key_options()});
   if (!bound) return 0;
   auto& o = bound->options;
-  Session s(bound->cl);
-  const auto& ctx = s.ctx;
   const auto& eval_model = workloads::eval_model(o.model);
+  // A model only the CPU runs: --backend auto takes the CPU without loading a GPU backend.
+  runtime::ContextOptions backend = context_options(bound->cl.vm);
+  std::string backend_line;
+  if (eval_model.host_only && backend.backend == "auto") {
+    backend.backend = "cpu";
+    backend_line = "# --backend auto: --model " + o.model + " runs on the CPU (no GPU backend runs it yet)\n";
+  }
+  Session s(bound->cl, backend);
+  const auto& ctx = s.ctx;
   o.input_scale.images = eval_model.images;
   workloads::require_layout_fits(ctx, o);
   const auto keys = data::resolve_dataset_keys(ctx, o.data, key_request(s.cl.vm));
   o.keys = keys.keys;
-  s.startup(keys_line("data", o.data, keys));
+  s.startup(backend_line + keys_line("data", o.data, keys));
   const auto model = eval_model.load(ctx, o);
   nlohmann::json j = workloads::startup_json(ctx);
   j["model"] = model->describe();

@@ -6,8 +6,10 @@
 
 namespace spmd::cli {
 
-Session::Session(const CommandLine& cl)
-    : cl(cl), ctx(MPI_COMM_WORLD, context_options(cl.vm)), stop_polling(std::in_place), json(json_path(cl.vm)) {}
+Session::Session(const CommandLine& cl) : Session(cl, context_options(cl.vm)) {}
+
+Session::Session(const CommandLine& cl, const runtime::ContextOptions& options)
+    : cl(cl), ctx(MPI_COMM_WORLD, options), stop_polling(std::in_place), json(json_path(cl.vm)) {}
 
 void Session::startup(const std::string& lines) const {
   print_root(workloads::startup_table(ctx, cl.command) + lines);

@@ -18,6 +18,8 @@ namespace spmd::cli {
 
 struct Session {
   explicit Session(const CommandLine& cl);
+  // With the context options the command settled (context_options(cl.vm), adjusted).
+  Session(const CommandLine& cl, const runtime::ContextOptions& options);
 
   const CommandLine& cl;
   runtime::Context ctx;

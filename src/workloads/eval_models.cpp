@@ -41,6 +41,7 @@ const std::vector<EvalModel>& eval_models() {
        .weights = "an .onnx file",
        .images = false,
        .computes = true,
+       .host_only = true,
        .load = [](const runtime::Context& ctx, const EvalOptions& o) {
          std::unique_ptr<models::Classifier> model;  // every rank reads the file; a failure anywhere ends all
          runtime::agree_on(ctx.comm(), [&] {

@@ -85,6 +85,25 @@ if [ -f "$MODULE" ]; then
   expect_in "the module loaded but found no GPU: auto falls back saying so" 'using CPU \(cuda: cudaGetDeviceCount'
   run real_module_cuda nonzero 120 with_gpu mpirun -np 2 --oversubscribe -x LD_LIBRARY_PATH "$SPMD" info --backend cuda
   expect_in "--backend cuda: no usable device, on rank 0" 'rank 0 on .*--backend cuda but no GPU is usable here \(cudaGetDeviceCount'
+
+  # A model only the CPU runs (onnx): --backend auto takes the CPU without loading the module,
+  # and says so, where the same auto loads it for a model a GPU backend runs (zero).
+  ONNX_SUB=$WORK/onnx_sub.h5
+  run onnx_inputs 0 60 fashion_subset 64 "$ONNX_SUB"
+  run onnx_model 0 60 /usr/bin/python3 -c "
+import onnx, numpy as np
+from onnx import helper, numpy_helper, TensorProto as T
+w = numpy_helper.from_array(np.full((784, 10), 0.01, np.float32), 'W')
+g = helper.make_graph([helper.make_node('Flatten', ['x'], ['f']), helper.make_node('Gemm', ['f', 'W'], ['y'])], 'lr',
+    [helper.make_tensor_value_info('x', T.FLOAT, ['batch', 28, 28, 1])],
+    [helper.make_tensor_value_info('y', T.FLOAT, ['batch', 10])], [w])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid('', 13)]), '$WORK/lr.onnx')"
+  run onnx_auto_note 0 120 with_gpu "$SPMD" eval --data "$ONNX_SUB" --model onnx --weights "$WORK/lr.onnx" --backend auto
+  expect_in "auto with a host-only model says it runs on the CPU" "--backend auto: --model onnx runs on the CPU \(no GPU backend runs it yet\)"
+  run onnx_auto_libraries 0 120 with_gpu loaded_libraries "$SPMD" eval --data "$ONNX_SUB" --model onnx --weights "$WORK/lr.onnx" --backend auto
+  expect_not_in "and never loads the CUDA module" 'libspmd_cuda\.so|libcudart'
+  run zero_auto_libraries 0 120 with_gpu loaded_libraries "$SPMD" eval --data "$ONNX_SUB" --model zero --backend auto
+  expect_in "while auto loads the module for a model the GPU backend runs" 'libspmd_cuda\.so'
 else
   echo "SKIP module-loading checks: this build has no CUDA module ($MODULE)"
 fi

@@ -25,6 +25,9 @@ struct EvalModel {
   bool images = false;
   // false for a model that predicts without computing: its timings measure data movement only.
   bool computes = true;
+  // Runs on the CPU backend only (no device implementation elsewhere yet): --backend auto
+  // then picks the CPU without probing for a GPU, and says so; --backend cuda is refused.
+  bool host_only = false;
   // Collective: builds the classifier on every rank from the eval options (--weights, empty
   // when `weights` is; --classes for models whose weights do not fix it; the model's own
   // options, such as onnx's --model-output).
