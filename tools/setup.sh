@@ -36,6 +36,7 @@ if [ "$profile" = all ]; then
     iproute2                                 # emulated nodes (tools/cluster/) for the multinode tests
     strace                                   # cli.startup_io: which ranks touch the input files
     python3-scipy python3-h5py               # references, user-made files
+    python3-sklearn                          # cli.logreg_float64: scikit-learn's optimum
   )
 fi
 missing=()
