@@ -4,7 +4,8 @@
 # near-collinear columns, each fitted with an intercept and sklearn's C = 1 / (l2 * N).
 # sklearn (Debian's python3-sklearn) fits with newton-cg at tol 1e-13 (its lbfgs stops
 # early on these); both sides' weights are scored by the same float64 objective. float64
-# is within 1e-8 (relative) of sklearn; float32 on the offset problem is not, and stops at
+# is within 1e-8 (relative) of sklearn (asserted: 1e-10; float sums in the float64 kernel give
+# 7e-9 here, float64's own 1e-11 at most); float32 on the offset problem is not, and stops at
 # precision_limit with a message naming --precision float64. float64 iterates, W and b are
 # the same bits on every ranks x devices layout; the weights file holds float64 W and b and
 # says so, and spmd eval reads it.
@@ -63,7 +64,7 @@ for p in ('float32', 'float64'):
     rel[p] = (objective(w['W'][()], w['b'][()]) - ref) / ref
     assert json.load(open('$WORK/fit_${kind}_%s.json' % p))['precision'] == p
 print('$kind: sklearn %.15f; relative difference float64 %.2e, float32 %.2e' % (ref, rel['float64'], rel['float32']))
-assert abs(rel['float64']) <= 1e-8, rel
+assert abs(rel['float64']) <= 1e-10, rel   # 1e-8 asked; 1e-10 fails a kernel that sums in float (7e-9)
 if '$kind' == 'offset': assert rel['float32'] > 1e-6, rel   # what float64 is for"
   cat "$LAST_OUT"
 done
