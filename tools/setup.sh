@@ -40,6 +40,7 @@ if [ "$profile" = all ]; then
     python3-scipy python3-h5py               # references, user-made files
     python3-onnx libonnx-testdata            # the ONNX checker; ONNX's backend node tests
     python3-torch                            # PyTorch: models exported as users export them
+    python3-sklearn                          # cli.logreg_float64: scikit-learn's optimum
   )
 fi
 missing=()

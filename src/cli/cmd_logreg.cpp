@@ -33,7 +33,8 @@ int cmd_logreg(const Args& args) {
   data::OutputSet outputs(ctx);
   if (!o.weights_out.empty())
     workloads::write_logreg_weights(ctx, o.weights_out, {r.W, r.bias, r.features, r.classes},
-                                    {optim::to_string(r.status), r.iterations, r.value, o.data, o.input_scale.text},
+                                    {optim::to_string(r.status), r.iterations, r.value, o.data, o.input_scale.text,
+                                     models::to_string(o.precision), r.W64, r.bias64},
                                     outputs);
   const auto breakdown = s.time_breakdown();
   auto j = workloads::startup_json(ctx);  // collective: every rank

@@ -9,6 +9,7 @@
 #include <new>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "spmd/models/logreg_kernel_spec.hpp"
@@ -53,17 +54,56 @@ class AlignedArray {
   std::size_t capacity_ = 0;
 };
 
+// The kernels' arrays in one precision (T: float, or double for float64).
+template <class T>
+struct KernelArrays {
+  AlignedArray<T> transposed_weights;  // WT [C][Fpad]
+  AlignedArray<T> logits;              // Z [kTileRows][Cpad]
+  AlignedArray<T> softmax_delta;       // D [C][kTileRows]
+  AlignedArray<T> gradient_block;      // Gf [C][Fpad]
+};
+
+// What differs between the float32 and the float64 kernels, for the driver.
+template <class T>
+struct Precision;
+template <>
+struct Precision<float> {
+  static constexpr int lanes = logreg_detail::kLanes;
+  static KernelOps ops(LogregKernel kernel) {
+    switch (kernel) {
+      case LogregKernel::avx512: return logreg_detail::avx512_ops();
+      case LogregKernel::avx2: return logreg_detail::avx2_ops();
+      default: return logreg_detail::portable_ops();
+    }
+  }
+};
+template <>
+struct Precision<double> {
+  static constexpr int lanes = logreg_detail::kLanes64;
+  static logreg_detail::KernelOps64 ops(LogregKernel kernel) {
+    switch (kernel) {
+      case LogregKernel::avx512: return logreg_detail::avx512_ops64();
+      case LogregKernel::avx2: return logreg_detail::avx2_ops64();
+      default: return logreg_detail::portable_ops64();
+    }
+  }
+};
+
 }  // namespace
 
 struct LogregWorkspace::Buffers {
-  AlignedArray<float> transposed_weights;  // WT [C][Fpad]
-  AlignedArray<float> logits;              // Z [kTileRows][Cpad]
-  AlignedArray<float> softmax_delta;       // D [C][kTileRows]
-  AlignedArray<float> gradient_block;      // Gf [C][Fpad]
+  KernelArrays<float> f32;
+  KernelArrays<double> f64;
   AlignedArray<double> gradient_chunk;     // Gd [C][Fpad]
   std::vector<double> partials;            // a zero record (logreg_value_and_grad of no rows)
   std::optional<PartialSumTree> tree;      // logreg_value_and_grad's reduction, kept between calls
   std::int64_t tree_chunks = 0;
+
+  template <class T>
+  KernelArrays<T>& arrays() {
+    if constexpr (std::is_same_v<T, float>) return f32;
+    else return f64;
+  }
 };
 
 struct LogregWorkspaceAccess {
@@ -75,28 +115,25 @@ namespace {
 
 using Buffers = LogregWorkspaceAccess::Buffers;
 
-KernelOps ops_for(LogregKernel kernel) {
-  switch (kernel) {
-    case LogregKernel::avx512: return logreg_detail::avx512_ops();
-    case LogregKernel::avx2: return logreg_detail::avx2_ops();
-    default: return logreg_detail::portable_ops();
-  }
-}
+KernelOps ops_for(LogregKernel kernel) { return Precision<float>::ops(kernel); }
 
+// The tile shape of the T kernels (Fpad: F rounded up to their lanes).
+template <class T = float>
 TileShape checked_shape(std::int64_t rows, int features, int classes) {
   if (features < 1) throw Error("logreg: features must be >= 1 (got " + std::to_string(features) + ")");
   if (classes < 1) throw Error("logreg: classes must be >= 1 (got " + std::to_string(classes) + ")");
   if (rows < 0) throw Error("logreg: rows must be >= 0 (got " + std::to_string(rows) + ")");
-  return TileShape{features, classes, round_up(features, kLanes), round_up(classes, kLanes)};
+  return TileShape{features, classes, round_up(features, Precision<T>::lanes), round_up(classes, kLanes)};
 }
 
 // WT[c][f] = W[f][c], zero for f >= F.
-const float* prepare_weights(const float* W, const TileShape& s, Buffers& b) {
-  float* wt = b.transposed_weights.reserve(static_cast<std::size_t>(s.classes) * s.padded_features);
+template <class T>
+const T* prepare_weights(const T* W, const TileShape& s, Buffers& b) {
+  T* wt = b.arrays<T>().transposed_weights.reserve(static_cast<std::size_t>(s.classes) * s.padded_features);
   for (int c = 0; c < s.classes; ++c) {
-    float* row = wt + static_cast<std::size_t>(c) * s.padded_features;
+    T* row = wt + static_cast<std::size_t>(c) * s.padded_features;
     for (int f = 0; f < s.features; ++f) row[f] = W[static_cast<std::size_t>(f) * s.classes + c];
-    std::fill(row + s.features, row + s.padded_features, 0.0f);
+    std::fill(row + s.features, row + s.padded_features, T(0));
   }
   return wt;
 }
@@ -108,16 +145,18 @@ void check_labels(const std::int32_t* labels, std::int64_t first, std::int64_t c
                   " (counted from the chunk's first row) is outside [0, " + std::to_string(classes) + ")");
 }
 
-// One chunk with W already transposed into the workspace.
-void chunk_partials_prepared(const KernelOps& ops, const float* X, const std::int32_t* labels, std::int64_t rows,
-                             const TileShape& s, const float* wt, Buffers& b, double* out) {
+// One chunk with W already transposed into the workspace (T: the kernels' precision).
+template <class T, class Ops>
+void chunk_partials_prepared(const Ops& ops, const float* X, const std::int32_t* labels, std::int64_t rows,
+                             const TileShape& s, const T* wt, Buffers& b, double* out) {
   const std::size_t grad_size = static_cast<std::size_t>(s.classes) * s.padded_features;
-  float* z = b.logits.reserve(static_cast<std::size_t>(kTileRows) * s.padded_classes);
-  float* d = b.softmax_delta.reserve(static_cast<std::size_t>(kTileRows) * s.classes);
-  float* gf = b.gradient_block.reserve(grad_size);
+  KernelArrays<T>& a = b.arrays<T>();
+  T* z = a.logits.reserve(static_cast<std::size_t>(kTileRows) * s.padded_classes);
+  T* d = a.softmax_delta.reserve(static_cast<std::size_t>(kTileRows) * s.classes);
+  T* gf = a.gradient_block.reserve(grad_size);
   double* gd = b.gradient_chunk.reserve(grad_size);
   std::fill(gd, gd + grad_size, 0.0);
-  std::fill(gf, gf + grad_size, 0.0f);
+  std::fill(gf, gf + grad_size, T(0));
   double loss = 0.0;
   for (std::int64_t block = 0; block < rows; block += kLogregGradFloatBlockRows) {
     const std::int64_t block_end = std::min(rows, block + kLogregGradFloatBlockRows);
@@ -133,7 +172,7 @@ void chunk_partials_prepared(const KernelOps& ops, const float* X, const std::in
     }
     for (std::size_t k = 0; k < grad_size; ++k) {  // lanes f >= F are junk, folded but never read
       gd[k] += static_cast<double>(gf[k]);
-      gf[k] = 0.0f;
+      gf[k] = T(0);
     }
   }
   out[0] = loss;
@@ -152,6 +191,16 @@ const char* to_string(LogregKernel kernel) {
     case LogregKernel::avx512: return "avx512";
   }
   return "unknown";
+}
+
+const char* to_string(LogregPrecision precision) {
+  return precision == LogregPrecision::float64 ? "float64" : "float32";
+}
+
+LogregPrecision parse_logreg_precision(const std::string& text, const std::string& option) {
+  if (text == "float32") return LogregPrecision::float32;
+  if (text == "float64") return LogregPrecision::float64;
+  throw Error("--" + option + " must be float32 or float64 (got '" + text + "')");
 }
 
 bool logreg_kernel_supported(LogregKernel kernel) {
@@ -178,26 +227,51 @@ LogregWorkspace::~LogregWorkspace() = default;
 LogregWorkspace::LogregWorkspace(LogregWorkspace&&) noexcept = default;
 LogregWorkspace& LogregWorkspace::operator=(LogregWorkspace&&) noexcept = default;
 
+namespace {
+
+template <class T>
+void chunk_partials_of(const float* X, const std::int32_t* labels, std::int64_t rows, int features, int classes,
+                       const T* W, double* out, LogregWorkspace& workspace) {
+  const TileShape s = checked_shape<T>(rows, features, classes);
+  auto& b = LogregWorkspaceAccess::buffers(workspace);
+  const T* wt = prepare_weights(W, s, b);
+  chunk_partials_prepared(Precision<T>::ops(workspace.kernel()), X, labels, rows, s, wt, b, out);
+}
+
+template <class T>
+void range_partials_of(const float* X, const std::int32_t* labels, std::int64_t rows, int features, int classes,
+                       const T* W, std::int64_t chunk_rows, double* out, LogregWorkspace& workspace) {
+  const TileShape s = checked_shape<T>(rows, features, classes);
+  if (chunk_rows < 1) throw Error("logreg: chunk_rows must be >= 1 (got " + std::to_string(chunk_rows) + ")");
+  auto& b = LogregWorkspaceAccess::buffers(workspace);
+  const T* wt = prepare_weights(W, s, b);
+  const auto ops = Precision<T>::ops(workspace.kernel());
+  const std::size_t record = logreg_partials_size(features, classes);
+  for (std::int64_t first = 0, k = 0; first < rows; first += chunk_rows, ++k)
+    chunk_partials_prepared(ops, X + first * features, labels + first, std::min(chunk_rows, rows - first), s, wt, b,
+                            out + k * record);
+}
+
+}  // namespace
+
 void logreg_chunk_partials(const float* X, const std::int32_t* labels, std::int64_t rows, int features,
                            int classes, const float* W, double* out, LogregWorkspace& workspace) {
-  const TileShape s = checked_shape(rows, features, classes);
-  auto& b = LogregWorkspaceAccess::buffers(workspace);
-  const float* wt = prepare_weights(W, s, b);
-  chunk_partials_prepared(ops_for(workspace.kernel()), X, labels, rows, s, wt, b, out);
+  chunk_partials_of(X, labels, rows, features, classes, W, out, workspace);
+}
+void logreg_chunk_partials(const float* X, const std::int32_t* labels, std::int64_t rows, int features,
+                           int classes, const double* W, double* out, LogregWorkspace& workspace) {
+  chunk_partials_of(X, labels, rows, features, classes, W, out, workspace);
 }
 
 void logreg_range_partials(const float* X, const std::int32_t* labels, std::int64_t rows, int features,
                            int classes, const float* W, std::int64_t chunk_rows, double* out,
                            LogregWorkspace& workspace) {
-  const TileShape s = checked_shape(rows, features, classes);
-  if (chunk_rows < 1) throw Error("logreg: chunk_rows must be >= 1 (got " + std::to_string(chunk_rows) + ")");
-  auto& b = LogregWorkspaceAccess::buffers(workspace);
-  const float* wt = prepare_weights(W, s, b);
-  const KernelOps ops = ops_for(workspace.kernel());
-  const std::size_t record = logreg_partials_size(features, classes);
-  for (std::int64_t first = 0, k = 0; first < rows; first += chunk_rows, ++k)
-    chunk_partials_prepared(ops, X + first * features, labels + first, std::min(chunk_rows, rows - first), s, wt, b,
-                            out + k * record);
+  range_partials_of(X, labels, rows, features, classes, W, chunk_rows, out, workspace);
+}
+void logreg_range_partials(const float* X, const std::int32_t* labels, std::int64_t rows, int features,
+                           int classes, const double* W, std::int64_t chunk_rows, double* out,
+                           LogregWorkspace& workspace) {
+  range_partials_of(X, labels, rows, features, classes, W, chunk_rows, out, workspace);
 }
 
 void logreg_sum_partials(const double* partials, std::int64_t num_chunks, int features, int classes,
@@ -213,8 +287,11 @@ void logreg_sum_partials(const double* partials, std::int64_t num_chunks, int fe
   std::copy(tree.root(), tree.root() + record, total);
 }
 
-double logreg_finalize(const double* total, std::int64_t global_rows, int features, int classes, const float* W,
-                       double l2, int penalised_features, double* grad) {
+namespace {
+
+template <class T>
+double finalize_of(const double* total, std::int64_t global_rows, int features, int classes, const T* W, double l2,
+                   int penalised_features, double* grad) {
   checked_shape(global_rows, features, classes);
   if (global_rows < 1) throw Error("logreg: the mean needs at least one row (global rows = 0)");
   if (!(l2 >= 0)) throw Error("logreg: 'l2' must be >= 0 (got " + std::to_string(l2) + ")");
@@ -239,12 +316,26 @@ double logreg_finalize(const double* total, std::int64_t global_rows, int featur
   return value;
 }
 
-double logreg_value_and_grad(const float* X, const std::int32_t* labels, std::int64_t rows, int features,
-                             int classes, const float* W, double l2, double* grad, LogregWorkspace& workspace) {
-  const TileShape s = checked_shape(rows, features, classes);
+}  // namespace
+
+double logreg_finalize(const double* total, std::int64_t global_rows, int features, int classes, const float* W,
+                       double l2, int penalised_features, double* grad) {
+  return finalize_of(total, global_rows, features, classes, W, l2, penalised_features, grad);
+}
+double logreg_finalize(const double* total, std::int64_t global_rows, int features, int classes, const double* W,
+                       double l2, int penalised_features, double* grad) {
+  return finalize_of(total, global_rows, features, classes, W, l2, penalised_features, grad);
+}
+
+namespace {
+
+template <class T>
+double value_and_grad_of(const float* X, const std::int32_t* labels, std::int64_t rows, int features, int classes,
+                         const T* W, double l2, double* grad, LogregWorkspace& workspace) {
+  const TileShape s = checked_shape<T>(rows, features, classes);
   auto& b = LogregWorkspaceAccess::buffers(workspace);
-  const float* wt = prepare_weights(W, s, b);
-  const KernelOps ops = ops_for(workspace.kernel());
+  const T* wt = prepare_weights(W, s, b);
+  const auto ops = Precision<T>::ops(workspace.kernel());
   const std::size_t record = logreg_partials_size(features, classes);
   const std::int64_t chunks = (rows + kLogregChunkRows - 1) / kLogregChunkRows;
   if (chunks == 0) {  // logreg_finalize refuses it, with the message
@@ -267,11 +358,22 @@ double logreg_value_and_grad(const float* X, const std::int32_t* labels, std::in
   return logreg_finalize(total, rows, features, classes, W, l2, features, grad);
 }
 
+}  // namespace
+
+double logreg_value_and_grad(const float* X, const std::int32_t* labels, std::int64_t rows, int features,
+                             int classes, const float* W, double l2, double* grad, LogregWorkspace& workspace) {
+  return value_and_grad_of(X, labels, rows, features, classes, W, l2, grad, workspace);
+}
+double logreg_value_and_grad(const float* X, const std::int32_t* labels, std::int64_t rows, int features,
+                             int classes, const double* W, double l2, double* grad, LogregWorkspace& workspace) {
+  return value_and_grad_of(X, labels, rows, features, classes, W, l2, grad, workspace);
+}
+
 namespace {
 
 void predict_prepared(const KernelOps& ops, const float* X, std::int64_t rows, const TileShape& s, const float* wt,
                       const float* bias, Buffers& b, std::int32_t* classes_out, float* probs_out) {
-  float* z = b.logits.reserve(static_cast<std::size_t>(kTileRows) * s.padded_classes);
+  float* z = b.f32.logits.reserve(static_cast<std::size_t>(kTileRows) * s.padded_classes);
   for (std::int64_t tile = 0; tile < rows; tile += kTileRows) {
     const int n = static_cast<int>(std::min<std::int64_t>(kTileRows, rows - tile));
     ops.logits(X + tile * s.features, n, s, wt, z, nullptr, 0);

@@ -10,8 +10,11 @@
 
 namespace spmd::models {
 
-void logreg_reference_partials(const float* X, const std::int32_t* labels, std::int64_t rows, int features,
-                               int classes, const float* W, double* out) {
+namespace {
+
+template <class T>
+void reference_partials(const float* X, const std::int32_t* labels, std::int64_t rows, int features, int classes,
+                        const T* W, double* out) {
   if (features < 1 || classes < 1 || rows < 0)
     throw Error("logreg reference: needs features >= 1, classes >= 1, rows >= 0");
   const std::size_t size = logreg_partials_size(features, classes);
@@ -37,6 +40,17 @@ void logreg_reference_partials(const float* X, const std::int32_t* labels, std::
         out[1 + static_cast<std::size_t>(f) * classes + c] += static_cast<double>(x[f]) * delta;
     }
   }
+}
+
+}  // namespace
+
+void logreg_reference_partials(const float* X, const std::int32_t* labels, std::int64_t rows, int features,
+                               int classes, const float* W, double* out) {
+  reference_partials(X, labels, rows, features, classes, W, out);
+}
+void logreg_reference_partials(const float* X, const std::int32_t* labels, std::int64_t rows, int features,
+                               int classes, const double* W, double* out) {
+  reference_partials(X, labels, rows, features, classes, W, out);
 }
 
 }  // namespace spmd::models

@@ -78,7 +78,7 @@ LogregResult run_logreg(const runtime::Context& ctx, const LogregOptions& o,
   r.rows_per_rank.resize(static_cast<size_t>(ctx.size()));
   runtime::allgather_bytes(ctx, mine.data(), sizeof(std::int64_t), r.rows_per_rank.data());
 
-  DataParallelLogreg objective(ctx, shard, r.classes, o.l2);
+  DataParallelLogreg objective(ctx, shard, r.classes, o.l2, o.precision);
 #ifndef NDEBUG
   constexpr bool kVerifyAlways = true;  // a debug build checks what a release build checks on request
 #else
@@ -106,10 +106,11 @@ LogregResult run_logreg(const runtime::Context& ctx, const LogregOptions& o,
     if (on_iteration) on_iteration(rec);
   };
   ctx.set_phase("logreg iteration 1");
-  // The objective is float32 arithmetic accumulated in double (models/logreg.hpp): its value
-  // is no more precise than float32, whatever the solver's Scalar.
+  // In float32 the objective is float32 arithmetic accumulated in double (models/logreg.hpp):
+  // its value is no more precise than float32, whatever the solver's Scalar.
   auto solver = o.solver;
-  solver.objective_precision = std::numeric_limits<float>::epsilon();
+  solver.objective_precision = o.precision == models::LogregPrecision::float64 ? std::numeric_limits<double>::epsilon()
+                                                                                : std::numeric_limits<float>::epsilon();
   // One more tiny allreduce per iteration (next to an evaluation's reductions) so that every
   // rank stops before the same iteration.
   const auto stop = [&] { return (r.stop_signal = runtime::agreed_stop_signal(ctx)) != 0; };
@@ -124,12 +125,10 @@ LogregResult run_logreg(const runtime::Context& ctx, const LogregOptions& o,
   if (r.setup_seconds == 0) r.setup_seconds = since(start);
   // x is W' = [W; b] row-major: W's rows first, then the intercept's.
   const size_t weights = static_cast<size_t>(r.features) * static_cast<size_t>(r.classes);
-  r.W.resize(weights);
-  for (size_t i = 0; i < weights; ++i) r.W[i] = static_cast<float>(result.x[i]);
-  if (o.fit_intercept) {
-    r.bias.resize(static_cast<size_t>(r.classes));
-    for (size_t c = 0; c < r.bias.size(); ++c) r.bias[c] = static_cast<float>(result.x[weights + c]);
-  }
+  r.W64.assign(result.x.begin(), result.x.begin() + static_cast<std::ptrdiff_t>(weights));
+  if (o.fit_intercept) r.bias64.assign(result.x.begin() + static_cast<std::ptrdiff_t>(weights), result.x.end());
+  r.W.assign(r.W64.begin(), r.W64.end());
+  r.bias.assign(r.bias64.begin(), r.bias64.end());
   (void)last_evaluations;
   return r;
 }

@@ -35,9 +35,10 @@ sharding::RowRange logreg_rank_rows(std::int64_t global_rows, int rank, int rank
   return {first, end - first};
 }
 
-DataParallelLogreg::DataParallelLogreg(const runtime::Context& ctx, const data::LoadedShard& shard, int classes, double l2)
+DataParallelLogreg::DataParallelLogreg(const runtime::Context& ctx, const data::LoadedShard& shard, int classes, double l2,
+                                       models::LogregPrecision precision)
     : ctx_(ctx), shard_(shard), features_(static_cast<int>(shard.row_size())), classes_(classes),
-      penalised_features_(static_cast<int>(shard.sample_size)), l2_(l2) {
+      penalised_features_(static_cast<int>(shard.sample_size)), l2_(l2), precision_(precision) {
   const std::int64_t R = models::kLogregChunkRows;
   global_chunks_ = chunk_count(shard.global_rows, R);
   if (global_chunks_ < 1) throw Error("logreg: the data has no rows (global rows = 0)");
@@ -49,14 +50,22 @@ DataParallelLogreg::DataParallelLogreg(const runtime::Context& ctx, const data::
   const std::int64_t my_chunks = chunk_count(shard.rows, R);
   const int d = ctx.devices_per_rank();
   for (int i = 0; i < d; ++i) device_chunks_.push_back(balanced_chunk_range(shard.rows, R, i, d));
-  devices_.resize(static_cast<size_t>(d));
+  const bool f64 = precision == models::LogregPrecision::float64;
+  if (f64)
+    devices64_.resize(static_cast<size_t>(d));
+  else
+    devices_.resize(static_cast<size_t>(d));
   ctx.pool().run([&](int i) {
     const auto& c = device_chunks_[static_cast<size_t>(i)];
     const std::int64_t first_row = std::min(shard.rows, c.first * R);
     const std::int64_t rows = std::min(shard.rows, c.end() * R) - first_row;
-    devices_[static_cast<size_t>(i)] =
-        models::make_logreg_shard(ctx.devices()[static_cast<size_t>(i)], shard.features.data() + first_row * features_,
-                                  shard.labels.data() + first_row, rows, features_, classes_, R);
+    const auto& device = ctx.devices()[static_cast<size_t>(i)];
+    const float* X = shard.features.data() + first_row * features_;
+    const std::int32_t* labels = shard.labels.data() + first_row;
+    if (f64)
+      devices64_[static_cast<size_t>(i)] = models::make_logreg_shard64(device, X, labels, rows, features_, classes_, R);
+    else
+      devices_[static_cast<size_t>(i)] = models::make_logreg_shard(device, X, labels, rows, features_, classes_, R);
   });
   local_partials_.assign(static_cast<size_t>(my_chunks) * partial_size_, 0.0);
   rank_tree_.emplace(global_chunks_, partial_size_);
@@ -75,12 +84,17 @@ DataParallelLogreg::DataParallelLogreg(const runtime::Context& ctx, const data::
 }
 
 double DataParallelLogreg::value_and_grad(std::span<const double> x, std::span<double> grad) {
-  for (size_t i = 0; i < W_.size(); ++i) W_[i] = static_cast<float>(x[i]);
+  const bool f64 = precision_ == models::LogregPrecision::float64;
+  if (!f64)
+    for (size_t i = 0; i < W_.size(); ++i) W_[i] = static_cast<float>(x[i]);
   ctx_.pool().run([&](int i) {
     const auto& c = device_chunks_[static_cast<size_t>(i)];
     if (c.size == 0) return;
-    devices_[static_cast<size_t>(i)]->chunk_partials(W_.data(),
-                                                     local_partials_.data() + static_cast<size_t>(c.first) * partial_size_);
+    double* out = local_partials_.data() + static_cast<size_t>(c.first) * partial_size_;
+    if (f64)
+      devices64_[static_cast<size_t>(i)]->chunk_partials(x.data(), out);
+    else
+      devices_[static_cast<size_t>(i)]->chunk_partials(W_.data(), out);
   });
   models::PartialSumTree& mine = *rank_tree_;
   mine.reset(first_chunk_);
@@ -88,8 +102,11 @@ double DataParallelLogreg::value_and_grad(std::span<const double> x, std::span<d
   for (std::int64_t k = 0; k < my_chunks; ++k) mine.push_leaf(local_partials_.data() + k * partial_size_);
   const double* total = exchange_->total(mine);
   if (total == nullptr) throw Error("logreg: internal error: the partial sums do not cover every chunk");
-  const double value = models::logreg_finalize(total, shard_.global_rows, features_, classes_, W_.data(), l2_,
-                                               penalised_features_, grad.data());
+  const double value =
+      f64 ? models::logreg_finalize(total, shard_.global_rows, features_, classes_, x.data(), l2_, penalised_features_,
+                                    grad.data())
+          : models::logreg_finalize(total, shard_.global_rows, features_, classes_, W_.data(), l2_, penalised_features_,
+                                    grad.data());
   ++evaluations_;
   return value;
 }

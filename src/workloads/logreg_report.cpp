@@ -18,12 +18,19 @@ std::string summary_text(const LogregResult& r, const LogregOptions& o, const ru
                     format("# %lld rows x %d features%s, %d classes, over %d rank(s) x %d device(s)\n",
                            static_cast<long long>(r.rows), r.features, o.fit_intercept ? " + intercept" : "", r.classes,
                            ctx.size(), ctx.devices_per_rank());
-  if (r.status == optim::LBFGSStatus::precision_limit)
+  if (r.status == optim::LBFGSStatus::precision_limit && o.precision == models::LogregPrecision::float32)
     out += format(
         "# precision_limit: no step can lower the objective by an amount float32 represents at this value "
         "(%.8g): the gradient norm reached, %.3e, is as small as this arithmetic allows here (--tol asked %.3e). "
         "The objective and gradient are computed in float32 with double accumulation; loosen --tol to about "
-        "the error reached.\n",
+        "the error reached, or use --precision float64 (double arithmetic, about twice the time per "
+        "evaluation) to go further.\n",
+        r.value, r.error, static_cast<double>(o.solver.tol));
+  else if (r.status == optim::LBFGSStatus::precision_limit)
+    out += format(
+        "# precision_limit: no step can lower the objective by an amount float64 represents at this value "
+        "(%.17g): the gradient norm reached, %.3e, is as small as double arithmetic allows here (--tol asked "
+        "%.3e); loosen --tol to about the error reached.\n",
         r.value, r.error, static_cast<double>(o.solver.tol));
   else if (r.status == optim::LBFGSStatus::stopped)
     out += format("# stopped by %s after iteration %d of at most %d: the weights and results are that "
@@ -62,6 +69,7 @@ nlohmann::json to_json(const LogregResult& r, const LogregOptions& o, const runt
   j["tol"] = o.solver.tol;
   j["l2"] = o.l2;
   j["fit_intercept"] = o.fit_intercept;
+  j["precision"] = models::to_string(o.precision);
   nlohmann::json h = nlohmann::json::array();
   for (const auto& it : r.history)
     h.push_back({{"iteration", it.iteration}, {"value", it.value}, {"error", it.error}, {"stepsize", it.stepsize},
@@ -79,10 +87,10 @@ std::string metrics_csv(const LogregResult& r) {
 }
 
 std::string run_header(const LogregOptions& o) {
-  return format("# data %s  solver L-BFGS history %d, line search %s, maxiter %d, tol %g, l2 %g, intercept %s\n",
+  return format("# data %s  solver L-BFGS history %d, line search %s, maxiter %d, tol %g, l2 %g, intercept %s, precision %s\n",
                 o.data.c_str(), o.solver.history,
                 o.solver.stepsize > 0 ? "none (fixed step)" : optim::to_string(o.solver.linesearch), o.solver.maxiter,
-                o.solver.tol, o.l2, o.fit_intercept ? "fitted (not penalised)" : "none");
+                o.solver.tol, o.l2, o.fit_intercept ? "fitted (not penalised)" : "none", models::to_string(o.precision));
 }
 
 LogregProgressDisplay::LogregProgressDisplay(const runtime::Context& ctx, const LogregOptions& o)

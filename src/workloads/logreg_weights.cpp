@@ -28,8 +28,14 @@ void require_finite(const std::vector<float>& values, std::int64_t columns, cons
 void write_logreg_weights(const runtime::Context& ctx, const std::string& path, const models::LogregParameters& w,
                           const LogregWeightsInfo& info, data::OutputSet& outputs) {
   data::write_on_root(ctx, path, [&](data::AtomicH5Writer& out) {
-    out.write("W", w.W, {w.features, w.classes});
-    if (w.has_intercept()) out.write("b", w.bias, {w.classes});
+    if (info.precision == "float64") {
+      out.write("W", info.W64, {w.features, w.classes});
+      if (w.has_intercept()) out.write("b", info.bias64, {w.classes});
+    } else {
+      out.write("W", w.W, {w.features, w.classes});
+      if (w.has_intercept()) out.write("b", w.bias, {w.classes});
+    }
+    out.set_attribute_string("/", "precision", info.precision);
     out.set_attribute_string("/", "model", "logreg");
     out.set_attribute_int("/", "fit_intercept", w.has_intercept() ? 1 : 0);
     out.set_attribute_string("/", "status", info.status);

@@ -19,7 +19,9 @@ using namespace spmd;
 
 namespace {
 
-TEST(LogregObjective, SameBitsAsSerialOnEveryLayout) {
+// Both precisions: float32 (W rounded to float for the kernels) and float64 (W as it is).
+template <class Scalar>
+void expect_same_bits_as_serial_on_every_layout(models::LogregPrecision precision) {
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -28,7 +30,7 @@ TEST(LogregObjective, SameBitsAsSerialOnEveryLayout) {
   for (std::int64_t N : {std::int64_t{1}, R - 1, R, 3 * R + 1, 5 * R + 7, 9 * R - 3}) {
     const auto problem = test::make_logreg_problem(N, F, C, -1.0f);
     const auto& x = problem.x;
-    std::vector<float> W(x.begin(), x.end());
+    std::vector<Scalar> W(x.begin(), x.end());
     std::vector<double> serial_grad(x.size());
     models::LogregWorkspace ws;
     const double serial = models::logreg_value_and_grad(problem.X.data(), problem.y.data(), N, F, C, W.data(), 0.01,
@@ -40,10 +42,10 @@ TEST(LogregObjective, SameBitsAsSerialOnEveryLayout) {
       options.devices_per_rank = devices;
       options.hang_timeout_s = 120.0;
       runtime::Context ctx(MPI_COMM_WORLD, options);
-      workloads::DataParallelLogreg objective(ctx, shard, C, 0.01);
+      workloads::DataParallelLogreg objective(ctx, shard, C, 0.01, precision);
       std::vector<double> grad(x.size());
-      const std::string layout = "N " + std::to_string(N) + ", " + std::to_string(size) + " rank(s) x " +
-                                 std::to_string(devices) + " device(s)";
+      const std::string layout = std::string(models::to_string(precision)) + ", N " + std::to_string(N) + ", " +
+                                 std::to_string(size) + " rank(s) x " + std::to_string(devices) + " device(s)";
       for (int repeat = 0; repeat < 2; ++repeat) {  // buffers are reused: the second call too
         const double value = objective.value_and_grad(x, grad);
         EXPECT_EQ(std::memcmp(&value, &serial, sizeof(double)), 0)
@@ -55,6 +57,14 @@ TEST(LogregObjective, SameBitsAsSerialOnEveryLayout) {
       EXPECT_EQ(objective.evaluations(), 2);
     }
   }
+}
+
+TEST(LogregObjective, SameBitsAsSerialOnEveryLayout) {
+  expect_same_bits_as_serial_on_every_layout<float>(models::LogregPrecision::float32);
+}
+
+TEST(LogregObjective, Float64SameBitsAsSerialOnEveryLayout) {
+  expect_same_bits_as_serial_on_every_layout<double>(models::LogregPrecision::float64);
 }
 
 TEST(LogregObjective, InterceptFromTheOnesColumnSameBitsOnEveryLayout) {

@@ -1,6 +1,8 @@
 // One evaluation of the multiclass logistic-regression loss and gradient (the logreg
 // workload's objective), single thread: the fused kernel (each variant this CPU runs)
-// against a two-pass OpenBLAS sgemm baseline and against a memory-read floor.
+// against a two-pass OpenBLAS sgemm baseline and against a memory-read floor; then the
+// float64 kernels (spmd logreg --precision float64) against the float32 ones and against
+// numpy/scipy's float64 evaluation (logreg_float64_peer.py, run by this benchmark).
 //
 //   bench_logreg_kernel [rows=50000] [features=784] [classes=10] [repeats=21]
 //
@@ -25,6 +27,7 @@
 
 #include "spmd/runtime/large_pages.hpp"
 #include "spmd/models/logreg.hpp"
+#include "python_peer.hpp"
 
 namespace {
 
@@ -116,6 +119,53 @@ long arg(int argc, char** argv, int index, long fallback) {
   return argc > index ? std::strtol(argv[index], nullptr, 10) : fallback;
 }
 
+struct Row {
+  std::string name;
+  Timing t;
+};
+
+// The float64 kernels per variant: milliseconds, against the same variant's float32 row and
+// against numpy/scipy's float64 (the Python peer, wall time). Returns the errors.
+int float64_rows(const float* X, const std::int32_t* y, std::int64_t n, int F, int C, const std::vector<float>& W32,
+                 int repeats, double base_value, const std::vector<Row>& float32_rows) {
+  const std::vector<double> W(W32.begin(), W32.end());
+  std::vector<double> grad(W.size());
+  const auto peer = spmd::bench::run_python_peer(
+      __FILE__, "logreg_float64_peer.py",
+      std::to_string(n) + " " + std::to_string(F) + " " + std::to_string(C) + " " + std::to_string(repeats));
+  const double scipy_ms = peer.contains("ms_per_eval") ? peer["ms_per_eval"].get<double>() : 0.0;
+  int errors = 0;
+  std::printf("# %-46s %10s %10s %12s %12s\n", "float64 (--precision float64)", "wall ms", "cpu ms", "vs float32",
+              "scipy64 / it");
+  for (auto kernel : {LogregKernel::avx512, LogregKernel::avx2, LogregKernel::portable}) {
+    if (!logreg_kernel_supported(kernel)) continue;
+    LogregWorkspace ws(kernel);
+    double value = 0.0;
+    const Timing t = time_runs(kernel == LogregKernel::portable ? std::max(1, repeats / 7) : repeats, [&] {
+      value = logreg_value_and_grad(X, y, n, F, C, W.data(), 0.0, grad.data(), ws);
+    });
+    const std::string name = std::string("fused ") + to_string(kernel);
+    double f32_ms = 0.0;
+    for (const auto& r : float32_rows)
+      if (r.name == name) f32_ms = r.t.cpu_ms;
+    if (!(std::abs(value - base_value) < 1e-5)) {
+      ++errors;
+      std::printf("# ERROR: float64 %s's loss %.17g differs from the sgemm baseline's %.17g\n", to_string(kernel), value,
+                  base_value);
+    }
+    char vs32[32] = "-", vs_scipy[32] = "-";
+    if (f32_ms > 0) std::snprintf(vs32, sizeof vs32, "%.2fx", t.cpu_ms / f32_ms);
+    if (scipy_ms > 0) std::snprintf(vs_scipy, sizeof vs_scipy, "%.2fx", scipy_ms / t.wall_ms);
+    std::printf("  %-46s %10.2f %10.2f %12s %12s\n", ("float64 " + name).c_str(), t.wall_ms, t.cpu_ms, vs32, vs_scipy);
+  }
+  if (scipy_ms > 0)
+    std::printf("  %-46s %10.2f %10s %12s %12s\n", "numpy/scipy float64 (1 thread)", scipy_ms, "-", "-", "1.00x");
+  else
+    std::printf("# scipy float64 peer not run: %s\n", peer.value("error", std::string("?")).c_str());
+  std::printf("# vs float32: CPU-time ratio to the same variant's float32 row; scipy64 / it: wall-time ratio\n");
+  return errors;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -147,10 +197,6 @@ int main(int argc, char** argv) {
     std::printf("# note: OpenBLAS did not recognise this CPU and runs SSE3 kernels; OPENBLAS_CORETYPE=SkylakeX "
                 "(AVX-512) or Haswell (AVX2) in the environment selects faster ones\n");
 
-  struct Row {
-    std::string name;
-    Timing t;
-  };
   std::vector<Row> rows;
   int errors = 0;
 
@@ -189,6 +235,7 @@ int main(int argc, char** argv) {
     std::printf("  %-32s %10.2f %10.2f %10.1f %9.2fx\n", r.name.c_str(), r.t.wall_ms, r.t.cpu_ms,
                 flops / (r.t.cpu_ms * 1e6), r.t.cpu_ms / fused_ms);
   std::printf("# GFLOP/s and 'vs fused' use the CPU-time medians\n");
+  errors += float64_rows(X.data(), y.data(), n, F, C, W, repeats, base_value, rows);
   std::printf("# errors: %d\n", errors);
   return errors == 0 ? 0 : 1;
 }

@@ -50,6 +50,14 @@ class LogregShard {
   virtual void chunk_partials(const float* W, double* out) = 0;
 };
 
+// The same in float64 (the float64 kernels of models/logreg.hpp): W [features, classes] in
+// double on the host.
+class LogregShard64 {
+ public:
+  virtual ~LogregShard64() = default;
+  virtual void chunk_partials(const double* W, double* out) = 0;
+};
+
 // The kinds of device implementation the models need, one per interface above: a kind names
 // itself (for messages) and the signature of its factory. X [rows, features], labels [rows]
 // on the host: a CPU shard views them (they must outlive it), a GPU shard copies them to its
@@ -67,6 +75,12 @@ struct LogregShardKind {
   using Make = std::unique_ptr<LogregShard> (*)(const runtime::DeviceInfo& device, const float* X,
                                                 const std::int32_t* labels, std::int64_t rows, int features,
                                                 int classes, std::int64_t chunk_rows);
+};
+struct LogregShard64Kind {
+  static constexpr const char* name = "logistic-regression shard in float64 (spmd logreg --precision float64)";
+  using Make = std::unique_ptr<LogregShard64> (*)(const runtime::DeviceInfo& device, const float* X,
+                                                  const std::int32_t* labels, std::int64_t rows, int features,
+                                                  int classes, std::int64_t chunk_rows);
 };
 struct LogregPredictorKind {
   static constexpr const char* name = "logistic-regression predictor (eval --model logreg)";
@@ -115,6 +129,11 @@ inline std::unique_ptr<LogregShard> make_logreg_shard(const runtime::DeviceInfo&
                                                       const std::int32_t* labels, std::int64_t rows, int features,
                                                       int classes, std::int64_t chunk_rows) {
   return make_on_device<LogregShardKind>(device, X, labels, rows, features, classes, chunk_rows);
+}
+inline std::unique_ptr<LogregShard64> make_logreg_shard64(const runtime::DeviceInfo& device, const float* X,
+                                                          const std::int32_t* labels, std::int64_t rows, int features,
+                                                          int classes, std::int64_t chunk_rows) {
+  return make_on_device<LogregShard64Kind>(device, X, labels, rows, features, classes, chunk_rows);
 }
 inline std::unique_ptr<DevicePredictor> make_logreg_predictor(const runtime::DeviceInfo& device,
                                                               const LogregParameters& parameters,

@@ -27,6 +27,14 @@
 // added in double. Each row's contribution is within ~1e-6 (relative to its size) of the
 // exact value.
 //
+// float64 (spmd logreg --precision float64): every function taking W also takes it as
+// double; then the logits, softmax and gradient are double (the float64 section of
+// logreg_kernel_spec.hpp: X read as float32 and widened, 8 double lanes per logit, a double
+// exp polynomial, the same chunks, blocks, row order and tree), with the same guarantees:
+// every variant gives the same bits, and so does every layout. Each row's contribution is
+// then within ~1e-15 (relative to its size) of the exact value; it costs ~2x float32's
+// time per evaluation (tools/bench/README.md).
+//
 // Speed: one pass over X per evaluation; rows in tiles of 32 go through logits, softmax and
 // the gradient update while in cache, and the next tile is prefetched while they compute.
 // n = 50000, F = 784, C = 10 on one core of the development machine (AVX-512, X on huge
@@ -35,6 +43,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace spmd::models {
@@ -45,6 +54,13 @@ inline constexpr std::int64_t kLogregChunkRows = 2048;
 // Rows summed in float32 before a gradient partial is added in double (part of the
 // arithmetic contract above; not tunable).
 inline constexpr std::int64_t kLogregGradFloatBlockRows = 256;
+
+// The arithmetic of the objective and gradient: float32 (the default, the fastest) or
+// float64 (W in double; see the float64 paragraph above).
+enum class LogregPrecision { float32, float64 };
+const char* to_string(LogregPrecision precision);
+// "float32" or "float64"; throws spmd::Error naming `option` and the choices otherwise.
+LogregPrecision parse_logreg_precision(const std::string& text, const std::string& option);
 
 // Implementations of the same arithmetic. automatic = the fastest this CPU supports.
 enum class LogregKernel { automatic, portable, avx2, avx512 };
@@ -87,6 +103,8 @@ class LogregWorkspace {
 // spmd::Error for F < 1, C < 1, rows < 0.
 void logreg_chunk_partials(const float* X, const std::int32_t* labels, std::int64_t rows, int features,
                            int classes, const float* W, double* out, LogregWorkspace& workspace);
+void logreg_chunk_partials(const float* X, const std::int32_t* labels, std::int64_t rows, int features,
+                           int classes, const double* W, double* out, LogregWorkspace& workspace);
 
 // The partials of consecutive chunks of chunk_rows rows (the last one shorter) of one
 // contiguous range: out[k * logreg_partials_size(F, C) ...] for chunk k, k <
@@ -95,6 +113,9 @@ void logreg_chunk_partials(const float* X, const std::int32_t* labels, std::int6
 // for the results to be the global chunks' partials.
 void logreg_range_partials(const float* X, const std::int32_t* labels, std::int64_t rows, int features,
                            int classes, const float* W, std::int64_t chunk_rows, double* out,
+                           LogregWorkspace& workspace);
+void logreg_range_partials(const float* X, const std::int32_t* labels, std::int64_t rows, int features,
+                           int classes, const double* W, std::int64_t chunk_rows, double* out,
                            LogregWorkspace& workspace);
 
 // total = the sum of the num_chunks records in the fixed tree order of PartialSumTree
@@ -113,12 +134,16 @@ void logreg_sum_partials(const double* partials, std::int64_t num_chunks, int fe
 // global_rows < 1, l2 < 0 or penalised_features is outside [0, features].
 double logreg_finalize(const double* total, std::int64_t global_rows, int features, int classes, const float* W,
                        double l2, int penalised_features, double* grad);
+double logreg_finalize(const double* total, std::int64_t global_rows, int features, int classes, const double* W,
+                       double l2, int penalised_features, double* grad);
 
 // Whole objective on one thread with the standard chunking: chunk partials, sum, finalize
 // (the same bits as the distributed computation with kLogregChunkRows chunks). grad [F*C].
 // Every row of W is penalised.
 double logreg_value_and_grad(const float* X, const std::int32_t* labels, std::int64_t rows, int features,
                              int classes, const float* W, double l2, double* grad, LogregWorkspace& workspace);
+double logreg_value_and_grad(const float* X, const std::int32_t* labels, std::int64_t rows, int features,
+                             int classes, const double* W, double l2, double* grad, LogregWorkspace& workspace);
 
 // Predicted class (argmax of the float32 logits x W, lowest index on ties) of each row into
 // classes_out [rows].
@@ -159,5 +184,7 @@ class LogregFixedPredictor {
 // computed with double logits, std::exp and std::log, rows in order.
 void logreg_reference_partials(const float* X, const std::int32_t* labels, std::int64_t rows, int features,
                                int classes, const float* W, double* out);
+void logreg_reference_partials(const float* X, const std::int32_t* labels, std::int64_t rows, int features,
+                               int classes, const double* W, double* out);
 
 }  // namespace spmd::models

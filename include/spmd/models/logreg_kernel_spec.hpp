@@ -137,4 +137,73 @@ KernelOps portable_ops();
 KernelOps avx2_ops();
 KernelOps avx512_ops();  // call only where the CPU has AVX-512F
 
+// ---- float64 (spmd logreg --precision float64) ----
+// The same tiles, chunks, blocks and orders in double. X stays float32 in memory and is
+// widened where it is read (exact). Fpad64 = F rounded up to 8; WT64[c * Fpad64 + f] =
+// W[f * C + c] (double), 0 for f >= F.
+// Logits: 8 double lanes; lane j accumulates, over k = 0, 1, ..., Fpad64 / 8 - 1,
+// acc_j = fma((double)x[8k + j], WT64[c][8k + j], acc_j) (x taken as 0 past F), and
+// z_c = tree8_sum(acc) (pairs at distance 4, then 2, 1).
+// Softmax: as float32's, in double, with exp64_spec; row loss = (m + log(s)) - z_y.
+// Gradient: g = fma(d_c, (double)x_f, g) in double; the sums restart every
+// kLogregGradFloatBlockRows rows of the chunk and are added to the chunk sums in block
+// order, as in float32.
+inline constexpr int kLanes64 = 8;
+
+// exp(t) for t = z - max <= 0 in double: t = n ln2 + r (Cody-Waite, fdlibm's split of ln2),
+// e^r by its Taylor polynomial of degree 13 (truncation < 5e-18 for |r| <= ln2 / 2), times
+// 2^n. Below kExp64Cutoff exactly 0 (e^-700 is ~1e-304: nothing next to the row's largest
+// term, which is 1, and no subnormal results).
+inline constexpr double kExp64Cutoff = -700.0;
+inline constexpr double kLog2e64 = 1.4426950408889634;
+inline constexpr double kRoundMagic64 = 6755399441055744.0;  // 1.5 * 2^52
+inline constexpr double kLn2Hi64 = 6.93147180369123816490e-01;
+inline constexpr double kLn2Lo64 = 1.90821492927058770002e-10;
+inline constexpr int kExp64Degree = 13;
+// 1 / k! for k = kExp64Degree down to 0, the Horner order.
+inline constexpr double kExp64Taylor[kExp64Degree + 1] = {
+    1.0 / 6227020800.0, 1.0 / 479001600.0, 1.0 / 39916800.0, 1.0 / 3628800.0, 1.0 / 362880.0,
+    1.0 / 40320.0,      1.0 / 5040.0,      1.0 / 720.0,      1.0 / 120.0,     1.0 / 24.0,
+    1.0 / 6.0,          0.5,               1.0,              1.0};
+
+inline double max_like_x86(double a, double b) { return a > b ? a : b; }
+
+// Scalar statement (callers compile it without contraction; only std::fma fuses). Vector
+// variants perform these very operations lane by lane. Call it only from the portable
+// variant and target-neutral code: an inline function compiled in a TU with a wider target
+// could be the copy the linker keeps.
+inline double exp64_spec(double t) {
+  const double tc = max_like_x86(kExp64Cutoff, t);
+  const double n = (tc * kLog2e64 + kRoundMagic64) - kRoundMagic64;
+  double r = std::fma(-n, kLn2Hi64, tc);
+  r = std::fma(-n, kLn2Lo64, r);
+  double p = kExp64Taylor[0];
+  for (int k = 1; k <= kExp64Degree; ++k) p = std::fma(p, r, kExp64Taylor[k]);
+  // n is integral in [-1010, 0] for t >= kExp64Cutoff (t NaN: p is NaN whatever the scale).
+  const std::int64_t exponent = ((std::isnan(n) ? 0 : static_cast<std::int64_t>(n)) + 1023) << 52;
+  const double e = p * std::bit_cast<double>(exponent);
+  return t < kExp64Cutoff ? 0.0 : e;
+}
+
+inline double tree8_sum(const double* v) {
+  double l1[4], l2[2];
+  for (int j = 0; j < 4; ++j) l1[j] = v[j] + v[j + 4];
+  for (int j = 0; j < 2; ++j) l2[j] = l1[j] + l1[j + 2];
+  return l2[0] + l2[1];
+}
+
+// The float64 variants' table: as above with double WT, Z, D and G (X still float).
+struct KernelOps64 {
+  void (*logits)(const float* X, int rows, const TileShape& shape, const double* WT, double* Z, const float* next_X,
+                 int next_rows);
+  void (*softmax)(const double* Z, const std::int32_t* labels, int rows, const TileShape& shape, double* D,
+                  double& loss);
+  void (*gradient)(const float* X, const double* D, int rows, const TileShape& shape, double* G, const float* next_X,
+                   int next_rows);
+};
+// shape.padded_features is Fpad64 for these.
+KernelOps64 portable_ops64();
+KernelOps64 avx2_ops64();
+KernelOps64 avx512_ops64();  // call only where the CPU has AVX-512F
+
 }  // namespace spmd::models::logreg_detail

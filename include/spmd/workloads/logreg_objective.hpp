@@ -32,7 +32,10 @@ class DataParallelLogreg {
   // A shard with a column of ones (data::OnesColumn::append) fits an intercept: the
   // weights are W' = [W; b] with features() = sample_size + 1 rows, and l2 penalises
   // only W's sample_size rows, never b.
-  DataParallelLogreg(const runtime::Context& ctx, const data::LoadedShard& shard, int classes, double l2);
+  // precision: the kernels' arithmetic (float32: x rounded to float for them; float64: x
+  // as it is); the sums are in the same order, so either is the same bits on every layout.
+  DataParallelLogreg(const runtime::Context& ctx, const data::LoadedShard& shard, int classes, double l2,
+                     models::LogregPrecision precision = models::LogregPrecision::float32);
 
   // Objective for optim::lbfgs_minimize: x = W [features * classes] (double), grad same.
   // Collective: every rank must call it with the same x. Returns the same bits everywhere.
@@ -52,7 +55,10 @@ class DataParallelLogreg {
   std::int64_t first_chunk_ = 0;  // this rank's first global chunk
   std::size_t partial_size_ = 0;
   std::vector<float> W_;
-  std::vector<std::unique_ptr<models::LogregShard>> devices_;  // one per device: its rows, where it computes
+  models::LogregPrecision precision_;
+  // One per device (its rows, where it computes): devices_ in float32, devices64_ in float64.
+  std::vector<std::unique_ptr<models::LogregShard>> devices_;
+  std::vector<std::unique_ptr<models::LogregShard64>> devices64_;
   std::vector<sharding::RowRange> device_chunks_;    // chunk ranges (relative to the rank's first chunk)
   std::vector<double> local_partials_;               // [rank chunks][partial_size]
   std::optional<models::PartialSumTree> rank_tree_;  // this rank's chunks -> its canonical nodes

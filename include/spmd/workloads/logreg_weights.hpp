@@ -1,8 +1,10 @@
 #pragma once
-// The logreg weights file: HDF5 with dataset "W" float32 [features, classes], with an
-// intercept also "b" float32 [classes] (logits = x W + b), and attributes (model =
-// "logreg", fit_intercept 0/1, solver status, iterations, value, data file, input_scale). Written by
-// `spmd logreg --weights-out`, read by `spmd eval --model logreg --weights`.
+// The logreg weights file: HDF5 with dataset "W" [features, classes], with an intercept
+// also "b" [classes] (logits = x W + b), and attributes (model = "logreg", fit_intercept
+// 0/1, solver status, iterations, value, data file, input_scale, precision). W and b are
+// float32, or float64 as solved when the solve was (precision "float64"); either is read
+// (eval predicts in float32). Written by `spmd logreg --weights-out`, read by `spmd eval
+// --model logreg --weights`.
 #include <string>
 #include <vector>
 
@@ -21,6 +23,10 @@ struct LogregWeightsInfo {
   double value = 0;
   std::string data;
   std::string input_scale;  // --input-scale as given ("auto", "none", "1/255"): how the features were scaled
+  std::string precision = "float32";  // the solve's arithmetic (models::to_string(LogregPrecision))
+  // precision float64: W and b as solved, written as float64 instead of the parameters'
+  // float32 values (same shapes; b empty without an intercept).
+  std::vector<double> W64, bias64;
 };
 
 // Collective; rank 0 writes the file to its temporary and hands it to `outputs` (published

@@ -43,12 +43,14 @@ class CpuCnnMember final : public CnnMember {
   CnnWorkspace ws_;
 };
 
-class CpuLogregShard final : public LogregShard {
+// Base: LogregShard (float32) or LogregShard64; Scalar: its W's type.
+template <class Base, class Scalar>
+class CpuLogregShard final : public Base {
  public:
   CpuLogregShard(const float* X, const std::int32_t* labels, std::int64_t rows, int features, int classes,
                  std::int64_t chunk_rows)
       : X_(X), labels_(labels), rows_(rows), features_(features), classes_(classes), chunk_rows_(chunk_rows) {}
-  void chunk_partials(const float* W, double* out) override {
+  void chunk_partials(const Scalar* W, double* out) override {
     if (rows_ == 0) return;
     logreg_range_partials(X_, labels_, rows_, features_, classes_, W, chunk_rows_, out, ws_);
   }
@@ -88,7 +90,12 @@ class CpuBackend final : public Backend {
     provide<LogregShardKind>([](const runtime::DeviceInfo&, const float* X, const std::int32_t* labels,
                                 std::int64_t rows, int features, int classes,
                                 std::int64_t chunk_rows) -> std::unique_ptr<LogregShard> {
-      return std::make_unique<CpuLogregShard>(X, labels, rows, features, classes, chunk_rows);
+      return std::make_unique<CpuLogregShard<LogregShard, float>>(X, labels, rows, features, classes, chunk_rows);
+    });
+    provide<LogregShard64Kind>([](const runtime::DeviceInfo&, const float* X, const std::int32_t* labels,
+                                  std::int64_t rows, int features, int classes,
+                                  std::int64_t chunk_rows) -> std::unique_ptr<LogregShard64> {
+      return std::make_unique<CpuLogregShard<LogregShard64, double>>(X, labels, rows, features, classes, chunk_rows);
     });
     provide<LogregPredictorKind>([](const runtime::DeviceInfo&, const LogregParameters& parameters,
                                     std::int64_t) -> std::unique_ptr<DevicePredictor> {

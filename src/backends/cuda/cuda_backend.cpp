@@ -30,6 +30,7 @@ class CudaBackend final : public Backend {
   CudaBackend() {
     provide<models::CnnMemberKind>(&make_cnn_member_cuda);
     provide<models::LogregShardKind>(&make_logreg_shard_cuda);
+    provide<models::LogregShard64Kind>(&make_logreg_shard64_cuda);
     provide<models::LogregPredictorKind>(&make_logreg_predictor_cuda);
   }
 };

@@ -1,0 +1,231 @@
+#pragma once
+// The part of the GPU logreg shard that float32 (logreg.cu) and float64 (logreg64.cu) share:
+// the gradient's block and chunk sums, the transposed upload and the shard object, which
+// runs one evaluation as
+//   logits (Kernels::logits)  softmax (Kernels::softmax: D = P - Y in place of Z, and each
+//   row's (m, s, z_label) for the host)  block gradient (fma over a 256-row block's rows in
+//   order, in T)  chunk gradient (each chunk's blocks summed in double, in block order)
+//   host loss ((m + log s) - z_y in double with the host's std::log, summed in row order).
+// T is the kernels' arithmetic (float or double); the arithmetic is logreg_kernel_spec.hpp's
+// in that precision. Every operation is an explicit fma or _rn intrinsic, which nvcc never
+// fuses or reorders. Included by one .cu each: everything has internal linkage.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include "spmd/backends/cuda/check.hpp"
+#include "spmd/backends/cuda/cuda_device.hpp"
+#include "spmd/backends/cuda/device_buffer.hpp"
+#include "spmd/backends/cuda/launch.hpp"
+#include "spmd/backends/cuda/stream.hpp"
+#include "spmd/models/logreg.hpp"
+#include "spmd/models/logreg_kernel_spec.hpp"
+#include "spmd/runtime/devices.hpp"
+#include "spmd/runtime/error.hpp"
+
+namespace spmd::backends::cuda {
+namespace {
+
+namespace spec = models::logreg_detail;
+
+constexpr std::int64_t kBlockRows = models::kLogregGradFloatBlockRows;
+// Classes one gradient thread accumulates (registers); more classes take more threads.
+constexpr int kGradClassGroup = 16;
+// Per row, for the host's loss: the row max m, the exponential sum s and the label's logit.
+constexpr int kRowStats = 3;
+
+__device__ inline std::int64_t grid_start() {
+  return static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ inline std::int64_t grid_stride() { return static_cast<std::int64_t>(gridDim.x) * blockDim.x; }
+
+__device__ inline float fma_rn(float a, float b, float c) { return fmaf(a, b, c); }
+__device__ inline double fma_rn(double a, double b, double c) { return fma(a, b, c); }
+
+// Geometry of the gradient blocks: chunk k of chunk_rows rows (the last shorter) has
+// blocks_per_chunk blocks of up to kBlockRows rows counted from the chunk's first row;
+// blocks past the chunk's end are empty.
+struct BlockGeometry {
+  std::int64_t rows, chunk_rows, blocks_per_chunk, blocks;
+};
+
+// block_grads[(b * C + c) * F + f] = sum over block b's rows in order of fma(d[r][c],
+// (T) x[r][f], .) in T, from 0.
+template <class T>
+__global__ void block_gradient_kernel(const float* X, const T* D, BlockGeometry geo, int features, int classes,
+                                      T* block_grads) {
+  const int groups = (classes + kGradClassGroup - 1) / kGradClassGroup;
+  const std::int64_t total = geo.blocks * groups * features;
+  for (std::int64_t i = grid_start(); i < total; i += grid_stride()) {
+    const int f = static_cast<int>(i % features);
+    const std::int64_t t = i / features;
+    const int group = static_cast<int>(t % groups);
+    const std::int64_t b = t / groups;
+    const std::int64_t k = b / geo.blocks_per_chunk, j = b - k * geo.blocks_per_chunk;
+    const std::int64_t chunk_first = k * geo.chunk_rows;
+    const std::int64_t chunk_len = min(geo.chunk_rows, geo.rows - chunk_first);
+    const std::int64_t first = chunk_first + j * kBlockRows;
+    const std::int64_t end = chunk_first + min(chunk_len, (j + 1) * kBlockRows);
+    const int c0 = group * kGradClassGroup;
+    const int nc = min(kGradClassGroup, classes - c0);
+    T acc[kGradClassGroup];
+#pragma unroll
+    for (int cc = 0; cc < kGradClassGroup; ++cc) acc[cc] = T(0);
+    for (std::int64_t r = first; r < end; ++r) {
+      const T x = static_cast<T>(X[r * features + f]);
+      const T* d = D + r * classes + c0;
+#pragma unroll
+      for (int cc = 0; cc < kGradClassGroup; ++cc)
+        if (cc < nc) acc[cc] = fma_rn(d[cc], x, acc[cc]);
+    }
+#pragma unroll
+    for (int cc = 0; cc < kGradClassGroup; ++cc)
+      if (cc < nc) block_grads[(b * classes + c0 + cc) * features + f] = acc[cc];
+  }
+}
+
+// out[k * record + 1 + f * C + c] = sum over chunk k's blocks, in block order, of
+// (double) block_grads[block][c][f], from 0.
+template <class T>
+__global__ void chunk_gradient_kernel(const T* block_grads, std::int64_t chunks, std::int64_t blocks_per_chunk,
+                                      int features, int classes, std::int64_t record, double* out) {
+  const std::int64_t fc = static_cast<std::int64_t>(features) * classes;
+  const std::int64_t total = chunks * fc;
+  for (std::int64_t i = grid_start(); i < total; i += grid_stride()) {
+    const std::int64_t k = i / fc;
+    const std::int64_t e = i - k * fc;  // c * F + f: consecutive threads read consecutive values
+    const int c = static_cast<int>(e / features), f = static_cast<int>(e % features);
+    const T* g = block_grads + k * blocks_per_chunk * fc + e;
+    double s = 0.0;
+    for (std::int64_t b = 0; b < blocks_per_chunk; ++b) s += static_cast<double>(g[b * fc]);
+    out[k * record + 1 + static_cast<std::int64_t>(f) * classes + c] = s;
+  }
+}
+
+void check_shape(int features, int classes, const char* what) {
+  if (features < 1 || classes < 1)
+    throw Error(std::string(what) + ": needs features >= 1 and classes >= 1, got features = " +
+                std::to_string(features) + ", classes = " + std::to_string(classes));
+}
+
+void check_shard_shape(int features, int classes, std::int64_t rows, std::int64_t chunk_rows, const char* what) {
+  check_shape(features, classes, what);
+  if (rows < 0 || chunk_rows < 1)
+    throw Error(std::string(what) + ": needs rows >= 0 and chunk_rows >= 1, got rows = " + std::to_string(rows) +
+                ", chunk_rows = " + std::to_string(chunk_rows));
+}
+
+// W [F, C] (host) -> WT [C][Fpad] on the GPU (Fpad: F rounded up to `lanes`), via the pinned
+// staging buffer (free on entry; the caller synchronises before reusing it).
+template <class T>
+void upload_transposed(const T* W, int features, int classes, int lanes, cuda::PinnedBuffer<T>& staging,
+                       cuda::DeviceBuffer<T>& WT, cudaStream_t stream) {
+  const int padded = spec::round_up(features, lanes);
+  T* wt = staging.data();
+  for (int c = 0; c < classes; ++c) {
+    T* row = wt + static_cast<std::size_t>(c) * padded;
+    for (int f = 0; f < features; ++f) row[f] = W[static_cast<std::size_t>(f) * classes + c];
+    std::fill(row + features, row + padded, T(0));
+  }
+  WT.upload(wt, static_cast<std::size_t>(classes) * padded, stream);
+}
+
+// Kernels: T (the arithmetic), kLanes (of the logits), and
+//   static void logits(const float* X, std::int64_t rows, int F, const T* WT, int C, T* Z, cudaStream_t);
+//   static void softmax(T* Z, const std::int32_t* labels, std::int64_t rows, int C, T* stats, cudaStream_t);
+template <class Kernels, class Base>
+class CudaLogregShardOf final : public Base {
+ public:
+  using T = typename Kernels::T;
+
+  CudaLogregShardOf(const runtime::DeviceInfo& device, const float* X, const std::int32_t* labels, std::int64_t rows,
+                    int features, int classes, std::int64_t chunk_rows)
+      : ordinal_((cuda::use_cuda_device(device, "CUDA logreg shard"), device.ordinal)),
+        features_(features),
+        classes_(classes),
+        record_(static_cast<std::int64_t>(models::logreg_partials_size(features, classes))),
+        chunks_((rows + chunk_rows - 1) / chunk_rows),
+        geometry_{rows, chunk_rows, (std::min(chunk_rows, rows) + kBlockRows - 1) / kBlockRows, 0},
+        X_(static_cast<std::size_t>(rows) * features, "logreg rows X"),
+        labels_(static_cast<std::size_t>(rows), "logreg labels"),
+        WT_(transposed_size(), "logreg weights (transposed)"),
+        Z_(static_cast<std::size_t>(rows) * classes, "logreg logits / softmax residuals"),
+        stats_(static_cast<std::size_t>(rows) * kRowStats, "logreg per-row softmax statistics"),
+        block_grads_(static_cast<std::size_t>(chunks_ * geometry_.blocks_per_chunk) * features * classes,
+                     "logreg per-block gradients"),
+        out_(static_cast<std::size_t>(chunks_ * record_), "logreg chunk partials"),
+        WT_host_(transposed_size(), "logreg weight staging"),
+        stats_host_(static_cast<std::size_t>(rows) * kRowStats, "logreg statistics staging") {
+    geometry_.blocks = chunks_ * geometry_.blocks_per_chunk;
+    // Labels are checked here, once, rather than on every evaluation on the GPU.
+    for (std::int64_t i = 0; i < rows; ++i)
+      if (labels[i] < 0 || labels[i] >= classes)
+        throw Error("logreg: label " + std::to_string(labels[i]) + " of row " + std::to_string(i) +
+                    " (of this device's rows) is outside [0, " + std::to_string(classes) + ")");
+    const cudaStream_t s = stream_.get();
+    X_.upload(X, X_.size(), s);
+    labels_.upload(labels, labels_.size(), s);
+    out_.zero(s);  // the loss entries are never written on the GPU (the host fills them)
+    // The caller's X may go once the copies are done.
+    stream_.synchronize_copies("copying the logreg rows to the GPU");
+  }
+
+  ~CudaLogregShardOf() override { cuda::set_current_gpu_noexcept(ordinal_); }
+
+  void chunk_partials(const T* W, double* out) override {
+    if (chunks_ == 0) return;
+    cuda::set_current_gpu(ordinal_);
+    const cudaStream_t s = stream_.get();
+    const std::int64_t rows = geometry_.rows;
+    upload_transposed(W, features_, classes_, Kernels::kLanes, WT_host_, WT_, s);
+    Kernels::logits(X_.data(), rows, features_, WT_.data(), classes_, Z_.data(), s);
+    Kernels::softmax(Z_.data(), labels_.data(), rows, classes_, stats_.data(), s);
+    const std::int64_t groups = (classes_ + kGradClassGroup - 1) / kGradClassGroup;
+    block_gradient_kernel<T><<<blocks_for(geometry_.blocks * groups * features_), kThreadsPerBlock, 0, s>>>(
+        X_.data(), Z_.data(), geometry_, features_, classes_, block_grads_.data());
+    SPMD_CHECK_CUDA_LAUNCH("logreg block gradient kernel");
+    chunk_gradient_kernel<T><<<blocks_for(chunks_ * features_ * classes_), kThreadsPerBlock, 0, s>>>(
+        block_grads_.data(), chunks_, geometry_.blocks_per_chunk, features_, classes_, record_, out_.data());
+    SPMD_CHECK_CUDA_LAUNCH("logreg chunk gradient kernel");
+    stats_.download(stats_host_.data(), stats_.size(), s);
+    out_.download(out, out_.size(), s);  // out[k * record] (the losses) is overwritten below
+    stream_.synchronize("computing the logreg chunk partials on the GPU");
+    // The losses, as the CPU kernels: each row's in double with this host's std::log,
+    // added in row order from 0.
+    const T* st = stats_host_.data();
+    for (std::int64_t k = 0; k < chunks_; ++k) {
+      const std::int64_t first = k * geometry_.chunk_rows, end = std::min(rows, first + geometry_.chunk_rows);
+      double loss = 0.0;
+      for (std::int64_t r = first; r < end; ++r) {
+        const T* row = st + r * kRowStats;
+        loss += (static_cast<double>(row[0]) + std::log(static_cast<double>(row[1]))) - static_cast<double>(row[2]);
+      }
+      out[k * record_] = loss;
+    }
+  }
+
+ private:
+  std::size_t transposed_size() const {
+    return static_cast<std::size_t>(classes_) * spec::round_up(features_, Kernels::kLanes);
+  }
+
+  int ordinal_;
+  int features_, classes_;
+  std::int64_t record_;  // doubles per chunk: 1 + F * C
+  std::int64_t chunks_;
+  BlockGeometry geometry_;
+  cuda::Stream stream_;
+  cuda::DeviceBuffer<float> X_;              // [rows, F]
+  cuda::DeviceBuffer<std::int32_t> labels_;  // [rows]
+  cuda::DeviceBuffer<T> WT_;                 // [C, Fpad]
+  cuda::DeviceBuffer<T> Z_;                  // [rows, C]: logits, then P - Y
+  cuda::DeviceBuffer<T> stats_;              // [rows, 3]: m, s, z_label
+  cuda::DeviceBuffer<T> block_grads_;        // [chunks * blocks_per_chunk, C, F]
+  cuda::DeviceBuffer<double> out_;           // [chunks, 1 + F * C] (loss entries stay 0)
+  cuda::PinnedBuffer<T> WT_host_;
+  cuda::PinnedBuffer<T> stats_host_;
+};
+
+}  // namespace
+}  // namespace spmd::backends::cuda
