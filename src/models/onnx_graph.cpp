@@ -222,24 +222,28 @@ std::shared_ptr<const OnnxGraph> OnnxGraph::load(const std::string& path) {
     g->outputs_.push_back({out.name(), dims_of(out)});
     g->output_index_.push_back(it->second);
   }
+  g->place_constants_first(b.constant, b.values);
+  return g;
+}
+
+void OnnxGraph::place_constants_first(const std::vector<bool>& constant, std::vector<ops::Tensor>& values) {
   // Constants first in the table: a run's tensors are the slots after them.
-  std::vector<int> renumber(b.constant.size());
+  std::vector<int> renumber(constant.size());
   int next = 0;
-  for (std::size_t k = 0; k < b.constant.size(); ++k)
-    if (b.constant[k]) {
+  for (std::size_t k = 0; k < constant.size(); ++k)
+    if (constant[k]) {
       renumber[k] = next++;
-      g->constants_.push_back(std::move(b.values[k]));
+      constants_.push_back(std::move(values[k]));
     }
-  for (std::size_t k = 0; k < b.constant.size(); ++k)
-    if (!b.constant[k]) renumber[k] = next++;
-  for (auto& node : g->nodes_) {
+  for (std::size_t k = 0; k < constant.size(); ++k)
+    if (!constant[k]) renumber[k] = next++;
+  for (auto& node : nodes_) {
     for (auto& k : node.inputs) k = k < 0 ? -1 : renumber[static_cast<std::size_t>(k)];
     for (auto& k : node.outputs) k = renumber[static_cast<std::size_t>(k)];
   }
-  for (auto& k : g->input_index_) k = renumber[static_cast<std::size_t>(k)];
-  for (auto& k : g->output_index_) k = renumber[static_cast<std::size_t>(k)];
-  g->tensor_count_ = b.constant.size();
-  return g;
+  for (auto& k : input_index_) k = renumber[static_cast<std::size_t>(k)];
+  for (auto& k : output_index_) k = renumber[static_cast<std::size_t>(k)];
+  tensor_count_ = constant.size();
 }
 
 std::string OnnxGraph::output_kind(std::size_t k) const {

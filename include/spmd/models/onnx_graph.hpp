@@ -44,6 +44,9 @@ class OnnxGraph {
 
  private:
   friend class OnnxRunner;
+  // Renumbers the tensor table so that the constants (moved out of `values`) come first.
+  void place_constants_first(const std::vector<bool>& constant, std::vector<ops::Tensor>& values);
+
   std::string path_;
   int opset_ = 0;
   std::vector<Value> inputs_, outputs_;
