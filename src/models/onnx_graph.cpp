@@ -244,6 +244,18 @@ void OnnxGraph::place_constants_first(const std::vector<bool>& constant, std::ve
   for (auto& k : input_index_) k = renumber[static_cast<std::size_t>(k)];
   for (auto& k : output_index_) k = renumber[static_cast<std::size_t>(k)];
   tensor_count_ = constant.size();
+  // Liveness: the last node that reads each run tensor (or makes it, when none reads it).
+  std::vector<int> last(tensor_count_, -1);
+  for (std::size_t n = 0; n < nodes_.size(); ++n) {
+    for (const int k : nodes_[n].outputs) last[static_cast<std::size_t>(k)] = static_cast<int>(n);
+    for (const int k : nodes_[n].inputs)
+      if (k >= 0) last[static_cast<std::size_t>(k)] = static_cast<int>(n);
+  }
+  for (const int k : input_index_) last[static_cast<std::size_t>(k)] = -1;
+  for (const int k : output_index_) last[static_cast<std::size_t>(k)] = -1;
+  release_after_.assign(nodes_.size(), {});
+  for (std::size_t k = constants_.size(); k < tensor_count_; ++k)
+    if (last[k] >= 0) release_after_[static_cast<std::size_t>(last[k])].push_back(static_cast<int>(k));
 }
 
 std::string OnnxGraph::output_kind(std::size_t k) const {
@@ -271,7 +283,9 @@ OnnxRunner::OnnxRunner(std::shared_ptr<const OnnxGraph> graph) : graph_(std::mov
 
 std::int64_t OnnxRunner::tensor_bytes() const {
   std::int64_t bytes = 0;
-  for (const auto& t : tensors_) bytes += static_cast<std::int64_t>(t.f.size() * sizeof(float) + t.i.size() * sizeof(std::int64_t));
+  for (const auto& t : tensors_)
+    bytes += static_cast<std::int64_t>(t.f.capacity() * sizeof(float) + t.i.capacity() * sizeof(std::int64_t));
+  for (const auto& v : pool_) bytes += static_cast<std::int64_t>(v.capacity() * sizeof(float));
   return bytes;
 }
 
@@ -282,8 +296,21 @@ void OnnxRunner::run() {
     in_.clear();
     out_.clear();
     for (const int k : node.inputs) in_.push_back(k < 0 ? nullptr : &k_output(static_cast<std::size_t>(k)));
-    for (const int k : node.outputs) out_.push_back(&tensors_[static_cast<std::size_t>(k)]);
+    for (const int k : node.outputs) {
+      ops::Tensor& t = tensors_[static_cast<std::size_t>(k)];
+      if (t.f.capacity() == 0 && !pool_.empty()) {  // storage a dead tensor left behind
+        t.f.swap(pool_.back());
+        pool_.pop_back();
+      }
+      out_.push_back(&t);
+    }
     g.fns_[n](ops::OpCall{node, in_, out_});
+    for (const int k : g.release_after_[n]) {
+      auto& f = tensors_[static_cast<std::size_t>(k)].f;
+      if (f.capacity() == 0) continue;
+      pool_.push_back(std::move(f));
+      f = {};
+    }
   }
 }
 

@@ -54,6 +54,9 @@ class OnnxGraph {
   std::vector<ops::GraphNode> nodes_;            // in execution order, constants folded away
   std::vector<ops::GraphOpFn> fns_;
   std::vector<ops::Tensor> constants_;           // the table's first entries; the rest are per run
+  // Per node, the run tensors no later node reads (neither graph inputs nor outputs): their
+  // storage goes back to the runner's pool after the node, for the nodes after it.
+  std::vector<std::vector<int>> release_after_;
   std::size_t tensor_count_ = 0;
   std::int64_t parameter_floats_ = 0;
 };
@@ -70,7 +73,7 @@ class OnnxRunner {
     return k_output(static_cast<std::size_t>(graph_->output_index_.at(k)));
   }
   const OnnxGraph& graph() const { return *graph_; }
-  // Bytes the run's tensors hold now (their sizes after the last run): what a batch costs.
+  // Bytes the run's tensors and its pool of released storage hold now: what a batch costs.
   std::int64_t tensor_bytes() const;
 
  private:
@@ -79,6 +82,9 @@ class OnnxRunner {
   }
   std::shared_ptr<const OnnxGraph> graph_;
   std::vector<ops::Tensor> tensors_;  // the run's tensors (constants live in the graph)
+  // Storage of tensors past their last use, handed to the next outputs: a run holds about the
+  // largest set of tensors alive at once instead of every node's output.
+  std::vector<std::vector<float>> pool_;
   std::vector<const ops::Tensor*> in_;
   std::vector<ops::Tensor*> out_;
 };
