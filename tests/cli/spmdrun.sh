@@ -27,6 +27,7 @@ run slurm_hosts nonzero 10 env SLURM_JOB_ID=42 "$SPMDRUN" --hosts a,b "$SPMD" in
 expect_in "--hosts under Slurm refused" "--hosts: under Slurm \(job 42\) the allocation decides"
 run slurm_mpirun 0 10 env SLURM_JOB_ID=42 "$SPMDRUN" --dry-run --launcher mpirun -np 4 "$SPMD" info
 expect_in "--launcher mpirun inside an allocation: mpirun with its options" "mpirun -np 4 --bind-to none --mca oob_tcp_keepalive_time 5 .*spmd info$"
+expect_in "--launcher mpirun inside an allocation: the job's own session directories" "--mca orte_tmpdir_base /[^ ]*/spmdrun-job42 "
 run srun_chosen 0 10 "$SPMDRUN" --dry-run --launcher srun -np 2 "$SPMD" info
 expect_in "--launcher srun outside Slurm: srun" "^srun --mpi=pmix --cpus-per-task=1 --ntasks=2 .*spmd info$"
 run bad_launcher nonzero 10 "$SPMDRUN" --launcher aprun "$SPMD" info
