@@ -27,11 +27,13 @@ void blas_gemm(bool a_transposed, int m, int n, int k, const float* a, long lda,
                                {c + i * ldc, static_cast<std::size_t>(n)}, epilogue.sgd);
     return;
   }
-  if (epilogue.bias == nullptr && !epilogue.relu) return;
+  if (epilogue.bias == nullptr && epilogue.row_bias == nullptr && !epilogue.relu) return;
   for (int i = 0; i < m; ++i) {
     float* row = c + i * ldc;
     if (epilogue.bias != nullptr)
       for (int j = 0; j < n; ++j) row[j] += epilogue.bias[j];
+    if (epilogue.row_bias != nullptr)
+      for (int j = 0; j < n; ++j) row[j] += epilogue.row_bias[i];
     if (epilogue.relu)
       for (int j = 0; j < n; ++j) row[j] = std::max(row[j], 0.0f);
   }
@@ -80,7 +82,7 @@ const Kernels& kernels_for(Isa isa) {
   switch (resolve_isa(isa)) {
     case Isa::Avx512: return avx512_kernels();
     case Isa::Blas: {
-      static const Kernels table{Isa::Blas, &blas_gemm, avx2_kernels().conv1_forward,
+      static const Kernels table{Isa::Blas, &blas_gemm, avx2_kernels().gemm_offset_rows, avx2_kernels().conv1_forward,
                                  avx2_kernels().conv1_weight_grad, avx2_kernels().direct_conv_channels};
       return table;
     }

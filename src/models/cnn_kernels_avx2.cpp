@@ -44,7 +44,7 @@ struct Ops {
 }  // namespace
 
 const Kernels& avx2_kernels() {
-  static const Kernels table{Isa::Avx2, &gemm, &conv1_forward, &conv1_weight_grad, kDirectConvChannels};
+  static const Kernels table{Isa::Avx2, &gemm, &gemm_offset_rows, &conv1_forward, &conv1_weight_grad, kDirectConvChannels};
   return table;
 }
 

@@ -56,7 +56,7 @@ struct Ops {
 namespace spmd::models::cnn_cpu {
 
 const Kernels& avx512_kernels() {
-  static const Kernels table{Isa::Avx512, &gemm, &conv1_forward, &conv1_weight_grad, kDirectConvChannels};
+  static const Kernels table{Isa::Avx512, &gemm, &gemm_offset_rows, &conv1_forward, &conv1_weight_grad, kDirectConvChannels};
   return table;
 }
 

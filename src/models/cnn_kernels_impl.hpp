@@ -14,22 +14,39 @@
 
 // What happens to a finished tile, with pointers already moved to the tile's position.
 struct TileEpilogue {
-  const float* bias = nullptr;  // bias of the tile's first column, or nullptr
+  const float* bias = nullptr;      // bias of the tile's first column, or nullptr
+  const float* row_bias = nullptr;  // bias of the tile's first row, or nullptr
   bool relu = false;
   float* params = nullptr;      // SGD update instead of storing C (C's layout), or nullptr
   float* trace = nullptr;
   float learning_rate = 0.0f;
   float momentum = 0.0f;
 
-  TileEpilogue at(long offset, int column) const {
+  TileEpilogue at(long offset, int column, int row = 0) const {
     TileEpilogue e = *this;
     if (e.bias != nullptr) e.bias += column;
+    if (e.row_bias != nullptr) e.row_bias += row;
     if (e.params != nullptr) {
       e.params += offset;
       e.trace += offset;
     }
     return e;
   }
+};
+
+// Where row kk of B starts: every ldb floats (a matrix), or at a listed offset (the taps of
+// a direct convolution: B's row for tap (c, ky, kx) is the padded image itself, shifted).
+struct StridedRows {
+  long ldb;
+  long operator()(int kk) const { return kk * ldb; }
+  long base(int k0) const { return k0 * ldb; }  // where the k block from k0 starts
+  StridedRows from(int) const { return *this; }
+};
+struct OffsetRows {
+  const long* offsets;
+  long operator()(int kk) const { return offsets[kk]; }
+  long base(int) const { return 0; }
+  OffsetRows from(int k0) const { return {offsets + k0}; }
 };
 
 // The lane mask of a tail tile; whole-vector tiles get an empty type instead, so that their
@@ -47,8 +64,8 @@ struct TailMask<true> {
 // Tail = true: one vector of which only the first `mask`-selected columns exist (n % W
 // columns at the right edge of C); every load and store of B, C, the bias and the SGD
 // arrays is masked, so nothing past the last column is read or written.
-template <int MR, int NV, bool ATrans, bool Tail = false>
-void gemm_tile(int k, const float* a, long lda, const float* b, long ldb, float* c, long ldc, bool load_c,
+template <int MR, int NV, bool ATrans, bool Tail = false, class Rows = StridedRows>
+void gemm_tile(int k, const float* a, long lda, const float* b, Rows rows, float* c, long ldc, bool load_c,
                const TileEpilogue& ep, typename TailMask<Tail>::type mask = {}) {
   static_assert(!Tail || NV == 1, "the masked tail is one vector wide");
   using Reg = typename Ops::Reg;
@@ -80,7 +97,7 @@ void gemm_tile(int k, const float* a, long lda, const float* b, long ldb, float*
   for (int kk = 0; kk < k; ++kk) {
     Reg bv[NV];
 #pragma GCC unroll 4
-    for (int j = 0; j < NV; ++j) bv[j] = load(b + kk * ldb + j * W);
+    for (int j = 0; j < NV; ++j) bv[j] = load(b + rows(kk) + j * W);
 #pragma GCC unroll 16
     for (int i = 0; i < MR; ++i) {
       const Reg av = ATrans ? Ops::broadcast(a + kk * lda + i) : Ops::broadcast(a + i * lda + kk);
@@ -94,6 +111,14 @@ void gemm_tile(int k, const float* a, long lda, const float* b, long ldb, float*
       const Reg bj = load(ep.bias + j * W);
 #pragma GCC unroll 16
       for (int i = 0; i < MR; ++i) acc[i][j] = Ops::add(acc[i][j], bj);
+    }
+  }
+  if (ep.row_bias != nullptr) {
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+      const Reg bi = Ops::broadcast(ep.row_bias + i);
+#pragma GCC unroll 4
+      for (int j = 0; j < NV; ++j) acc[i][j] = Ops::add(acc[i][j], bi);
     }
   }
   if (ep.relu) {
@@ -125,51 +150,54 @@ void gemm_tile(int k, const float* a, long lda, const float* b, long ldb, float*
 }
 
 // Rows of one column panel: full MR tiles, then the remainder in power-of-two tiles.
-template <int NV, bool ATrans, bool Tail = false>
-void gemm_panel(int m, int k, const float* a, long lda, const float* b, long ldb, float* c, long ldc, bool load_c,
+template <int NV, bool ATrans, bool Tail = false, class Rows = StridedRows>
+void gemm_panel(int m, int k, const float* a, long lda, const float* b, Rows rows, float* c, long ldc, bool load_c,
                 const TileEpilogue& ep, typename TailMask<Tail>::type mask = {}) {
   constexpr int MR = Ops::template rows_for<NV, ATrans>();
   const auto a_at = [&](int row) { return ATrans ? a + row : a + row * lda; };
   int i = 0;
   for (; i + MR <= m; i += MR)
-    gemm_tile<MR, NV, ATrans, Tail>(k, a_at(i), lda, b, ldb, c + i * ldc, ldc, load_c, ep.at(i * ldc, 0), mask);
+    gemm_tile<MR, NV, ATrans, Tail, Rows>(k, a_at(i), lda, b, rows, c + i * ldc, ldc, load_c, ep.at(i * ldc, 0, i), mask);
   if constexpr (MR > 8) {
     if (i + 8 <= m) {
-      gemm_tile<8, NV, ATrans, Tail>(k, a_at(i), lda, b, ldb, c + i * ldc, ldc, load_c, ep.at(i * ldc, 0), mask);
+      gemm_tile<8, NV, ATrans, Tail, Rows>(k, a_at(i), lda, b, rows, c + i * ldc, ldc, load_c, ep.at(i * ldc, 0, i), mask);
       i += 8;
     }
   }
   if constexpr (MR > 4) {
     if (i + 4 <= m) {
-      gemm_tile<4, NV, ATrans, Tail>(k, a_at(i), lda, b, ldb, c + i * ldc, ldc, load_c, ep.at(i * ldc, 0), mask);
+      gemm_tile<4, NV, ATrans, Tail, Rows>(k, a_at(i), lda, b, rows, c + i * ldc, ldc, load_c, ep.at(i * ldc, 0, i), mask);
       i += 4;
     }
   }
   if (i + 2 <= m) {
-    gemm_tile<2, NV, ATrans, Tail>(k, a_at(i), lda, b, ldb, c + i * ldc, ldc, load_c, ep.at(i * ldc, 0), mask);
+    gemm_tile<2, NV, ATrans, Tail, Rows>(k, a_at(i), lda, b, rows, c + i * ldc, ldc, load_c, ep.at(i * ldc, 0, i), mask);
     i += 2;
   }
-  if (i < m) gemm_tile<1, NV, ATrans, Tail>(k, a_at(i), lda, b, ldb, c + i * ldc, ldc, load_c, ep.at(i * ldc, 0), mask);
+  if (i < m) gemm_tile<1, NV, ATrans, Tail, Rows>(k, a_at(i), lda, b, rows, c + i * ldc, ldc, load_c, ep.at(i * ldc, 0, i), mask);
 }
 
 // The right-edge columns (n % W of them), out of line so that this rarely used code does not
 // take the inlining budget of gemm_impl's whole-vector panels, which the default geometry
 // spends all its time in.
-template <bool ATrans>
-[[gnu::noinline]] void gemm_tail_panel(int m, int k, const float* a, long lda, const float* b, long ldb, float* c,
+template <bool ATrans, class Rows>
+[[gnu::noinline]] void gemm_tail_panel(int m, int k, const float* a, long lda, const float* b, Rows rows, float* c,
                                        long ldc, bool load_c, const TileEpilogue& ep, typename Ops::Mask mask) {
-  gemm_panel<1, ATrans, true>(m, k, a, lda, b, ldb, c, ldc, load_c, ep, mask);
+  gemm_panel<1, ATrans, true, Rows>(m, k, a, lda, b, rows, c, ldc, load_c, ep, mask);
 }
 
-template <bool ATrans>
-void gemm_impl(int m, int n, int k, const float* a, long lda, const float* b, long ldb, float* c, long ldc,
-               bool accumulate, const GemmEpilogue& epilogue) {
+// max_nv: the widest column panel in vectors (<= Ops::kMaxNv); a narrower one has taller
+// tiles (Ops::rows_for), which suits a short m such as a convolution's 8 or 16 channels.
+template <bool ATrans, class Rows = StridedRows>
+void gemm_impl(int m, int n, int k, const float* a, long lda, const float* b, Rows rows, float* c, long ldc,
+               bool accumulate, const GemmEpilogue& epilogue, int max_nv = Ops::kMaxNv) {
   constexpr int W = Ops::kWidth;
   // Split k evenly into blocks of at most kMaxKc so one block's B panel (kc x NR) stays in L1.
   const int k_blocks = k > 0 ? (k + Ops::kMaxKc - 1) / Ops::kMaxKc : 1;
   const int kc_nominal = k > 0 ? (k + k_blocks - 1) / k_blocks : 0;
   TileEpilogue final_ep;
   final_ep.bias = epilogue.bias;
+  final_ep.row_bias = epilogue.row_bias;
   final_ep.relu = epilogue.relu;
   if (epilogue.sgd_params != nullptr) {
     final_ep.params = epilogue.sgd_params;
@@ -188,24 +216,25 @@ void gemm_impl(int m, int n, int k, const float* a, long lda, const float* b, lo
     const TileEpilogue ep = last ? final_ep : TileEpilogue{};
     const int n_whole = n - n % W;
     for (int n0 = 0; n0 < n_whole;) {
-      const int nv = (n_whole - n0) / W >= Ops::kMaxNv ? Ops::kMaxNv : (n_whole - n0) / W;
-      const float* b_k = b + static_cast<long>(k0) * ldb + n0;
+      const int nv = (n_whole - n0) / W >= max_nv ? max_nv : (n_whole - n0) / W;
+      const float* b_k = b + rows.base(k0) + n0;
+      const Rows rows_k = rows.from(k0);
       float* c_n = c + n0;
       const TileEpilogue ep_n = ep.at(n0, n0);
       switch (nv) {
-        case 1: gemm_panel<1, ATrans>(m, kc, a_k, lda, b_k, ldb, c_n, ldc, load_c, ep_n); break;
-        case 2: gemm_panel<2, ATrans>(m, kc, a_k, lda, b_k, ldb, c_n, ldc, load_c, ep_n); break;
+        case 1: gemm_panel<1, ATrans, false, Rows>(m, kc, a_k, lda, b_k, rows_k, c_n, ldc, load_c, ep_n); break;
+        case 2: gemm_panel<2, ATrans, false, Rows>(m, kc, a_k, lda, b_k, rows_k, c_n, ldc, load_c, ep_n); break;
         case 3:
-          if constexpr (Ops::kMaxNv >= 3) gemm_panel<3, ATrans>(m, kc, a_k, lda, b_k, ldb, c_n, ldc, load_c, ep_n);
+          if constexpr (Ops::kMaxNv >= 3) gemm_panel<3, ATrans, false, Rows>(m, kc, a_k, lda, b_k, rows_k, c_n, ldc, load_c, ep_n);
           break;
         default:
-          if constexpr (Ops::kMaxNv >= 4) gemm_panel<4, ATrans>(m, kc, a_k, lda, b_k, ldb, c_n, ldc, load_c, ep_n);
+          if constexpr (Ops::kMaxNv >= 4) gemm_panel<4, ATrans, false, Rows>(m, kc, a_k, lda, b_k, rows_k, c_n, ldc, load_c, ep_n);
           break;
       }
       n0 += nv * W;
     }
     if (n_whole < n)
-      gemm_tail_panel<ATrans>(m, kc, a_k, lda, b + static_cast<long>(k0) * ldb + n_whole, ldb, c + n_whole, ldc, load_c,
+      gemm_tail_panel<ATrans, Rows>(m, kc, a_k, lda, b + rows.base(k0) + n_whole, rows.from(k0), c + n_whole, ldc, load_c,
                               ep.at(n_whole, n_whole), Ops::tail_mask(n - n_whole));
   }
 }
@@ -214,9 +243,19 @@ void gemm(bool a_transposed, int m, int n, int k, const float* a, long lda, cons
           long ldc, bool accumulate, GemmEpilogue epilogue) {
   if (m <= 0 || n <= 0) return;
   if (a_transposed)
-    gemm_impl<true>(m, n, k, a, lda, b, ldb, c, ldc, accumulate, epilogue);
+    gemm_impl<true>(m, n, k, a, lda, b, StridedRows{ldb}, c, ldc, accumulate, epilogue);
   else
-    gemm_impl<false>(m, n, k, a, lda, b, ldb, c, ldc, accumulate, epilogue);
+    gemm_impl<false>(m, n, k, a, lda, b, StridedRows{ldb}, c, ldc, accumulate, epilogue);
+}
+
+// C[m, n] = A^T B with A given as [k, m] (lda = m) and B's row kk at b + b_offsets[kk]: a
+// stride-1 convolution over a zero-padded image without an im2col copy.
+void gemm_offset_rows(int m, int n, int k, const float* a_t, const float* b, const long* b_offsets, float* c, long ldc,
+                      GemmEpilogue epilogue) {
+  if (m <= 0 || n <= 0) return;
+  // The tallest tiles that m fills: 8 or 16 channels in whole tiles rather than 6 + 2.
+  const int max_nv = m % 8 == 0 && Ops::kMaxNv >= 3 ? 3 : Ops::kMaxNv;
+  gemm_impl<true>(m, n, k, a_t, m, b, OffsetRows{b_offsets}, c, ldc, false, epilogue, max_nv);
 }
 
 // ---------------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "spmd/models/cnn_kernels.hpp"
 #include "spmd/ops/graph_op.hpp"
@@ -83,9 +84,88 @@ std::vector<std::int64_t> output_shape(const Tensor& x, std::int64_t channels, c
   return {g.n, channels, g.oh, g.ow};
 }
 
-// Conv: X [N, C, H, W], W [M, C/group, kH, kW], optional B [M]. Per image and group: the
-// im2col matrix [C/group * kH * kW, oH * oW], then one GEMM (the CPU backend's tuned kernel:
-// each output row's reduction in one fixed order).
+// The im2col matrix of one image and group: [C/group * kH * kW, oH * oW], one row per
+// (channel, tap), zeros where the tap falls in the padding.
+void im2col(const float* in, const Window& g, std::int64_t channels, std::int64_t kh, std::int64_t kw, float* col) {
+  const std::int64_t pixels = g.oh * g.ow;
+  for (std::int64_t ci = 0; ci < channels; ++ci)
+    for (std::int64_t ky = 0; ky < kh; ++ky)
+      for (std::int64_t kx = 0; kx < kw; ++kx) {
+        float* row = col + ((ci * kh + ky) * kw + kx) * pixels;
+        // The output columns whose input column lies inside the image: [lo, hi).
+        const std::int64_t shift = kx * g.dw - g.left;
+        const std::int64_t lo = std::clamp<std::int64_t>((-shift + g.sw - 1) / g.sw, 0, g.ow);
+        const std::int64_t hi = std::clamp<std::int64_t>((g.w - shift + g.sw - 1) / g.sw, lo, g.ow);
+        for (std::int64_t oy = 0; oy < g.oh; ++oy) {
+          const std::int64_t iy = oy * g.sh - g.top + ky * g.dh;
+          float* out = row + oy * g.ow;
+          if (iy < 0 || iy >= g.h) {
+            std::fill(out, out + g.ow, 0.0f);
+            continue;
+          }
+          const float* src = in + (ci * g.h + iy) * g.w + shift;
+          std::fill(out, out + lo, 0.0f);
+          if (g.sw == 1)
+            std::copy(src + lo, src + hi, out + lo);
+          else
+            for (std::int64_t ox = lo; ox < hi; ++ox) out[ox] = src[ox * g.sw];
+          std::fill(out + hi, out + g.ow, 0.0f);
+        }
+      }
+}
+
+// A stride-1 convolution of one image and group without im2col: the image is copied into a
+// zero-bordered plane per channel (width wp = W + pads), and the GEMM reads each tap's row of
+// the virtual im2col matrix straight from that plane at the tap's offset. It computes oH rows
+// of wp columns, of which the first oW are the output (the rest wrap into the next row).
+class DirectConv {
+ public:
+  DirectConv(const Window& g, std::int64_t channels, std::int64_t kh, std::int64_t kw, const float* weights,
+             std::int64_t out_channels)
+      : g_(g), c_(channels), m_(out_channels), hp_(g.h + g.top + g.bottom), wp_(g.w + g.left + g.right) {
+    const std::int64_t k = channels * kh * kw;
+    offsets_.resize(static_cast<std::size_t>(k));
+    weights_t_.resize(static_cast<std::size_t>(k * out_channels));
+    for (std::int64_t ci = 0; ci < channels; ++ci)
+      for (std::int64_t ky = 0; ky < kh; ++ky)
+        for (std::int64_t kx = 0; kx < kw; ++kx) {
+          const std::int64_t tap = (ci * kh + ky) * kw + kx;
+          offsets_[static_cast<std::size_t>(tap)] = ci * hp_ * wp_ + ky * g.dh * wp_ + kx * g.dw;
+          for (std::int64_t o = 0; o < out_channels; ++o)
+            weights_t_[static_cast<std::size_t>(tap * out_channels + o)] = weights[o * k + tap];
+        }
+    // The last tap's row runs (kW - 1) * dW floats past the planes.
+    plane_.assign(static_cast<std::size_t>(channels * hp_ * wp_ + (kw - 1) * g.dw), 0.0f);
+    if (wp_ != g.ow) wide_.resize(static_cast<std::size_t>(out_channels * g.oh * wp_));
+  }
+
+  // in [C, H, W] of this group -> out [M, oH, oW].
+  void run(const models::cnn_cpu::Kernels& kernels, const float* in, const float* bias, bool relu, float* out) {
+    for (std::int64_t ci = 0; ci < c_; ++ci)
+      for (std::int64_t y = 0; y < g_.h; ++y) {
+        const float* src = in + (ci * g_.h + y) * g_.w;
+        std::copy(src, src + g_.w, plane_.data() + (ci * hp_ + y + g_.top) * wp_ + g_.left);
+      }
+    float* c = wp_ == g_.ow ? out : wide_.data();
+    kernels.gemm_offset_rows(static_cast<int>(m_), static_cast<int>(g_.oh * wp_), static_cast<int>(offsets_.size()),
+                             weights_t_.data(), plane_.data(), offsets_.data(), c, g_.oh * wp_, {nullptr, relu, bias});
+    if (c == out) return;
+    for (std::int64_t row = 0; row < m_ * g_.oh; ++row)
+      std::copy(c + row * wp_, c + row * wp_ + g_.ow, out + row * g_.ow);
+  }
+
+ private:
+  Window g_;
+  std::int64_t c_, m_, hp_, wp_;
+  std::vector<long> offsets_;
+  FloatBuffer weights_t_, plane_, wide_;
+};
+
+// Conv: X [N, C, H, W], W [M, C/group, kH, kW], optional B [M]. Per image and group one GEMM
+// (the CPU backend's tuned kernel: each output row's reduction in one fixed order) whose
+// epilogue adds the bias and, for a Relu fused at load (attribute spmd_relu), clamps. Its
+// right-hand side: the image itself for a 1x1 kernel with stride 1 and no padding, the padded
+// image at each tap's offset for other stride-1 kernels (DirectConv), else the im2col matrix.
 void conv(const OpCall& call) {
   const Tensor& x = call.float_input(0);
   const Tensor& wt = call.float_input(1);
@@ -99,41 +179,32 @@ void conv(const OpCall& call) {
   const std::int64_t cg = g.c / group, mg = m / group, k = cg * kh * kw, pixels = g.oh * g.ow;
   if (call.has_input(2) && call.float_input(2).size() != m) call.fail("bias has " + std::to_string(call.input(2).size()) + " values for " + std::to_string(m) + " output channels");
   const float* bias = call.has_input(2) ? call.float_input(2).f.data() : nullptr;
+  const bool relu = call.node.attrs.i("spmd_relu", 0) != 0;
+  const bool unpadded = g.top == 0 && g.left == 0 && g.bottom == 0 && g.right == 0;
+  const bool in_place = kh == 1 && kw == 1 && g.sh == 1 && g.sw == 1 && unpadded;
+  // Stride 1: the padded plane, unless its wrapped columns would be most of the work.
+  const bool direct = !in_place && g.sh == 1 && g.sw == 1 && 2 * g.ow >= g.w + g.left + g.right;
   Tensor& y = *call.out[0];
   y.reset(ElemType::Float32, output_shape(x, m, g));
-  thread_local std::vector<float> col;
-  col.resize(static_cast<std::size_t>(k * pixels));
   const auto& kernels = models::cnn_cpu::kernels_for(models::cnn_cpu::resolve_isa(models::cnn_cpu::Isa::Auto));
+  std::vector<DirectConv> planes;
+  if (direct)
+    for (std::int64_t gi = 0; gi < group; ++gi) planes.emplace_back(g, cg, kh, kw, wt.f.data() + gi * mg * k, mg);
+  thread_local FloatBuffer col;
+  if (!direct && !in_place) col.resize(static_cast<std::size_t>(k * pixels));
   for (std::int64_t n = 0; n < g.n; ++n) {
     for (std::int64_t gi = 0; gi < group; ++gi) {
       const float* in = x.f.data() + (n * g.c + gi * cg) * g.h * g.w;
-      for (std::int64_t ci = 0; ci < cg; ++ci)
-        for (std::int64_t ky = 0; ky < kh; ++ky)
-          for (std::int64_t kx = 0; kx < kw; ++kx) {
-            float* row = col.data() + ((ci * kh + ky) * kw + kx) * pixels;
-            // The output columns whose input column lies inside the image: [lo, hi).
-            const std::int64_t shift = kx * g.dw - g.left;
-            const std::int64_t lo = std::clamp<std::int64_t>((-shift + g.sw - 1) / g.sw, 0, g.ow);
-            const std::int64_t hi = std::clamp<std::int64_t>((g.w - shift + g.sw - 1) / g.sw, lo, g.ow);
-            for (std::int64_t oy = 0; oy < g.oh; ++oy) {
-              const std::int64_t iy = oy * g.sh - g.top + ky * g.dh;
-              float* out = row + oy * g.ow;
-              if (iy < 0 || iy >= g.h) {
-                std::fill(out, out + g.ow, 0.0f);
-                continue;
-              }
-              const float* src = in + (ci * g.h + iy) * g.w + shift;
-              std::fill(out, out + lo, 0.0f);
-              for (std::int64_t ox = lo; ox < hi; ++ox) out[ox] = src[ox * g.sw];
-              std::fill(out + hi, out + g.ow, 0.0f);
-            }
-          }
       float* out = y.f.data() + (n * m + gi * mg) * pixels;
+      const float* group_bias = bias ? bias + gi * mg : nullptr;
+      if (direct) {
+        planes[static_cast<std::size_t>(gi)].run(kernels, in, group_bias, relu, out);
+        continue;
+      }
+      if (!in_place) im2col(in, g, cg, kh, kw, col.data());
       kernels.gemm(false, static_cast<int>(mg), static_cast<int>(pixels), static_cast<int>(k),
-                   wt.f.data() + gi * mg * k, k, col.data(), pixels, out, pixels, false, {});
-      if (bias)
-        for (std::int64_t o = 0; o < mg; ++o)
-          for (std::int64_t p = 0; p < pixels; ++p) out[o * pixels + p] += bias[gi * mg + o];
+                   wt.f.data() + gi * mg * k, k, in_place ? in : col.data(), pixels, out, pixels, false,
+                   {nullptr, relu, group_bias});
     }
   }
 }

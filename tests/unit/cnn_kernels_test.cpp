@@ -53,11 +53,12 @@ TEST_P(CnnKernels, GemmMatchesScalarReferenceOverShapesLayoutsAndEpilogues) {
           const auto a = random_vector(static_cast<std::size_t>((a_t ? kk : m) * lda + 1), rng);
           const auto b = random_vector(static_cast<std::size_t>(kk * ldb + 1), rng);
           const auto bias = random_vector(static_cast<std::size_t>(n), rng);
+          const auto row_bias = random_vector(static_cast<std::size_t>(m), rng);
           auto c = random_vector(static_cast<std::size_t>(m * ldc), rng);
           const auto c0 = c;
-          const bool use_bias = (cases % 3) == 0, relu = (cases % 2) == 0;
+          const bool use_bias = (cases % 3) == 0, relu = (cases % 2) == 0, use_row_bias = (cases % 5) < 2;
           k().gemm(a_t, m, n, kk, a.data(), lda, b.data(), ldb, c.data(), ldc, accumulate,
-                   {use_bias ? bias.data() : nullptr, relu});
+                   {use_bias ? bias.data() : nullptr, relu, use_row_bias ? row_bias.data() : nullptr});
           for (int i = 0; i < m; ++i) {
             for (int j = 0; j < ldc; ++j) {
               const std::size_t at = static_cast<std::size_t>(i * ldc + j);
@@ -73,6 +74,8 @@ TEST_P(CnnKernels, GemmMatchesScalarReferenceOverShapesLayoutsAndEpilogues) {
                 mag += std::abs(term);
               }
               if (use_bias) ref += bias[static_cast<std::size_t>(j)], mag += std::abs(bias[static_cast<std::size_t>(j)]);
+              if (use_row_bias)
+                ref += row_bias[static_cast<std::size_t>(i)], mag += std::abs(row_bias[static_cast<std::size_t>(i)]);
               if (relu) ref = std::max(ref, 0.0);
               ASSERT_NEAR(c[at], ref, 1e-5 * mag + 1e-7)
                   << "m=" << m << " n=" << n << " k=" << kk << " a_t=" << a_t << " acc=" << accumulate << " at (" << i
@@ -131,6 +134,7 @@ TEST_P(CnnKernels, GemmTailColumnsMatchScalarReferenceAndStayInsideC) {
       for (int p = 0; p < kk; ++p)
         for (long j = n; j < ldb; ++j) b[static_cast<std::size_t>(p * ldb + j)] = std::nanf("");
       const auto bias = random_vector(static_cast<std::size_t>(n), rng);
+      const auto row_bias = random_vector(static_cast<std::size_t>(m), rng);
       auto c = random_vector(static_cast<std::size_t>(m * ldc), rng);
       for (int i = 0; i < m; ++i)
         for (long j = n; j < ldc; ++j) c[static_cast<std::size_t>(i * ldc + j)] = 42.0f;
@@ -139,7 +143,7 @@ TEST_P(CnnKernels, GemmTailColumnsMatchScalarReferenceAndStayInsideC) {
         c = c0;
         const bool accumulate = variant == 1, epilogue = variant == 2;
         k().gemm(a_t, m, n, kk, a.data(), lda, b.data(), ldb, c.data(), ldc, accumulate,
-                 {epilogue ? bias.data() : nullptr, epilogue});
+                 {epilogue ? bias.data() : nullptr, epilogue, epilogue ? row_bias.data() : nullptr});
         for (int i = 0; i < m; ++i)
           for (long j = 0; j < ldc; ++j) {
             const std::size_t at = static_cast<std::size_t>(i * ldc + j);
@@ -154,8 +158,8 @@ TEST_P(CnnKernels, GemmTailColumnsMatchScalarReferenceAndStayInsideC) {
               mag += std::abs(av * b[static_cast<std::size_t>(p * ldb + j)]);
             }
             if (epilogue) {
-              ref = std::max(ref + bias[static_cast<std::size_t>(j)], 0.0);
-              mag += std::abs(bias[static_cast<std::size_t>(j)]);
+              ref = std::max(ref + bias[static_cast<std::size_t>(j)] + row_bias[static_cast<std::size_t>(i)], 0.0);
+              mag += std::abs(bias[static_cast<std::size_t>(j)]) + std::abs(row_bias[static_cast<std::size_t>(i)]);
             }
             ASSERT_NEAR(c[at], ref, 1e-5 * mag + 1e-7) << "m=" << m << " n=" << n << " k=" << kk << " a_t=" << a_t
                                                        << " variant " << variant << " at (" << i << "," << j << ")";
@@ -163,6 +167,48 @@ TEST_P(CnnKernels, GemmTailColumnsMatchScalarReferenceAndStayInsideC) {
       }
     }
   }
+}
+
+TEST_P(CnnKernels, GemmOffsetRowsMatchesScalarReferenceAndStaysInsideC) {
+  // B's rows at arbitrary offsets into one buffer (overlapping, out of order: a direct
+  // convolution's taps), A given transposed; every m the tile choice treats differently
+  // (multiples of 8 take 8-row tiles), n with and without a masked tail.
+  std::mt19937 rng(17);
+  for (int m : {1, 3, 6, 8, 13, 16, 24})
+    for (int n : {1, 7, 16, 33, 100, 300})
+      for (int kk : {1, 9, 25, 200}) {
+        const long ldc = n + 3;
+        const auto a_t = random_vector(static_cast<std::size_t>(kk * m), rng);
+        const auto buffer = random_vector(static_cast<std::size_t>(n + 500), rng);
+        std::vector<long> offsets(static_cast<std::size_t>(kk));
+        std::uniform_int_distribution<long> at(0, 500);
+        for (auto& o : offsets) o = at(rng);
+        const auto bias = random_vector(static_cast<std::size_t>(n), rng);
+        const auto row_bias = random_vector(static_cast<std::size_t>(m), rng);
+        std::vector<float> c(static_cast<std::size_t>(m * ldc), 42.0f);
+        const bool relu = (m + n + kk) % 2 == 0;
+        k().gemm_offset_rows(m, n, kk, a_t.data(), buffer.data(), offsets.data(), c.data(), ldc,
+                             {bias.data(), relu, row_bias.data()});
+        for (int i = 0; i < m; ++i)
+          for (long j = 0; j < ldc; ++j) {
+            const float got = c[static_cast<std::size_t>(i * ldc + j)];
+            if (j >= n) {
+              ASSERT_EQ(got, 42.0f) << "wrote outside C at row " << i << " col " << j;
+              continue;
+            }
+            double ref = 0.0, mag = 0.0;
+            for (int p = 0; p < kk; ++p) {
+              const double term = static_cast<double>(a_t[static_cast<std::size_t>(p * m + i)]) *
+                                  buffer[static_cast<std::size_t>(offsets[static_cast<std::size_t>(p)] + j)];
+              ref += term;
+              mag += std::abs(term);
+            }
+            ref += bias[static_cast<std::size_t>(j)] + row_bias[static_cast<std::size_t>(i)];
+            mag += std::abs(bias[static_cast<std::size_t>(j)]) + std::abs(row_bias[static_cast<std::size_t>(i)]);
+            if (relu) ref = std::max(ref, 0.0);
+            ASSERT_NEAR(got, ref, 1e-5 * mag + 1e-7) << "m=" << m << " n=" << n << " k=" << kk << " at (" << i << "," << j << ")";
+          }
+      }
 }
 
 TEST_P(CnnKernels, GemmWithNoRowsOrColumnsTouchesNothing) {

@@ -29,10 +29,11 @@ bool isa_supported(Isa isa);
 // spmd::Error naming it.
 Isa resolve_isa(Isa isa);
 
-// Applied when a GEMM's product P is complete: C = relu(P + bias[col]).
+// Applied when a GEMM's product P is complete: C = relu(P + bias[col] + row_bias[row]).
 struct GemmEpilogue {
   const float* bias = nullptr;  // [n], or nullptr
   bool relu = false;
+  const float* row_bias = nullptr;  // [m], or nullptr: an NCHW convolution's per-channel bias
   // Fused SGD-momentum (optim::sgd_momentum_step with P as the gradient), when sgd_params
   // is set: sgd_trace = momentum * sgd_trace + P; sgd_params -= learning_rate * sgd_trace,
   // both arrays in C's layout (row stride ldc), each tile updated while it is in registers.
@@ -52,6 +53,15 @@ struct GemmEpilogue {
 using GemmFn = void (*)(bool a_transposed, int m, int n, int k, const float* a, long lda, const float* b,
                         long ldb, float* c, long ldc, bool accumulate, GemmEpilogue epilogue);
 
+// C[m, n] = A^T B (the epilogue's bias, row_bias and relu; never accumulating) with A given
+// as [k, m] (row stride m) and B's row kk starting at b + b_offsets[kk]. A stride-1
+// convolution over a zero-padded plane of width wp is this product with one row per tap
+// (channel c, ky, kx) at offset c * plane + ky * wp + kx, n = output rows * wp columns
+// (those past the output's width are junk), without an im2col copy. Row reductions run in
+// one fixed order, as in GemmFn. Reads B up to b_offsets[kk] + n - 1 for every kk.
+using GemmOffsetRowsFn = void (*)(int m, int n, int k, const float* a_t, const float* b, const long* b_offsets,
+                                  float* c, long ldc, GemmEpilogue epilogue);
+
 // A direct 3x3 SAME convolution for ONE input channel (a grayscale first layer), + bias,
 // ReLU, on one image. Faster than im2col + GEMM there: the GEMM's k would be 9.
 //   x_padded [h + 2, w + 2]: the h x w image with a zero border of 1
@@ -70,6 +80,7 @@ using Conv1WeightGradFn = void (*)(const float* x_padded, int h, int w, const fl
 struct Kernels {
   Isa isa;
   GemmFn gemm;
+  GemmOffsetRowsFn gemm_offset_rows;
   Conv1ForwardFn conv1_forward;
   Conv1WeightGradFn conv1_weight_grad;
   int direct_conv_channels;  // the output-channel multiple conv1_forward/conv1_weight_grad need

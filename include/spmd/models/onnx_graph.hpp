@@ -84,7 +84,7 @@ class OnnxRunner {
   std::vector<ops::Tensor> tensors_;  // the run's tensors (constants live in the graph)
   // Storage of tensors past their last use, handed to the next outputs: a run holds about the
   // largest set of tensors alive at once instead of every node's output.
-  std::vector<std::vector<float>> pool_;
+  std::vector<ops::FloatBuffer> pool_;
   std::vector<const ops::Tensor*> in_;
   std::vector<ops::Tensor*> out_;
 };

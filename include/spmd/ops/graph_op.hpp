@@ -10,20 +10,43 @@
 // break that promise; the loader refuses them in models evaluated with a batch.
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace spmd::ops {
 
 enum class ElemType { Float32, Int64 };
 
+// An allocator whose resize() leaves new floats uninitialised: an op writes every value of
+// its output, and zero-filling a batch's activations first costs a memset per node.
+template <class T>
+struct UninitializedAllocator : std::allocator<T> {
+  template <class U>
+  struct rebind {
+    using other = UninitializedAllocator<U>;
+  };
+  UninitializedAllocator() = default;
+  template <class U>
+  UninitializedAllocator(const UninitializedAllocator<U>&) noexcept {}
+  template <class U, class... Args>
+  void construct(U* p, Args&&... args) {
+    if constexpr (sizeof...(Args) == 0)
+      ::new (static_cast<void*>(p)) U;
+    else
+      ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+using FloatBuffer = std::vector<float, UninitializedAllocator<float>>;
+
 // A dense row-major tensor. Its buffers keep their capacity when resized, so an executor that
 // reuses its tensors allocates only on the first call.
 struct Tensor {
   ElemType type = ElemType::Float32;
   std::vector<std::int64_t> shape;
-  std::vector<float> f;         // Float32 data
+  FloatBuffer f;                 // Float32 data
   std::vector<std::int64_t> i;  // Int64 data (shapes, indices)
 
   std::int64_t size() const;
