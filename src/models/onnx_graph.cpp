@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "onnx_fusion.hpp"
 #include "spmd/runtime/error.hpp"
 
 namespace spmd::models {
@@ -222,6 +223,7 @@ std::shared_ptr<const OnnxGraph> OnnxGraph::load(const std::string& path) {
     g->outputs_.push_back({out.name(), dims_of(out)});
     g->output_index_.push_back(it->second);
   }
+  fuse_for_inference({g->nodes_, g->fns_, b.constant, b.values, g->output_index_});
   g->place_constants_first(b.constant, b.values);
   return g;
 }

@@ -19,7 +19,9 @@ void transpose_into(const float* src, std::int64_t rows, std::int64_t cols, std:
     for (std::int64_t c = 0; c < cols; ++c) dst[static_cast<std::size_t>(c * rows + r)] = src[r * cols + c];
 }
 
-// Gemm: Y = alpha * op(A) op(B) + beta * C, A and B 2-D, C broadcast to [M, N].
+// Gemm: Y = alpha * op(A) op(B) + beta * C, A and B 2-D, C broadcast to [M, N]; then Relu
+// where one was fused at load (attribute spmd_relu). A bias row C [N] (the usual Linear
+// layer) and the Relu are applied in the GEMM's epilogue.
 void gemm(const OpCall& call) {
   const Tensor& a = call.float_input(0);
   const Tensor& b = call.float_input(1);
@@ -30,26 +32,30 @@ void gemm(const OpCall& call) {
   const std::int64_t kb = tb ? b.shape[1] : b.shape[0], n = tb ? b.shape[0] : b.shape[1];
   if (k != kb) call.fail("inner dimensions differ: A " + to_string(a.shape) + ", B " + to_string(b.shape));
   const float alpha = at.f("alpha", 1.0f), beta = at.f("beta", 1.0f);
+  const bool relu = at.i("spmd_relu", 0) != 0;
+  const Tensor* c = call.has_input(2) ? &call.float_input(2) : nullptr;
+  if (c && c->shape.size() > 2) call.fail("C " + to_string(c->shape) + " has more than 2 dimensions");
+  const std::int64_t cr = !c || c->shape.size() < 2 ? 1 : c->shape[0];
+  const std::int64_t cc = !c || c->shape.empty() ? 1 : c->shape.back();
+  if (c && ((cr != 1 && cr != m) || (cc != 1 && cc != n))) call.fail("C " + to_string(c->shape) + " does not broadcast to [M, N]");
   thread_local std::vector<float> bt;  // B as [k, n] when given transposed
   const float* bk = b.f.data();
   if (tb) {
     transpose_into(b.f.data(), n, k, bt);
     bk = bt.data();
   }
+  const bool bias_row = c && cr == 1 && cc == n && alpha == 1.0f && beta == 1.0f;
   Tensor& y = *call.out[0];
   y.reset(ElemType::Float32, {m, n});
   kernels().gemm(ta, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), a.f.data(), a.shape[1], bk, n,
-                 y.f.data(), n, false, {});
-  const Tensor* c = call.has_input(2) ? &call.float_input(2) : nullptr;
-  if (c && c->shape.size() > 2) call.fail("C " + to_string(c->shape) + " has more than 2 dimensions");
-  const std::int64_t cr = !c || c->shape.size() < 2 ? 1 : c->shape[0];
-  const std::int64_t cc = !c || c->shape.empty() ? 1 : c->shape.back();
-  if (c && ((cr != 1 && cr != m) || (cc != 1 && cc != n))) call.fail("C " + to_string(c->shape) + " does not broadcast to [M, N]");
+                 y.f.data(), n, false, {bias_row ? c->f.data() : nullptr, relu && (bias_row || !c) && alpha == 1.0f});
+  if (bias_row || (!c && alpha == 1.0f)) return;
   for (std::int64_t r = 0; r < m; ++r)
     for (std::int64_t j = 0; j < n; ++j) {
       float& v = y.f[static_cast<std::size_t>(r * n + j)];
       if (alpha != 1.0f) v *= alpha;
       if (c) v += beta * c->f[static_cast<std::size_t>((cr == 1 ? 0 : r) * cc + (cc == 1 ? 0 : j))];
+      if (relu) v = std::max(v, 0.0f);
     }
 }
 

@@ -1,0 +1,161 @@
+#include "onnx_fusion.hpp"
+
+#include <cmath>
+#include <cstddef>
+
+namespace spmd::models {
+
+namespace {
+
+using ops::ElemType;
+using ops::GraphNode;
+using ops::Tensor;
+
+class Fuser {
+ public:
+  explicit Fuser(GraphDraft d) : d_(d) {}
+
+  void run() {
+    count_readers();
+    for (std::size_t n = 0; n < d_.nodes.size(); ++n) {
+      GraphNode& node = d_.nodes[n];
+      if (node.op == "Gemm") untranspose_gemm_weights(node);
+      GraphNode* producer = sole_producer(node);
+      if (!producer) continue;
+      if (node.op == "BatchNormalization" && fold_batch_norm(*producer, node)) absorb(*producer, n);
+      else if (node.op == "Relu" && (producer->op == "Conv" || producer->op == "Gemm") &&
+               producer->attrs.i("spmd_relu", 0) == 0) {
+        producer->attrs.ints["spmd_relu"] = 1;
+        absorb(*producer, n);
+      }
+    }
+    std::vector<GraphNode> nodes;
+    std::vector<ops::GraphOpFn> fns;
+    for (std::size_t n = 0; n < d_.nodes.size(); ++n)
+      if (!removed_[n]) {
+        nodes.push_back(std::move(d_.nodes[n]));
+        fns.push_back(d_.fns[n]);
+      }
+    d_.nodes = std::move(nodes);
+    d_.fns = std::move(fns);
+  }
+
+ private:
+  void count_readers() {
+    readers_.assign(d_.constant.size(), 0);
+    producer_.assign(d_.constant.size(), -1);
+    for (std::size_t n = 0; n < d_.nodes.size(); ++n) {
+      for (const int k : d_.nodes[n].inputs)
+        if (k >= 0) ++readers_[static_cast<std::size_t>(k)];
+      for (const int k : d_.nodes[n].outputs) producer_[static_cast<std::size_t>(k)] = static_cast<int>(n);
+    }
+    for (const int k : d_.outputs) ++readers_[static_cast<std::size_t>(k)];
+    removed_.assign(d_.nodes.size(), false);
+  }
+
+  // The Conv or Gemm whose single output only `node` reads (as its first input), if any.
+  GraphNode* sole_producer(const GraphNode& node) {
+    if (node.inputs.empty() || node.inputs[0] < 0) return nullptr;
+    const auto t = static_cast<std::size_t>(node.inputs[0]);
+    if (readers_[t] != 1 || producer_[t] < 0) return nullptr;
+    GraphNode& p = d_.nodes[static_cast<std::size_t>(producer_[t])];
+    if ((p.op != "Conv" && p.op != "Gemm") || p.outputs.size() != 1) return nullptr;
+    return &p;
+  }
+
+  // node (at index n) disappears: the producer writes node's output instead of its own.
+  void absorb(GraphNode& producer, std::size_t n) {
+    producer.outputs[0] = d_.nodes[n].outputs.at(0);
+    producer_[static_cast<std::size_t>(producer.outputs[0])] = static_cast<int>(&producer - d_.nodes.data());
+    removed_[n] = true;
+  }
+
+  const Tensor* constant_input(const GraphNode& node, std::size_t k) const {
+    if (k >= node.inputs.size() || node.inputs[k] < 0) return nullptr;
+    const auto t = static_cast<std::size_t>(node.inputs[k]);
+    return d_.constant[t] && d_.values[t].type == ElemType::Float32 ? &d_.values[t] : nullptr;
+  }
+
+  // Input k of node now reads slot `to`; a constant nothing reads any more gives its storage
+  // back (its slot stays, empty).
+  void replace_input(GraphNode& node, std::size_t k, int to) {
+    const int from = node.inputs[k];
+    node.inputs[k] = to;
+    ++readers_[static_cast<std::size_t>(to)];
+    if (from < 0) return;
+    const auto f = static_cast<std::size_t>(from);
+    if (--readers_[f] == 0 && d_.constant[f]) d_.values[f] = Tensor{};
+  }
+
+  int add_constant(Tensor t) {
+    d_.constant.push_back(true);
+    d_.values.push_back(std::move(t));
+    readers_.push_back(0);  // replace_input counts the reader
+    producer_.push_back(-1);
+    return static_cast<int>(d_.constant.size() - 1);
+  }
+
+  // Gemm with a constant B and transB = 1: B stored as [K, N] once instead of transposed at
+  // every call.
+  void untranspose_gemm_weights(GraphNode& gemm) {
+    const Tensor* b = constant_input(gemm, 1);
+    if (!b || b->shape.size() != 2 || gemm.attrs.i("transB", 0) == 0) return;
+    const std::int64_t n = b->shape[0], k = b->shape[1];
+    Tensor t;
+    t.reset(ElemType::Float32, {k, n});
+    for (std::int64_t r = 0; r < n; ++r)
+      for (std::int64_t c = 0; c < k; ++c) t.f[static_cast<std::size_t>(c * n + r)] = b->f[static_cast<std::size_t>(r * k + c)];
+    replace_input(gemm, 1, add_constant(std::move(t)));
+    gemm.attrs.ints["transB"] = 0;
+  }
+
+  // BatchNormalization (inference, constant statistics) after a Conv or Gemm with constant
+  // weights: y = (P - mean) * a + bias with a = scale / sqrt(var + epsilon) per channel, that
+  // is weights * a and bias' = (bias_P - mean) * a + bias. False (nothing changed) otherwise.
+  bool fold_batch_norm(GraphNode& p, const GraphNode& bn) {
+    if (bn.outputs.size() != 1 || bn.attrs.i("training_mode", 0) != 0 || bn.inputs.size() < 5) return false;
+    const Tensor *scale = constant_input(bn, 1), *shift = constant_input(bn, 2), *mean = constant_input(bn, 3),
+                 *var = constant_input(bn, 4), *w = constant_input(p, 1);
+    if (!scale || !shift || !mean || !var || !w || w->shape.size() < 2) return false;
+    const bool gemm = p.op == "Gemm";
+    if (gemm && (w->shape.size() != 2 || p.attrs.i("transA", 0) != 0)) return false;
+    const bool columns = gemm && p.attrs.i("transB", 0) == 0;  // B [K, N]: channel = column
+    const std::int64_t channels = columns ? w->shape[1] : w->shape[0];
+    for (const Tensor* t : {scale, shift, mean, var})
+      if (t->size() != channels) return false;
+    const Tensor* old_bias = p.inputs.size() > 2 && p.inputs[2] >= 0 ? constant_input(p, 2) : nullptr;
+    if (p.inputs.size() > 2 && p.inputs[2] >= 0 && (!old_bias || (old_bias->size() != channels && old_bias->size() != 1)))
+      return false;
+    const float eps = bn.attrs.f("epsilon", 1e-5f);
+    const float alpha = gemm ? p.attrs.f("alpha", 1.0f) : 1.0f, beta = gemm ? p.attrs.f("beta", 1.0f) : 1.0f;
+    Tensor weights = *w, bias;
+    bias.reset(ElemType::Float32, {channels});
+    const std::int64_t per_channel = w->size() / channels;
+    for (std::int64_t c = 0; c < channels; ++c) {
+      const auto u = static_cast<std::size_t>(c);
+      const float a = scale->f[u] / std::sqrt(var->f[u] + eps);
+      for (std::int64_t e = 0; e < per_channel; ++e)
+        weights.f[static_cast<std::size_t>(columns ? e * channels + c : c * per_channel + e)] *= alpha * a;
+      const float b0 = old_bias ? beta * old_bias->f[old_bias->size() == 1 ? 0 : u] : 0.0f;
+      bias.f[u] = (b0 - mean->f[u]) * a + shift->f[u];
+    }
+    replace_input(p, 1, add_constant(std::move(weights)));
+    if (p.inputs.size() < 3) p.inputs.resize(3, -1);
+    replace_input(p, 2, add_constant(std::move(bias)));
+    if (gemm) {
+      p.attrs.floats["alpha"] = 1.0f;
+      p.attrs.floats["beta"] = 1.0f;
+    }
+    return true;
+  }
+
+  GraphDraft d_;
+  std::vector<int> readers_, producer_;
+  std::vector<bool> removed_;
+};
+
+}  // namespace
+
+void fuse_for_inference(GraphDraft draft) { Fuser(draft).run(); }
+
+}  // namespace spmd::models

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Load-time fusion of ONNX graphs (issue 28, section 5): BatchNormalization folded into the
+# Conv or Gemm before it, Relu fused into the Conv or Gemm before it, where the intermediate
+# tensor has no other reader; graphs built from PyTorch modules' parameters with the BN and
+# Relu nodes PyTorch's own export would fold away (tests/support/onnx_fusion_models.py),
+# PyTorch computing the unfused reference. Probabilities within 1e-5, the same argmax where
+# the top two differ by more than 1e-4; the start-up line's node count says what was fused;
+# the predictions file byte-identical on 1x1 and 2x2 ranks x devices.
+source "$(dirname "$0")/../support/cli_lib.sh"
+PY=/usr/bin/python3
+SUB=$WORK/sub.h5
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+
+run inputs 0 60 fashion_subset 300 "$SUB"
+run build_models 0 120 $PY "$ROOT/tests/support/onnx_fusion_models.py" "$WORK" "$SUB"
+
+compare() {
+  $PY - "$WORK/$1.torch.npy" "$WORK/$1.1x1.h5" <<'PYEOF'
+import sys, h5py, numpy as np
+ref = np.load(sys.argv[1])
+with h5py.File(sys.argv[2]) as f:
+    probs, predicted = f["probabilities"][...], f["predicted"][...]
+top2 = np.sort(ref, axis=1)[:, -2:]
+clear = top2[:, 1] - top2[:, 0] > 1e-4
+diff = float(np.abs(ref - probs).max())
+wrong = int(((ref.argmax(1) != predicted) & clear).sum())
+print(f"{sys.argv[1]}: max |diff| {diff:.2e} against PyTorch, {wrong} clear classes differ")
+sys.exit(0 if diff < 1e-5 and wrong == 0 else 1)
+PYEOF
+}
+
+# model, its node count after loading (the file's, less the nodes folded or fused)
+for case in "fusable 6" "shared 6"; do
+  set -- $case
+  run "eval_$1" 0 120 "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/$1.onnx" --predictions "$WORK/$1.1x1.h5"
+  expect_in "$1: $2 nodes after loading" "opset 13, $2 nodes"
+  run "compare_$1" 0 60 compare "$1"
+  cat "$LAST_OUT"
+  run "eval_${1}_2x2" 0 120 mpi 2 "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/$1.onnx" --devices 2 \
+    --per-device-batch 29 --predictions "$WORK/$1.2x2.h5"
+  run "same_bytes_$1" 0 10 cmp "$WORK/$1.1x1.h5" "$WORK/$1.2x2.h5"
+done
+finish

@@ -1,0 +1,104 @@
+"""ONNX graphs whose BatchNormalization and Relu nodes spmd folds or fuses at load, and graphs
+where it must not, built with onnx.helper from PyTorch modules' parameters (PyTorch's own
+export folds BatchNormalization away), with PyTorch computing the unfused reference.
+  onnx_fusion_models.py DIR DATA.h5   writes DIR/NAME.onnx and DIR/NAME.torch.npy (softmax)
+Models:
+  fusable   Conv(bias)-BN-Relu, Conv(no bias)-BN, Flatten, Gemm(transB)-BN-Relu, Gemm: every
+            BN folded, every Relu fused (11 nodes -> 6)
+  shared    the Conv's output read by the Relu and by an Add: the Relu must stay (6 nodes stay 6)
+"""
+import sys
+
+import h5py
+import numpy as np
+import onnx
+import torch
+import torch.nn.functional as F
+from onnx import TensorProto, helper, numpy_helper
+
+torch.manual_seed(7)
+
+
+def rand(*shape, lo=-0.5, hi=0.5):
+    return (torch.rand(*shape) * (hi - lo) + lo).float()
+
+
+def bn_params(c):
+    return [rand(c, lo=0.5, hi=1.5), rand(c), rand(c), rand(c, lo=0.2, hi=2.0)]  # scale, shift, mean, var
+
+
+def bn(x, p):
+    return F.batch_norm(x, p[2], p[3], p[0], p[1], training=False, eps=1e-5)
+
+
+class Graph:
+    def __init__(self):
+        self.nodes, self.inits = [], []
+
+    def const(self, name, t):
+        self.inits.append(numpy_helper.from_array(t.numpy(), name))
+        return name
+
+    def node(self, op, inputs, out, **attrs):
+        self.nodes.append(helper.make_node(op, inputs, [out], name=out, **attrs))
+        return out
+
+    def bn(self, x, p, out):
+        names = [self.const(f"{out}.{k}", t) for k, t in zip("sbmv", p)]
+        return self.node("BatchNormalization", [x] + names, out, epsilon=1e-5)
+
+    def save(self, path, out):
+        g = helper.make_graph(self.nodes, "g", [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 1, 28, 28])],
+                              [helper.make_tensor_value_info(out, TensorProto.FLOAT, ["batch", 10])], self.inits)
+        model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+        onnx.checker.check_model(model)
+        onnx.save(model, path)
+
+
+def fusable(x):
+    w1, b1, p1 = rand(6, 1, 3, 3), rand(6), bn_params(6)
+    w2, p2 = rand(8, 6, 3, 3), bn_params(8)
+    w3, b3, p3 = rand(32, 8 * 7 * 7, lo=-0.05, hi=0.05), rand(32), bn_params(32)
+    w4, b4 = rand(10, 32), rand(10)
+    y = F.relu(bn(F.conv2d(x, w1, b1, padding=1), p1))
+    y = bn(F.conv2d(y, w2, None, stride=2, padding=1), p2)
+    y = F.relu(bn(F.linear(torch.flatten(F.max_pool2d(y, 2), 1), w3, b3), p3))
+    y = F.linear(y, w4, b4)
+    g = Graph()
+    t = g.node("Conv", ["input", g.const("w1", w1), g.const("b1", b1)], "c1", pads=[1, 1, 1, 1])
+    t = g.node("Relu", [g.bn(t, p1, "bn1")], "r1")
+    t = g.bn(g.node("Conv", [t, g.const("w2", w2)], "c2", pads=[1, 1, 1, 1], strides=[2, 2]), p2, "bn2")
+    t = g.node("Flatten", [g.node("MaxPool", [t], "mp", kernel_shape=[2, 2], strides=[2, 2])], "fl")
+    t = g.node("Gemm", [t, g.const("w3", w3), g.const("b3", b3)], "g3", transB=1)
+    t = g.node("Relu", [g.bn(t, p3, "bn3")], "r3")
+    out = g.node("Gemm", [t, g.const("w4", w4), g.const("b4", b4)], "logits", transB=1)
+    return g, out, y
+
+
+def shared(x):
+    w1, b1 = rand(4, 1, 3, 3), rand(4)
+    w2, b2 = rand(10, 4), rand(10)
+    c = F.conv2d(x, w1, b1, padding=1)
+    s = F.relu(c) + c
+    y = F.linear(torch.flatten(F.adaptive_avg_pool2d(s, 1), 1), w2, b2)
+    g = Graph()
+    t = g.node("Conv", ["input", g.const("w1", w1), g.const("b1", b1)], "c1", pads=[1, 1, 1, 1])
+    s_name = g.node("Add", [g.node("Relu", [t], "r1"), t], "s")
+    t = g.node("Flatten", [g.node("GlobalAveragePool", [s_name], "gap")], "fl")
+    out = g.node("Gemm", [t, g.const("w2", w2), g.const("b2", b2)], "logits", transB=1)
+    return g, out, y
+
+
+def main():
+    work, data = sys.argv[1:3]
+    with h5py.File(data) as f:
+        x = torch.from_numpy(f["images"][...].astype(np.float32) / np.float32(255)).permute(0, 3, 1, 2)
+    for name, build in {"fusable": fusable, "shared": shared}.items():
+        with torch.no_grad():
+            g, out, y = build(x)
+        g.save(f"{work}/{name}.onnx", out)
+        np.save(f"{work}/{name}.torch.npy", torch.softmax(y, dim=1).numpy())
+
+
+if __name__ == "__main__":
+    main()
