@@ -22,9 +22,9 @@ class Fuser {
       if (node.op == "Gemm") untranspose_gemm_weights(node);
       GraphNode* producer = sole_producer(node);
       if (!producer) continue;
-      if (node.op == "BatchNormalization" && fold_batch_norm(*producer, node)) absorb(*producer, n);
-      else if (node.op == "Relu" && (producer->op == "Conv" || producer->op == "Gemm") &&
-               producer->attrs.i("spmd_relu", 0) == 0) {
+      if (node.op == "BatchNormalization" && producer->op != "Add" && fold_batch_norm(*producer, node))
+        absorb(*producer, n);
+      else if (node.op == "Relu" && producer->attrs.i("spmd_relu", 0) == 0) {
         producer->attrs.ints["spmd_relu"] = 1;
         absorb(*producer, n);
       }
@@ -53,13 +53,13 @@ class Fuser {
     removed_.assign(d_.nodes.size(), false);
   }
 
-  // The Conv or Gemm whose single output only `node` reads (as its first input), if any.
+  // The Conv, Gemm or Add whose single output only `node` reads (as its first input), if any.
   GraphNode* sole_producer(const GraphNode& node) {
     if (node.inputs.empty() || node.inputs[0] < 0) return nullptr;
     const auto t = static_cast<std::size_t>(node.inputs[0]);
     if (readers_[t] != 1 || producer_[t] < 0) return nullptr;
     GraphNode& p = d_.nodes[static_cast<std::size_t>(producer_[t])];
-    if ((p.op != "Conv" && p.op != "Gemm") || p.outputs.size() != 1) return nullptr;
+    if ((p.op != "Conv" && p.op != "Gemm" && p.op != "Add") || p.outputs.size() != 1) return nullptr;
     return &p;
   }
 

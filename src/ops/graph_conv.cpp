@@ -1,5 +1,7 @@
 // Convolution and pooling graph ops over NCHW tensors with two spatial dimensions (1-D ones
 // run as height 1). Every image is computed on its own, in the same order whatever the batch.
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -84,6 +86,20 @@ std::vector<std::int64_t> output_shape(const Tensor& x, std::int64_t channels, c
   return {g.n, channels, g.oh, g.ow};
 }
 
+// An image row (10 to 100 floats) copied inline: a library memmove call per row costs more
+// than the copy, and GCC turns a plain copy loop into such a call. The last vector overlaps
+// the one before it instead of a masked store (vmaskmovps stores are slow on AMD's cores).
+inline void copy_row(const float* src, std::int64_t n, float* dst) {
+#ifdef __AVX2__
+  if (n >= 8) {
+    for (std::int64_t i = 0; i + 8 < n; i += 8) _mm256_storeu_ps(dst + i, _mm256_loadu_ps(src + i));
+    _mm256_storeu_ps(dst + n - 8, _mm256_loadu_ps(src + n - 8));
+    return;
+  }
+#endif
+  for (std::int64_t i = 0; i < n; ++i) dst[i] = src[i];
+}
+
 // The im2col matrix of one image and group: [C/group * kH * kW, oH * oW], one row per
 // (channel, tap), zeros where the tap falls in the padding.
 void im2col(const float* in, const Window& g, std::int64_t channels, std::int64_t kh, std::int64_t kw, float* col) {
@@ -106,7 +122,7 @@ void im2col(const float* in, const Window& g, std::int64_t channels, std::int64_
           const float* src = in + (ci * g.h + iy) * g.w + shift;
           std::fill(out, out + lo, 0.0f);
           if (g.sw == 1)
-            std::copy(src + lo, src + hi, out + lo);
+            copy_row(src + lo, hi - lo, out + lo);
           else
             for (std::int64_t ox = lo; ox < hi; ++ox) out[ox] = src[ox * g.sw];
           std::fill(out + hi, out + g.ow, 0.0f);
@@ -114,58 +130,96 @@ void im2col(const float* in, const Window& g, std::int64_t channels, std::int64_
       }
 }
 
-// A stride-1 convolution of one image and group without im2col: the image is copied into a
-// zero-bordered plane per channel (width wp = W + pads), and the GEMM reads each tap's row of
-// the virtual im2col matrix straight from that plane at the tap's offset. It computes oH rows
-// of wp columns, of which the first oW are the output (the rest wrap into the next row).
+// A convolution of one image and group without im2col. The image goes into a zero-bordered
+// plane per channel (W + pads wide), split by stride into phase planes (row r, column c of
+// the padded image -> phase (r % sH, c % sW), position (r / sH, c / sW)); then every tap
+// (channel, ky, kx) reads one phase plane at one offset, so the GEMM takes its row of the
+// virtual im2col matrix straight from there. It computes oH rows of wq = ceil((W + pads) / sW)
+// columns, of which the first oW are the output (the rest wrap into the next row). Only the
+// phases some tap reads are kept (a 1x1 kernel of stride 2 reads one of four).
 class DirectConv {
  public:
   DirectConv(const Window& g, std::int64_t channels, std::int64_t kh, std::int64_t kw, const float* weights,
              std::int64_t out_channels)
-      : g_(g), c_(channels), m_(out_channels), hp_(g.h + g.top + g.bottom), wp_(g.w + g.left + g.right) {
-    const std::int64_t k = channels * kh * kw;
+      : g_(g), c_(channels), m_(out_channels) {
+    hq_ = (g.h + g.top + g.bottom + g.sh - 1) / g.sh;
+    wq_ = (g.w + g.left + g.right + g.sw - 1) / g.sw;
+    slot_.assign(static_cast<std::size_t>(g.sh * g.sw), -1);
+    for (std::int64_t ky = 0; ky < kh; ++ky)
+      for (std::int64_t kx = 0; kx < kw; ++kx) {
+        auto& slot = slot_[static_cast<std::size_t>((ky * g.dh % g.sh) * g.sw + kx * g.dw % g.sw)];
+        if (slot < 0) slot = phases_++;
+      }
+    const std::int64_t k = channels * kh * kw, plane = hq_ * wq_, n = g.oh * wq_;
     offsets_.resize(static_cast<std::size_t>(k));
     weights_t_.resize(static_cast<std::size_t>(k * out_channels));
+    std::int64_t end = channels * phases_ * plane;
     for (std::int64_t ci = 0; ci < channels; ++ci)
       for (std::int64_t ky = 0; ky < kh; ++ky)
         for (std::int64_t kx = 0; kx < kw; ++kx) {
-          const std::int64_t tap = (ci * kh + ky) * kw + kx;
-          offsets_[static_cast<std::size_t>(tap)] = ci * hp_ * wp_ + ky * g.dh * wp_ + kx * g.dw;
+          const std::int64_t tap = (ci * kh + ky) * kw + kx, y = ky * g.dh, x = kx * g.dw;
+          const std::int64_t slot = slot_[static_cast<std::size_t>((y % g.sh) * g.sw + x % g.sw)];
+          const std::int64_t at = (ci * phases_ + slot) * plane + y / g.sh * wq_ + x / g.sw;
+          offsets_[static_cast<std::size_t>(tap)] = at;
+          end = std::max(end, at + n);  // the last row's wrapped columns run past the planes
           for (std::int64_t o = 0; o < out_channels; ++o)
             weights_t_[static_cast<std::size_t>(tap * out_channels + o)] = weights[o * k + tap];
         }
-    // The last tap's row runs (kW - 1) * dW floats past the planes.
-    plane_.assign(static_cast<std::size_t>(channels * hp_ * wp_ + (kw - 1) * g.dw), 0.0f);
-    if (wp_ != g.ow) wide_.resize(static_cast<std::size_t>(out_channels * g.oh * wp_));
+    planes_.assign(static_cast<std::size_t>(end), 0.0f);
+    if (wq_ != g.ow) wide_.resize(static_cast<std::size_t>(out_channels * n));
+    // Input row y, columns x with (x + left) % sW == b: phase plane (r % sH, b) of r = y + top,
+    // row r / sH, from column (x + left) / sW of the first such x.
+    for (std::int64_t y = 0; y < g.h; ++y)
+      for (std::int64_t b = 0; b < g.sw; ++b) {
+        const std::int64_t r = y + g.top, slot = slot_[static_cast<std::size_t>((r % g.sh) * g.sw + b)];
+        if (slot < 0) continue;
+        const std::int64_t first = ((b - g.left) % g.sw + g.sw) % g.sw;
+        row_copies_.push_back({y, first, slot * plane + r / g.sh * wq_ + (first + g.left) / g.sw});
+      }
   }
 
   // in [C, H, W] of this group -> out [M, oH, oW].
   void run(const models::cnn_cpu::Kernels& kernels, const float* in, const float* bias, bool relu, float* out) {
-    for (std::int64_t ci = 0; ci < c_; ++ci)
-      for (std::int64_t y = 0; y < g_.h; ++y) {
-        const float* src = in + (ci * g_.h + y) * g_.w;
-        std::copy(src, src + g_.w, plane_.data() + (ci * hp_ + y + g_.top) * wp_ + g_.left);
+    const std::int64_t h = g_.h, w = g_.w, sw = g_.sw, channel_floats = phases_ * hq_ * wq_;
+    for (std::int64_t ci = 0; ci < c_; ++ci) {
+      const float* image = in + ci * h * w;
+      float* planes = planes_.data() + ci * channel_floats;
+      for (const RowCopy& rc : row_copies_) {
+        const float* src = image + rc.row * w;
+        float* dst = planes + rc.to;
+        if (sw == 1) {
+          copy_row(src, w, dst);
+          continue;
+        }
+        for (std::int64_t x = rc.first, j = 0; x < w; x += sw, ++j) dst[j] = src[x];
       }
-    float* c = wp_ == g_.ow ? out : wide_.data();
-    kernels.gemm_offset_rows(static_cast<int>(m_), static_cast<int>(g_.oh * wp_), static_cast<int>(offsets_.size()),
-                             weights_t_.data(), plane_.data(), offsets_.data(), c, g_.oh * wp_, {nullptr, relu, bias});
+    }
+    const std::int64_t n = g_.oh * wq_, ow = g_.ow, rows = m_ * g_.oh;
+    float* c = wq_ == ow ? out : wide_.data();
+    kernels.gemm_offset_rows(static_cast<int>(m_), static_cast<int>(n), static_cast<int>(offsets_.size()),
+                             weights_t_.data(), planes_.data(), offsets_.data(), c, n, {nullptr, relu, bias});
     if (c == out) return;
-    for (std::int64_t row = 0; row < m_ * g_.oh; ++row)
-      std::copy(c + row * wp_, c + row * wp_ + g_.ow, out + row * g_.ow);
+    for (std::int64_t row = 0; row < rows; ++row) copy_row(c + row * wq_, ow, out + row * ow);
   }
 
  private:
   Window g_;
-  std::int64_t c_, m_, hp_, wp_;
+  std::int64_t c_, m_, hq_ = 0, wq_ = 0, phases_ = 0;
+  std::vector<std::int64_t> slot_;  // phase (row % sH) * sW + column % sW -> its plane, or -1
+  struct RowCopy {
+    std::int64_t row, first, to;  // input row, its first column copied, where it goes in a channel's planes
+  };
+  std::vector<RowCopy> row_copies_;
   std::vector<long> offsets_;
-  FloatBuffer weights_t_, plane_, wide_;
+  FloatBuffer weights_t_, planes_, wide_;
 };
 
 // Conv: X [N, C, H, W], W [M, C/group, kH, kW], optional B [M]. Per image and group one GEMM
 // (the CPU backend's tuned kernel: each output row's reduction in one fixed order) whose
 // epilogue adds the bias and, for a Relu fused at load (attribute spmd_relu), clamps. Its
 // right-hand side: the image itself for a 1x1 kernel with stride 1 and no padding, the padded
-// image at each tap's offset for other stride-1 kernels (DirectConv), else the im2col matrix.
+// image's phase planes at each tap's offset (DirectConv) for others, except where most of
+// those planes' columns would be wasted: then the im2col matrix.
 void conv(const OpCall& call) {
   const Tensor& x = call.float_input(0);
   const Tensor& wt = call.float_input(1);
@@ -182,8 +236,8 @@ void conv(const OpCall& call) {
   const bool relu = call.node.attrs.i("spmd_relu", 0) != 0;
   const bool unpadded = g.top == 0 && g.left == 0 && g.bottom == 0 && g.right == 0;
   const bool in_place = kh == 1 && kw == 1 && g.sh == 1 && g.sw == 1 && unpadded;
-  // Stride 1: the padded plane, unless its wrapped columns would be most of the work.
-  const bool direct = !in_place && g.sh == 1 && g.sw == 1 && 2 * g.ow >= g.w + g.left + g.right;
+  // The phase planes, unless their wrapped columns would be most of the work.
+  const bool direct = !in_place && 2 * g.ow * g.sw >= g.w + g.left + g.right;
   Tensor& y = *call.out[0];
   y.reset(ElemType::Float32, output_shape(x, m, g));
   const auto& kernels = models::cnn_cpu::kernels_for(models::cnn_cpu::resolve_isa(models::cnn_cpu::Isa::Auto));
@@ -220,9 +274,37 @@ void pool(const OpCall& call) {
   const bool include_pad = call.node.attrs.i("count_include_pad", 0) != 0;
   Tensor& y = *call.out[0];
   y.reset(ElemType::Float32, output_shape(x, g.c, g));
+  // Every window inside the image (no padding, and the last window ends inside even under
+  // ceil_mode): no bounds checks, the taps in the same order as below.
+  const bool inside = g.top == 0 && g.left == 0 && g.bottom == 0 && g.right == 0 &&
+                      (g.oh - 1) * g.sh + (kh - 1) * g.dh < g.h && (g.ow - 1) * g.sw + (kw - 1) * g.dw < g.w;
   for (std::int64_t plane = 0; plane < g.n * g.c; ++plane) {
     const float* in = x.f.data() + plane * g.h * g.w;
     float* out = y.f.data() + plane * g.oh * g.ow;
+    if (inside && kMax && kh == 2 && kw == 2 && g.sh == 2 && g.sw == 2 && g.dh == 1 && g.dw == 1) {
+      for (std::int64_t oy = 0; oy < g.oh; ++oy) {  // the common 2x2 / 2 max-pool, vectorised
+        const float* r0 = in + 2 * oy * g.w;
+        const float* r1 = r0 + g.w;
+        float* o = out + oy * g.ow;
+        for (std::int64_t ox = 0; ox < g.ow; ++ox)
+          o[ox] = std::max(std::max(std::max(r0[2 * ox], r0[2 * ox + 1]), r1[2 * ox]), r1[2 * ox + 1]);
+      }
+      continue;
+    }
+    if (inside) {
+      for (std::int64_t oy = 0; oy < g.oh; ++oy)
+        for (std::int64_t ox = 0; ox < g.ow; ++ox) {
+          const float* window = in + oy * g.sh * g.w + ox * g.sw;
+          float acc = kMax ? -std::numeric_limits<float>::infinity() : 0.0f;
+          for (std::int64_t ky = 0; ky < kh; ++ky)
+            for (std::int64_t kx = 0; kx < kw; ++kx) {
+              const float v = window[ky * g.dh * g.w + kx * g.dw];
+              acc = kMax ? std::max(acc, v) : acc + v;
+            }
+          out[oy * g.ow + ox] = kMax ? acc : acc / static_cast<float>(kh * kw);
+        }
+      continue;
+    }
     for (std::int64_t oy = 0; oy < g.oh; ++oy)
       for (std::int64_t ox = 0; ox < g.ow; ++ox) {
         float acc = kMax ? -std::numeric_limits<float>::infinity() : 0.0f;

@@ -109,7 +109,21 @@ void broadcast_apply(const std::vector<std::int64_t>& out_shape, const T* a, con
       ob += index[k] * sb[k];
     }
     T* row = y + o * inner;
-    for (std::int64_t j = 0; j < inner; ++j) row[j] = fn(a[oa + j * ia], b[ob + j * ib]);
+    const T* ra = a + oa;
+    const T* rb = b + ob;
+    // The common cases as loops the compiler vectorises: both operands contiguous, or one of
+    // them a scalar along the row (a bias, a per-channel scale).
+    if (ia == 1 && ib == 1) {
+      for (std::int64_t j = 0; j < inner; ++j) row[j] = fn(ra[j], rb[j]);
+    } else if (ia == 1 && ib == 0) {
+      const T vb = *rb;
+      for (std::int64_t j = 0; j < inner; ++j) row[j] = fn(ra[j], vb);
+    } else if (ia == 0 && ib == 1) {
+      const T va = *ra;
+      for (std::int64_t j = 0; j < inner; ++j) row[j] = fn(va, rb[j]);
+    } else {
+      for (std::int64_t j = 0; j < inner; ++j) row[j] = fn(ra[j * ia], rb[j * ib]);
+    }
     for (std::size_t k = rank - 1; k-- > 0;) {
       if (++index[k] < out_shape[k]) break;
       index[k] = 0;
@@ -121,10 +135,14 @@ template <class FloatFn, class IntFn>
 void binary_into(const OpCall& c, const Tensor& a, const Tensor& b, Tensor& y, FloatFn ff, IntFn fi) {
   if (a.type != b.type) c.fail("inputs of different element types");
   const auto shape = broadcast_shape(c, a.shape, b.shape);
-  const auto sa = broadcast_strides(a.shape, shape), sb = broadcast_strides(b.shape, shape);
   y.reset(a.type, shape);
-  if (a.type == ElemType::Float32) broadcast_apply(shape, a.f.data(), sa, b.f.data(), sb, y.f.data(), ff);
-  else broadcast_apply(shape, a.i.data(), sa, b.i.data(), sb, y.i.data(), fi);
+  // Operands of the output's shape: one flat row.
+  const bool flat = a.shape == shape && b.shape == shape && !shape.empty();
+  const std::vector<std::int64_t> run = flat ? std::vector<std::int64_t>{y.size()} : shape;
+  const auto sa = flat ? std::vector<std::int64_t>{1} : broadcast_strides(a.shape, shape);
+  const auto sb = flat ? std::vector<std::int64_t>{1} : broadcast_strides(b.shape, shape);
+  if (a.type == ElemType::Float32) broadcast_apply(run, a.f.data(), sa, b.f.data(), sb, y.f.data(), ff);
+  else broadcast_apply(run, a.i.data(), sa, b.i.data(), sb, y.i.data(), fi);
 }
 
 template <class FloatFn, class IntFn>
@@ -143,7 +161,16 @@ void fold(const OpCall& c, FloatFn ff, IntFn fi) {
   *c.out[0] = std::move(acc);
 }
 
-void add(const OpCall& c) { binary(c, [](float x, float y) { return x + y; }, [](std::int64_t x, std::int64_t y) { return x + y; }); }
+// Add, then Relu where one was fused at load (attribute spmd_relu: a residual block's end).
+void add(const OpCall& c) {
+  const auto ints = [](std::int64_t x, std::int64_t y) { return x + y; };
+  if (c.node.attrs.i("spmd_relu", 0) != 0) {
+    if (c.input(0).type != ElemType::Float32) c.fail("the Relu fused into it needs float inputs");
+    binary(c, [](float x, float y) { return std::max(x + y, 0.0f); }, ints);
+  } else {
+    binary(c, [](float x, float y) { return x + y; }, ints);
+  }
+}
 void sub(const OpCall& c) { binary(c, [](float x, float y) { return x - y; }, [](std::int64_t x, std::int64_t y) { return x - y; }); }
 void mul(const OpCall& c) { binary(c, [](float x, float y) { return x * y; }, [](std::int64_t x, std::int64_t y) { return x * y; }); }
 void div(const OpCall& c) {
