@@ -225,7 +225,7 @@ Trial trial_runs(const std::shared_ptr<const OnnxGraph>& graph, const Dims& row)
     if (classes && y.shape[1] != classes)
       throw Error("ONNX model '" + graph->path() + "': its classes change with the batch size");
     classes = y.shape[1];
-    bytes[rows - 1] = runner.tensor_bytes();
+    bytes[rows - 1] = runner.tensor_bytes() + ops::scratch_bytes();  // the ops' scratch is per image: fixed
   }
   const std::int64_t per_row = std::max<std::int64_t>(0, bytes[1] - bytes[0]);
   return {static_cast<int>(classes), std::max<std::int64_t>(0, bytes[0] - per_row), per_row};

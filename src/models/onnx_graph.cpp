@@ -281,7 +281,8 @@ std::string OnnxGraph::output_kind(std::size_t k) const {
   return kind(kind, output_index_.at(k));
 }
 
-OnnxRunner::OnnxRunner(std::shared_ptr<const OnnxGraph> graph) : graph_(std::move(graph)), tensors_(graph_->tensor_count_) {}
+OnnxRunner::OnnxRunner(std::shared_ptr<const OnnxGraph> graph)
+    : graph_(std::move(graph)), tensors_(graph_->tensor_count_), last_size_(graph_->tensor_count_, 0) {}
 
 std::int64_t OnnxRunner::tensor_bytes() const {
   std::int64_t bytes = 0;
@@ -289,6 +290,21 @@ std::int64_t OnnxRunner::tensor_bytes() const {
     bytes += static_cast<std::int64_t>(t.f.capacity() * sizeof(float) + t.i.capacity() * sizeof(std::int64_t));
   for (const auto& v : pool_) bytes += static_cast<std::int64_t>(v.capacity() * sizeof(float));
   return bytes;
+}
+
+void OnnxRunner::take_from_pool(ops::FloatBuffer& f, std::size_t want) {
+  // The smallest storage that holds what the tensor needed last time, else the largest (it
+  // grows least): handing out whatever came last lets storage drift between tensors of
+  // different sizes from run to run, each growing, until a run holds far more than it needs.
+  std::size_t best = 0;
+  for (std::size_t i = 1; i < pool_.size(); ++i) {
+    const std::size_t c = pool_[i].capacity(), b = pool_[best].capacity();
+    const bool fits = c >= want, best_fits = b >= want;
+    if (fits ? !best_fits || c < b : !best_fits && c > b) best = i;
+  }
+  f.swap(pool_[best]);
+  pool_[best].swap(pool_.back());
+  pool_.pop_back();
 }
 
 void OnnxRunner::run() {
@@ -300,13 +316,11 @@ void OnnxRunner::run() {
     for (const int k : node.inputs) in_.push_back(k < 0 ? nullptr : &k_output(static_cast<std::size_t>(k)));
     for (const int k : node.outputs) {
       ops::Tensor& t = tensors_[static_cast<std::size_t>(k)];
-      if (t.f.capacity() == 0 && !pool_.empty()) {  // storage a dead tensor left behind
-        t.f.swap(pool_.back());
-        pool_.pop_back();
-      }
+      if (t.f.capacity() == 0 && !pool_.empty()) take_from_pool(t.f, last_size_[static_cast<std::size_t>(k)]);
       out_.push_back(&t);
     }
     g.fns_[n](ops::OpCall{node, in_, out_});
+    for (const int k : node.outputs) last_size_[static_cast<std::size_t>(k)] = tensors_[static_cast<std::size_t>(k)].f.size();
     for (const int k : g.release_after_[n]) {
       auto& f = tensors_[static_cast<std::size_t>(k)].f;
       if (f.capacity() == 0) continue;

@@ -139,9 +139,11 @@ void im2col(const float* in, const Window& g, std::int64_t channels, std::int64_
 // phases some tap reads are kept (a 1x1 kernel of stride 2 reads one of four).
 class DirectConv {
  public:
+  // planes, wide: scratch kept by the caller from call to call (no allocation once the
+  // largest geometry has run); the groups of one node may share them.
   DirectConv(const Window& g, std::int64_t channels, std::int64_t kh, std::int64_t kw, const float* weights,
-             std::int64_t out_channels)
-      : g_(g), c_(channels), m_(out_channels) {
+             std::int64_t out_channels, FloatBuffer& planes, FloatBuffer& wide)
+      : g_(g), c_(channels), m_(out_channels), planes_(planes), wide_(wide) {
     hq_ = (g.h + g.top + g.bottom + g.sh - 1) / g.sh;
     wq_ = (g.w + g.left + g.right + g.sw - 1) / g.sw;
     slot_.assign(static_cast<std::size_t>(g.sh * g.sw), -1);
@@ -211,7 +213,9 @@ class DirectConv {
   };
   std::vector<RowCopy> row_copies_;
   std::vector<long> offsets_;
-  FloatBuffer weights_t_, planes_, wide_;
+  FloatBuffer weights_t_;
+  FloatBuffer& planes_;
+  FloatBuffer& wide_;
 };
 
 // Conv: X [N, C, H, W], W [M, C/group, kH, kW], optional B [M]. Per image and group one GEMM
@@ -241,10 +245,13 @@ void conv(const OpCall& call) {
   Tensor& y = *call.out[0];
   y.reset(ElemType::Float32, output_shape(x, m, g));
   const auto& kernels = models::cnn_cpu::kernels_for(models::cnn_cpu::resolve_isa(models::cnn_cpu::Isa::Auto));
+  FloatBuffer& col = scratch(Scratch::Im2col);
+  FloatBuffer& phase_planes = scratch(Scratch::ConvPlanes);
+  FloatBuffer& wide = scratch(Scratch::ConvWide);
   std::vector<DirectConv> planes;
   if (direct)
-    for (std::int64_t gi = 0; gi < group; ++gi) planes.emplace_back(g, cg, kh, kw, wt.f.data() + gi * mg * k, mg);
-  thread_local FloatBuffer col;
+    for (std::int64_t gi = 0; gi < group; ++gi)
+      planes.emplace_back(g, cg, kh, kw, wt.f.data() + gi * mg * k, mg, phase_planes, wide);
   if (!direct && !in_place) col.resize(static_cast<std::size_t>(k * pixels));
   for (std::int64_t n = 0; n < g.n; ++n) {
     for (std::int64_t gi = 0; gi < group; ++gi) {

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <array>
 #include <map>
 
 #include "spmd/ops/graph_op.hpp"
@@ -12,6 +13,18 @@ std::map<std::string, GraphOpFn>& table() {
   return ops;
 }
 }  // namespace
+
+namespace {
+thread_local std::array<FloatBuffer, static_cast<std::size_t>(Scratch::Count)> scratch_buffers;
+}  // namespace
+
+FloatBuffer& scratch(Scratch which) { return scratch_buffers[static_cast<std::size_t>(which)]; }
+
+std::int64_t scratch_bytes() {
+  std::int64_t bytes = 0;
+  for (const auto& b : scratch_buffers) bytes += static_cast<std::int64_t>(b.capacity() * sizeof(float));
+  return bytes;
+}
 
 std::int64_t Tensor::size() const {
   std::int64_t n = 1;

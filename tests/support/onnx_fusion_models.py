@@ -6,6 +6,8 @@ Models:
   fusable   Conv(bias)-BN-Relu, Conv(no bias)-BN, Flatten, Gemm(transB)-BN-Relu, Gemm: every
             BN folded, every Relu fused (11 nodes -> 6)
   shared    the Conv's output read by the Relu and by an Add: the Relu must stay (6 nodes stay 6)
+  wide      32-channel Conv-Relu layers (7 nodes -> 5), activations large beside the rest of a
+            run: what --dry-run's memory estimate is checked on
 """
 import sys
 
@@ -89,11 +91,25 @@ def shared(x):
     return g, out, y
 
 
+def wide(x):
+    w1, b1 = rand(32, 1, 3, 3), rand(32)
+    w2, b2 = rand(32, 32, 3, 3, lo=-0.1, hi=0.1), rand(32)
+    w3, b3 = rand(10, 32), rand(10)
+    y = F.relu(F.conv2d(F.relu(F.conv2d(x, w1, b1, padding=1)), w2, b2, stride=2, padding=1))
+    y = F.linear(torch.flatten(F.adaptive_avg_pool2d(y, 1), 1), w3, b3)
+    g = Graph()
+    t = g.node("Relu", [g.node("Conv", ["input", g.const("w1", w1), g.const("b1", b1)], "c1", pads=[1, 1, 1, 1])], "r1")
+    t = g.node("Conv", [t, g.const("w2", w2), g.const("b2", b2)], "c2", pads=[1, 1, 1, 1], strides=[2, 2])
+    t = g.node("Flatten", [g.node("GlobalAveragePool", [g.node("Relu", [t], "r2")], "gap")], "fl")
+    out = g.node("Gemm", [t, g.const("w3", w3), g.const("b3", b3)], "logits", transB=1)
+    return g, out, y
+
+
 def main():
     work, data = sys.argv[1:3]
     with h5py.File(data) as f:
         x = torch.from_numpy(f["images"][...].astype(np.float32) / np.float32(255)).permute(0, 3, 1, 2)
-    for name, build in {"fusable": fusable, "shared": shared}.items():
+    for name, build in {"fusable": fusable, "shared": shared, "wide": wide}.items():
         with torch.no_grad():
             g, out, y = build(x)
         g.save(f"{work}/{name}.onnx", out)

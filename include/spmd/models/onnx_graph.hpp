@@ -85,6 +85,8 @@ class OnnxRunner {
   // Storage of tensors past their last use, handed to the next outputs: a run holds about the
   // largest set of tensors alive at once instead of every node's output.
   std::vector<ops::FloatBuffer> pool_;
+  std::vector<std::size_t> last_size_;  // per tensor, its float count after the last run
+  void take_from_pool(ops::FloatBuffer& f, std::size_t want);
   std::vector<const ops::Tensor*> in_;
   std::vector<ops::Tensor*> out_;
 };

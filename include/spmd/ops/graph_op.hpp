@@ -100,6 +100,13 @@ struct OpCall {
 
 using GraphOpFn = void (*)(const OpCall& call);
 
+// Scratch buffers the ops keep per thread between calls (an im2col matrix, a convolution's
+// padded planes): no allocation once the largest shape has run. scratch_bytes() is what the
+// calling thread's hold now, which a model's memory estimate counts.
+enum class Scratch { Im2col, ConvPlanes, ConvWide, TransposedB, Count };
+FloatBuffer& scratch(Scratch which);
+std::int64_t scratch_bytes();
+
 // The op of an ONNX op_type, or nullptr when none is registered.
 GraphOpFn find_graph_op(const std::string& op);
 std::vector<std::string> graph_op_names();
