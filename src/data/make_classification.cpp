@@ -167,6 +167,90 @@ std::uint64_t fresh_seed() {
   return (static_cast<std::uint64_t>(device()) << 32) ^ device();
 }
 
+// Rows per cluster, exactly as sklearn (the same double arithmetic before truncation).
+std::vector<std::int64_t> cluster_row_counts(const ClassificationParams& p, std::int64_t K) {
+  const std::int64_t N = p.n_samples;
+  const int C = p.n_classes;
+  const auto weights = class_weights(p);
+  std::vector<std::int64_t> cluster_rows(static_cast<std::size_t>(K));
+  std::int64_t assigned = 0;
+  for (std::int64_t k = 0; k < K; ++k) {
+    cluster_rows[static_cast<std::size_t>(k)] =
+        static_cast<std::int64_t>(static_cast<double>(N) * weights[static_cast<std::size_t>(k % C)] / p.n_clusters_per_class);
+    assigned += cluster_rows[static_cast<std::size_t>(k)];
+  }
+  for (std::int64_t i = 0; i < N - assigned; ++i) ++cluster_rows[static_cast<std::size_t>(i % K)];
+  return cluster_rows;
+}
+
+// What stream 0 draws for the K clusters, in sklearn's order.
+struct ClusterDraws {
+  std::vector<double> centroids;  // [K, I]
+  std::vector<double> A;          // K matrices [I, I]
+  std::vector<double> B;          // [I, R]
+  std::vector<int> repeat_of;     // logical source column of each repeated one
+};
+
+ClusterDraws draw_clusters(const ClassificationParams& p, std::int64_t K, RandomStream& rng) {
+  const int I = p.n_informative, R = p.n_redundant;
+  ClusterDraws d;
+  d.centroids = hypercube_vertices(K, I, rng);
+  for (auto& c : d.centroids) c = c * 2 * p.class_sep - p.class_sep;
+  if (!p.hypercube) {
+    std::vector<double> per_cluster(static_cast<std::size_t>(K)), per_dim(static_cast<std::size_t>(I));
+    for (auto& u : per_cluster) u = rng.uniform();
+    for (auto& u : per_dim) u = rng.uniform();
+    for (std::int64_t k = 0; k < K; ++k)
+      for (int j = 0; j < I; ++j)
+        d.centroids[static_cast<std::size_t>(k * I + j)] *= per_cluster[static_cast<std::size_t>(k)] * per_dim[static_cast<std::size_t>(j)];
+  }
+  d.A.resize(static_cast<std::size_t>(K * I * I));
+  for (auto& a : d.A) a = 2 * rng.uniform() - 1;
+  d.B.resize(static_cast<std::size_t>(I) * R);
+  for (auto& b : d.B) b = 2 * rng.uniform() - 1;
+  d.repeat_of.resize(static_cast<std::size_t>(p.n_repeated));
+  for (auto& r : d.repeat_of) r = static_cast<int>((I + R - 1) * rng.uniform() + 0.5);
+  return d;
+}
+
+// Labels in cluster order, then flip_y of them to a random class.
+std::vector<std::int32_t> cluster_labels(const ClassificationParams& p, const std::vector<std::int64_t>& cluster_rows,
+                                         RandomStream& rng) {
+  const std::int64_t N = p.n_samples;
+  const int C = p.n_classes;
+  std::vector<std::int32_t> labels(static_cast<std::size_t>(N));
+  std::int64_t row = 0;
+  for (std::size_t k = 0; k < cluster_rows.size(); ++k)
+    for (std::int64_t r = 0; r < cluster_rows[k]; ++r)
+      labels[static_cast<std::size_t>(row++)] = static_cast<std::int32_t>(static_cast<std::int64_t>(k) % C);
+  std::vector<std::int64_t> flipped;
+  for (std::int64_t i = 0; i < N; ++i)
+    if (rng.uniform() < p.flip_y) flipped.push_back(i);
+  for (auto i : flipped) labels[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(C)));
+  return labels;
+}
+
+// Each output column's role, and for a repeated one the output column it copies
+// (col_src[j]: the logical column that output column j holds).
+void assign_roles(const ClassificationParams& p, const std::vector<int>& col_src, const std::vector<int>& repeat_of,
+                  ClassificationData& out) {
+  const int F = p.n_features, I = p.n_informative, R = p.n_redundant;
+  const int useful = I + R + p.n_repeated;
+  std::vector<int> col_dest(static_cast<std::size_t>(F));
+  for (int j = 0; j < F; ++j) col_dest[static_cast<std::size_t>(col_src[static_cast<std::size_t>(j)])] = j;
+  out.roles.resize(static_cast<std::size_t>(F));
+  out.repeated_source.assign(static_cast<std::size_t>(F), -1);
+  for (int j = 0; j < F; ++j) {
+    const int logical = col_src[static_cast<std::size_t>(j)];
+    out.roles[static_cast<std::size_t>(j)] = logical < I               ? FeatureRole::Informative
+                                             : logical < I + R         ? FeatureRole::Redundant
+                                             : logical < useful        ? FeatureRole::Repeated
+                                                                       : FeatureRole::Noise;
+    if (out.roles[static_cast<std::size_t>(j)] == FeatureRole::Repeated)
+      out.repeated_source[static_cast<std::size_t>(j)] = col_dest[static_cast<std::size_t>(repeat_of[static_cast<std::size_t>(logical - I - R)])];
+  }
+}
+
 }  // namespace
 
 ClassificationData make_classification(const ClassificationParams& p) {
@@ -190,50 +274,15 @@ ClassificationData make_classification(const ClassificationParams& p) {
                 " float32 values does not fit in memory");
   }
 
-  // Rows per cluster, exactly as sklearn (the same double arithmetic before truncation).
-  const auto weights = class_weights(p);
-  std::vector<std::int64_t> cluster_rows(static_cast<std::size_t>(K));
-  std::int64_t assigned = 0;
-  for (std::int64_t k = 0; k < K; ++k) {
-    cluster_rows[static_cast<std::size_t>(k)] =
-        static_cast<std::int64_t>(static_cast<double>(N) * weights[static_cast<std::size_t>(k % C)] / p.n_clusters_per_class);
-    assigned += cluster_rows[static_cast<std::size_t>(k)];
-  }
-  for (std::int64_t i = 0; i < N - assigned; ++i) ++cluster_rows[static_cast<std::size_t>(i % K)];
+  const std::vector<std::int64_t> cluster_rows = cluster_row_counts(p, K);
 
   // Everything but the per-row normals comes from stream 0, in sklearn's order; the row
   // and column permutations are drawn last, so shuffling permutes and changes nothing else.
   RandomStream rng(out.seed, 0);
-  std::vector<double> centroids = hypercube_vertices(K, I, rng);
-  for (auto& c : centroids) c = c * 2 * p.class_sep - p.class_sep;
-  if (!p.hypercube) {
-    std::vector<double> per_cluster(static_cast<std::size_t>(K)), per_dim(static_cast<std::size_t>(I));
-    for (auto& u : per_cluster) u = rng.uniform();
-    for (auto& u : per_dim) u = rng.uniform();
-    for (std::int64_t k = 0; k < K; ++k)
-      for (int j = 0; j < I; ++j)
-        centroids[static_cast<std::size_t>(k * I + j)] *= per_cluster[static_cast<std::size_t>(k)] * per_dim[static_cast<std::size_t>(j)];
-  }
-  std::vector<double> A(static_cast<std::size_t>(K * I * I));  // K matrices [I, I]
-  for (auto& a : A) a = 2 * rng.uniform() - 1;
-  std::vector<double> B(static_cast<std::size_t>(I) * R);  // [I, R]
-  for (auto& b : B) b = 2 * rng.uniform() - 1;
-  std::vector<int> repeat_of(static_cast<std::size_t>(P));  // logical source column of each repeated one
-  for (auto& r : repeat_of) r = static_cast<int>((I + R - 1) * rng.uniform() + 0.5);
+  const ClusterDraws draws = draw_clusters(p, K, rng);
+  const std::vector<int>& repeat_of = draws.repeat_of;
 
-  // Labels in cluster order, then flip_y of them to a random class.
-  std::vector<std::int32_t> labels(static_cast<std::size_t>(N));
-  {
-    std::int64_t row = 0;
-    for (std::int64_t k = 0; k < K; ++k)
-      for (std::int64_t r = 0; r < cluster_rows[static_cast<std::size_t>(k)]; ++r)
-        labels[static_cast<std::size_t>(row++)] = static_cast<std::int32_t>(k % C);
-  }
-  std::vector<std::int64_t> flipped;
-  for (std::int64_t i = 0; i < N; ++i)
-    if (rng.uniform() < p.flip_y) flipped.push_back(i);
-  for (auto i : flipped) labels[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(C)));
-
+  const std::vector<std::int32_t> labels = cluster_labels(p, cluster_rows, rng);
   const std::vector<double> shift = per_feature(p.shift, F, rng, -p.class_sep, 2 * p.class_sep);
   const std::vector<double> scale = per_feature(p.scale, F, rng, 1.0, 100.0);
 
@@ -246,21 +295,8 @@ ClassificationData make_classification(const ClassificationParams& p) {
     const auto cols = random_permutation(F, rng);
     for (int j = 0; j < F; ++j) col_src[static_cast<std::size_t>(j)] = static_cast<int>(cols[static_cast<std::size_t>(j)]);
   }
-  std::vector<int> col_dest(static_cast<std::size_t>(F));
-  for (int j = 0; j < F; ++j) col_dest[static_cast<std::size_t>(col_src[static_cast<std::size_t>(j)])] = j;
-
   for (std::int64_t i = 0; i < N; ++i) out.y[static_cast<std::size_t>(row_dest[static_cast<std::size_t>(i)])] = labels[static_cast<std::size_t>(i)];
-  out.roles.resize(static_cast<std::size_t>(F));
-  out.repeated_source.assign(static_cast<std::size_t>(F), -1);
-  for (int j = 0; j < F; ++j) {
-    const int logical = col_src[static_cast<std::size_t>(j)];
-    out.roles[static_cast<std::size_t>(j)] = logical < I               ? FeatureRole::Informative
-                                             : logical < I + R         ? FeatureRole::Redundant
-                                             : logical < useful        ? FeatureRole::Repeated
-                                                                       : FeatureRole::Noise;
-    if (out.roles[static_cast<std::size_t>(j)] == FeatureRole::Repeated)
-      out.repeated_source[static_cast<std::size_t>(j)] = col_dest[static_cast<std::size_t>(repeat_of[static_cast<std::size_t>(logical - I - R)])];
-  }
+  assign_roles(p, col_src, repeat_of, out);
 
   // Rows in blocks within one cluster: draw normals, mix the informative part with the
   // cluster's A (dgemm), derive redundant and repeated columns, shift and scale, then
@@ -271,8 +307,8 @@ ClassificationData make_classification(const ClassificationParams& p) {
   std::int64_t cluster_first = 0;
   for (std::int64_t k = 0; k < K; ++k) {
     const std::int64_t cluster_end = cluster_first + cluster_rows[static_cast<std::size_t>(k)];
-    const double* Ak = A.data() + k * I * I;
-    const double* centroid = centroids.data() + k * I;
+    const double* Ak = draws.A.data() + k * I * I;
+    const double* centroid = draws.centroids.data() + k * I;
     for (std::int64_t first = cluster_first; first < cluster_end; first += kBlock) {
       const std::int64_t b = std::min(kBlock, cluster_end - first);
       for (std::int64_t r = 0; r < b; ++r) {
@@ -287,7 +323,7 @@ ClassificationData make_classification(const ClassificationParams& p) {
       for (std::int64_t r = 0; r < b; ++r)
         for (int j = 0; j < I; ++j) L[static_cast<std::size_t>(r * F + j)] += centroid[j];
       if (R > 0)
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(b), R, I, 1.0, L.data(), F, B.data(), R,
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(b), R, I, 1.0, L.data(), F, draws.B.data(), R,
                     0.0, L.data() + I, F);
       for (std::int64_t r = 0; r < b; ++r) {
         double* row = L.data() + r * F;

@@ -90,8 +90,7 @@ std::int64_t CnnLayout::forward_floats_per_row() const {
 
 std::int64_t CnnLayout::forward_multiply_adds() const {
   std::int64_t macs = 0;
-  for (const auto& c : convs_) macs += c.pixels() * c.patch() * c.out_channels;
-  for (const auto& d : denses_) macs += std::int64_t{d.in_features} * d.out_features;
+  for (const auto& n : nodes_) macs += n.shape.multiply_adds;  // each op's shape rule states its own
   return macs;
 }
 

@@ -68,7 +68,6 @@ template <class T>
 struct Precision;
 template <>
 struct Precision<float> {
-  static constexpr int lanes = logreg_detail::kLanes;
   static KernelOps ops(LogregKernel kernel) {
     switch (kernel) {
       case LogregKernel::avx512: return logreg_detail::avx512_ops();
@@ -79,7 +78,6 @@ struct Precision<float> {
 };
 template <>
 struct Precision<double> {
-  static constexpr int lanes = logreg_detail::kLanes64;
   static logreg_detail::KernelOps64 ops(LogregKernel kernel) {
     switch (kernel) {
       case LogregKernel::avx512: return logreg_detail::avx512_ops64();
@@ -123,7 +121,7 @@ TileShape checked_shape(std::int64_t rows, int features, int classes) {
   if (features < 1) throw Error("logreg: features must be >= 1 (got " + std::to_string(features) + ")");
   if (classes < 1) throw Error("logreg: classes must be >= 1 (got " + std::to_string(classes) + ")");
   if (rows < 0) throw Error("logreg: rows must be >= 0 (got " + std::to_string(rows) + ")");
-  return TileShape{features, classes, round_up(features, Precision<T>::lanes), round_up(classes, kLanes)};
+  return TileShape{features, classes, round_up(features, logreg_detail::kLanesOf<T>), round_up(classes, kLanes)};
 }
 
 // WT[c][f] = W[f][c], zero for f >= F.

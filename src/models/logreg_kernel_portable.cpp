@@ -1,71 +1,84 @@
-// The logistic-regression kernel in plain scalar C++: the statement of the arithmetic in
-// logreg_kernel_spec.hpp, executable. Used where the CPU lacks AVX2 and as the oracle the
-// vector variants must match bit for bit.
+// The logistic-regression kernels (float32 and float64) in plain scalar C++: the statement
+// of the arithmetic in logreg_kernel_spec.hpp, executable, in T = float or double. Used
+// where the CPU lacks AVX2, as the oracle the vector variants must match bit for bit, and
+// (the float64 softmax) by every float64 variant: the softmax is C exponentials per row
+// against the F x C multiply-adds of the logits and the gradient each.
 #pragma GCC optimize("fp-contract=off")  // only the explicit std::fma may fuse
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "spmd/models/logreg_kernel_spec.hpp"
 
 namespace spmd::models::logreg_detail {
 namespace {
 
-void logits_portable(const float* X, int rows, const TileShape& shape, const float* WT, float* Z, const float*, int) {
+template <class T>
+T exp_of(T t) {
+  if constexpr (std::is_same_v<T, float>) return exp_spec(t);
+  else return exp64_spec(t);
+}
+
+template <class T>
+void logits_portable(const float* X, int rows, const TileShape& shape, const T* WT, T* Z, const float*, int) {
+  constexpr int lanes = kLanesOf<T>;
   const int F = shape.features, Fpad = shape.padded_features;
   for (int i = 0; i < rows; ++i) {
     const float* x = X + static_cast<std::int64_t>(i) * F;
     for (int c = 0; c < shape.classes; ++c) {
-      const float* w = WT + static_cast<std::int64_t>(c) * Fpad;
-      float acc[kLanes] = {};
-      for (int k = 0; k < Fpad; k += kLanes)
-        for (int j = 0; j < kLanes; ++j) {
+      const T* w = WT + static_cast<std::int64_t>(c) * Fpad;
+      T acc[lanes] = {};
+      for (int k = 0; k < Fpad; k += lanes)
+        for (int j = 0; j < lanes; ++j) {
           const int f = k + j;
-          acc[j] = std::fma(f < F ? x[f] : 0.0f, w[f], acc[j]);
+          acc[j] = std::fma(f < F ? static_cast<T>(x[f]) : T(0), w[f], acc[j]);
         }
-      Z[i * shape.padded_classes + c] = tree16_sum(acc);
+      Z[i * shape.padded_classes + c] = tree_sum<lanes>(acc);
     }
   }
 }
 
-void softmax_portable(const float* Z, const std::int32_t* labels, int rows, const TileShape& shape, float* D,
-                      double& loss) {
+template <class T>
+void softmax_portable(const T* Z, const std::int32_t* labels, int rows, const TileShape& shape, T* D, double& loss) {
   const int C = shape.classes;
   for (int i = 0; i < rows; ++i) {
-    const float* z = Z + i * shape.padded_classes;
-    float m = z[0];
+    const T* z = Z + i * shape.padded_classes;
+    T m = z[0];
     for (int c = 1; c < C; ++c) m = max_like_x86(m, z[c]);
-    float s = 0.0f;
+    T s = T(0);
     for (int c = 0; c < C; ++c) {
-      const float e = exp_spec(z[c] - m);
+      const T e = exp_of(z[c] - m);
       D[c * kTileRows + i] = e;
       s = c == 0 ? e : s + e;
     }
-    const float inverse = 1.0f / s;
+    const T inverse = T(1) / s;
     const int y = labels[i];
     for (int c = 0; c < C; ++c) {
-      float& d = D[c * kTileRows + i];
-      d = d * inverse - (c == y ? 1.0f : 0.0f);
+      T& d = D[c * kTileRows + i];
+      d = d * inverse - (c == y ? T(1) : T(0));
     }
     loss += (static_cast<double>(m) + std::log(static_cast<double>(s))) - static_cast<double>(z[y]);
   }
 }
 
-void gradient_portable(const float* X, const float* D, int rows, const TileShape& shape, float* Gf,
+template <class T>
+void gradient_portable(const float* X, const T* D, int rows, const TileShape& shape, T* Gf,
                        const float* /*next_X*/, int /*next_rows*/) {
   const int F = shape.features;
   for (int i = 0; i < rows; ++i) {
     const float* x = X + static_cast<std::int64_t>(i) * F;
     for (int c = 0; c < shape.classes; ++c) {
-      const float d = D[c * kTileRows + i];
-      float* g = Gf + static_cast<std::int64_t>(c) * shape.padded_features;
-      for (int f = 0; f < F; ++f) g[f] = std::fma(d, x[f], g[f]);
+      const T d = D[c * kTileRows + i];
+      T* g = Gf + static_cast<std::int64_t>(c) * shape.padded_features;
+      for (int f = 0; f < F; ++f) g[f] = std::fma(d, static_cast<T>(x[f]), g[f]);
     }
   }
 }
 
 }  // namespace
 
-KernelOps portable_ops() { return {logits_portable, softmax_portable, gradient_portable}; }
+KernelOps portable_ops() { return {logits_portable<float>, softmax_portable<float>, gradient_portable<float>}; }
+KernelOps64 portable_ops64() { return {logits_portable<double>, softmax_portable<double>, gradient_portable<double>}; }
 
 }  // namespace spmd::models::logreg_detail

@@ -27,10 +27,6 @@ std::size_t ParamSpec::size() const {
 
 OpShape infer_shape(const OpSpec& spec, const Shape& in) { return table<ShapeFn>().find(spec.kind, "shape rule")(spec, in); }
 
-std::vector<std::string> registered_kinds() {
-  return table<ShapeFn>().kinds();
-}
-
 std::unique_ptr<CpuOp> make_cpu_op(const OpSpec& spec, const OpShape& shape, const CpuOpContext& context) {
   return table<CpuFactory>().find(spec.kind, "CPU implementation")(spec, shape, context);
 }
@@ -39,7 +35,6 @@ std::unique_ptr<CpuLossOp> make_cpu_loss(const OpSpec& spec, const OpShape& shap
   return table<CpuLossFactory>().find(spec.kind, "CPU loss implementation")(spec, shape);
 }
 
-bool is_loss(const std::string& kind) { return table<CpuLossFactory>().contains(kind); }
 
 namespace detail {
 bool register_shape(const char* kind, ShapeFn fn) { return table<decltype(fn)>().add(kind, fn); }

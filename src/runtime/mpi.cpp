@@ -10,8 +10,6 @@
 
 namespace spmd::runtime {
 
-int node_local_rank(MPI_Comm comm) { return NodeComm(comm).rank(); }
-
 NodeComm::NodeComm(MPI_Comm comm) {
   int rank = 0;
   SPMD_CHECK_MPI(MPI_Comm_rank(comm, &rank), "");
@@ -37,11 +35,10 @@ Mpi::Mpi(int* argc, char*** argv) {
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) {
-    if (MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &thread_level_) != MPI_SUCCESS)
+    int provided = MPI_THREAD_SINGLE;
+    if (MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)
       throw Error("MPI_Init_thread failed: is this binary launched by a matching mpirun/srun --mpi=pmix?");
     owns_ = true;
-  } else {
-    MPI_Query_thread(&thread_level_);
   }
   // Errors come back as codes, so that SPMD_CHECK_MPI can name the call and the rank.
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);

@@ -92,10 +92,6 @@ struct Devices {
   const data::FeatureDecoder* decoder = nullptr;
   std::int64_t sample_size = 0;
 
-  float* probabilities_of(int i) {
-    auto& p = probabilities[static_cast<size_t>(i)];
-    return p.empty() ? nullptr : p.data();
-  }
   // Device i predicts n rows as stored at `stored` into classes (and probs, or nullptr). The
   // rows go as they lie when stored as the models see them; as bytes to a model that decodes
   // them where it computes (a GPU: a quarter of the bytes cross PCIe); else decoded on the

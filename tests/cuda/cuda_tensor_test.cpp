@@ -1,5 +1,5 @@
-// The CUDA building blocks: check macros (no GPU needed), device/pinned buffers and the
-// row-major GEMM wrappers (on a GPU; skipped visibly without one).
+// The CUDA building blocks: check macros and the handle owner (no GPU needed), device/pinned
+// buffers and the row-major GEMM wrappers (on a GPU; skipped visibly without one).
 #include <gtest/gtest.h>
 
 #include "gpu_test_support.hpp"
@@ -18,6 +18,7 @@
 #include "spmd/backends/cuda/device_buffer.hpp"
 #include "spmd/backends/cuda/gemm.hpp"
 #include "spmd/backends/cuda/stream.hpp"
+#include "spmd/backends/cuda/unique_handle.hpp"
 
 namespace {
 
@@ -51,6 +52,31 @@ TEST(CudaCheck, CublasErrorNamesStatus) {
     EXPECT_TRUE(contains(m, "CUBLAS_STATUS_NOT_INITIALIZED")) << m;
     EXPECT_TRUE(contains(m, "hint: binding a stream")) << m;
   }
+}
+
+// Stream, Event and CublasHandle own their handles through UniqueHandle: each handle is
+// released exactly once, by its last owner; moving transfers it, and a move-assignment
+// releases the handle it replaces.
+std::vector<int*> released;
+void record_release(int* handle) noexcept { released.push_back(handle); }
+
+TEST(UniqueHandle, ReleasesEachHandleOnceByItsLastOwner) {
+  using Owner = spmd::backends::cuda::UniqueHandle<int*, record_release>;
+  int a = 0, b = 0;
+  released.clear();
+  {
+    Owner first(&a);
+    Owner moved(std::move(first));
+    EXPECT_EQ(first.get(), nullptr);
+    EXPECT_EQ(moved.get(), &a);
+    Owner other(&b);
+    moved = std::move(other);  // releases a, now owns b
+    ASSERT_EQ(released, std::vector<int*>{&a});
+    moved = std::move(moved);  // NOLINT: self-move keeps b
+    EXPECT_EQ(moved.get(), &b);
+    Owner empty;
+  }
+  EXPECT_EQ(released, (std::vector<int*>{&a, &b}));
 }
 
 TEST(DeviceBuffer, EmptyBuffersMakeNoCudaCall) {

@@ -89,30 +89,35 @@ inline float exp_spec(float t) {
   return t < kExpCutoff ? 0.0f : e;
 }
 
-// The 16-lane reduction tree of the logits: distance 8, 4, 2, 1.
-inline float tree16_sum(const float* v) {
-  float l1[8], l2[4], l3[2];
-  for (int j = 0; j < 8; ++j) l1[j] = v[j] + v[j + 8];
-  for (int j = 0; j < 4; ++j) l2[j] = l1[j] + l1[j + 4];
-  for (int j = 0; j < 2; ++j) l3[j] = l2[j] + l2[j + 2];
-  return l3[0] + l3[1];
+// The reduction tree of the logits' N lanes: pairs at distance N/2, then N/4, ..., 1
+// (8, 4, 2, 1 for float32's 16 lanes; 4, 2, 1 for float64's 8).
+template <int N, class T>
+inline T tree_sum(const T* v) {
+  T l[N / 2];
+  for (int j = 0; j < N / 2; ++j) l[j] = v[j] + v[j + N / 2];
+  if constexpr (N == 2) return l[0];
+  else return tree_sum<N / 2>(l);
 }
 
-// The variants, behind one table of per-tile operations. A tile has at most kTileRows rows
-// of dense row-major X (row stride F). Z is row-major [kTileRows][Cpad]; D is class-major
-// [C][kTileRows] (d of tile row i, class c at D[c * kTileRows + i]).
-using LogitsFn = void (*)(const float* X, int rows, const TileShape& shape, const float* WT, float* Z,
-                          const float* next_X, int next_rows);
-// Softmax of each Z row into D; adds each row's loss to `loss` in row order.
-using SoftmaxFn = void (*)(const float* Z, const std::int32_t* labels, int rows, const TileShape& shape,
-                           float* D, double& loss);
-// Gf[c * Fpad + f] = fma(d(i, c), X[i][f], Gf[c * Fpad + f]) for the tile's rows in order
-// (lanes f >= F hold junk and are never read).
-// Logits and gradient both take the next tile's rows (next_X, next_rows; may be 0) and
-// prefetch them into L2 while they compute (each variant splits the work between the two
-// phases), so that the next tile reads from cache instead of waiting on memory.
-using GradientFn = void (*)(const float* X, const float* D, int rows, const TileShape& shape, float* Gf,
-                            const float* next_X, int next_rows);
+// The variants, behind one table of per-tile operations in T (float, or double for
+// float64; X is float32 in both). A tile has at most kTileRows rows of dense row-major X
+// (row stride F). Z is row-major [kTileRows][Cpad]; D is class-major [C][kTileRows] (d of
+// tile row i, class c at D[c * kTileRows + i]).
+template <class T>
+struct KernelOpsOf {
+  void (*logits)(const float* X, int rows, const TileShape& shape, const T* WT, T* Z, const float* next_X,
+                 int next_rows);
+  // Softmax of each Z row into D; adds each row's loss to `loss` in row order.
+  void (*softmax)(const T* Z, const std::int32_t* labels, int rows, const TileShape& shape, T* D, double& loss);
+  // Gf[c * Fpad + f] = fma(d(i, c), X[i][f], Gf[c * Fpad + f]) for the tile's rows in order
+  // (lanes f >= F hold junk and are never read).
+  // Logits and gradient both take the next tile's rows (next_X, next_rows; may be 0) and
+  // prefetch them into L2 while they compute (each variant splits the work between the two
+  // phases), so that the next tile reads from cache instead of waiting on memory.
+  void (*gradient)(const float* X, const T* D, int rows, const TileShape& shape, T* Gf, const float* next_X,
+                   int next_rows);
+};
+using KernelOps = KernelOpsOf<float>;
 
 // Calls body(c0, n) for each group [c0, c0 + n) of at most Group classes, with n a
 // std::integral_constant: the kernels keep a group's accumulators in registers, so they are
@@ -127,12 +132,6 @@ inline void for_each_class_group(int classes, Body&& body) {
   }
 }
 
-struct KernelOps {
-  LogitsFn logits;
-  SoftmaxFn softmax;
-  GradientFn gradient;
-};
-
 KernelOps portable_ops();
 KernelOps avx2_ops();
 KernelOps avx512_ops();  // call only where the CPU has AVX-512F
@@ -143,7 +142,7 @@ KernelOps avx512_ops();  // call only where the CPU has AVX-512F
 // W[f * C + c] (double), 0 for f >= F.
 // Logits: 8 double lanes; lane j accumulates, over k = 0, 1, ..., Fpad64 / 8 - 1,
 // acc_j = fma((double)x[8k + j], WT64[c][8k + j], acc_j) (x taken as 0 past F), and
-// z_c = tree8_sum(acc) (pairs at distance 4, then 2, 1).
+// z_c = tree_sum<8>(acc) (pairs at distance 4, then 2, 1).
 // Softmax: as float32's, in double, with exp64_spec; row loss = (m + log(s)) - z_y.
 // Gradient: g = fma(d_c, (double)x_f, g) in double; the sums restart every
 // kLogregGradFloatBlockRows rows of the chunk and are added to the chunk sums in block
@@ -185,23 +184,12 @@ inline double exp64_spec(double t) {
   return t < kExp64Cutoff ? 0.0 : e;
 }
 
-inline double tree8_sum(const double* v) {
-  double l1[4], l2[2];
-  for (int j = 0; j < 4; ++j) l1[j] = v[j] + v[j + 4];
-  for (int j = 0; j < 2; ++j) l2[j] = l1[j] + l1[j + 2];
-  return l2[0] + l2[1];
-}
+// The lanes of the logits in T's precision (Fpad: F rounded up to them).
+template <class T>
+inline constexpr int kLanesOf = sizeof(T) == sizeof(double) ? kLanes64 : kLanes;
 
-// The float64 variants' table: as above with double WT, Z, D and G (X still float).
-struct KernelOps64 {
-  void (*logits)(const float* X, int rows, const TileShape& shape, const double* WT, double* Z, const float* next_X,
-                 int next_rows);
-  void (*softmax)(const double* Z, const std::int32_t* labels, int rows, const TileShape& shape, double* D,
-                  double& loss);
-  void (*gradient)(const float* X, const double* D, int rows, const TileShape& shape, double* G, const float* next_X,
-                   int next_rows);
-};
-// shape.padded_features is Fpad64 for these.
+// The float64 variants' table (double WT, Z, D and G); shape.padded_features is Fpad64.
+using KernelOps64 = KernelOpsOf<double>;
 KernelOps64 portable_ops64();
 KernelOps64 avx2_ops64();
 KernelOps64 avx512_ops64();  // call only where the CPU has AVX-512F

@@ -103,7 +103,6 @@ using CpuLossFactory = std::unique_ptr<CpuLossOp> (*)(const OpSpec&, const OpSha
 // spmd::Error naming the kind when the CPU has no implementation of it.
 std::unique_ptr<CpuOp> make_cpu_op(const OpSpec& spec, const OpShape& shape, const CpuOpContext& context);
 std::unique_ptr<CpuLossOp> make_cpu_loss(const OpSpec& spec, const OpShape& shape);
-bool is_loss(const std::string& kind);
 
 namespace detail {
 bool register_cpu(const char* kind, CpuFactory fn);

@@ -57,7 +57,6 @@ using ShapeFn = OpShape (*)(const OpSpec& spec, const Shape& in);
 // The kind's shape rule; spmd::Error naming the kind (and the kinds there are) when none is
 // registered.
 OpShape infer_shape(const OpSpec& spec, const Shape& in);
-std::vector<std::string> registered_kinds();
 
 namespace detail {
 bool register_shape(const char* kind, ShapeFn fn);

@@ -15,25 +15,18 @@ class Mpi {
 
   int rank() const { return rank_; }
   int size() const { return size_; }
-  // The thread level MPI granted (MPI_THREAD_MULTIPLE when the library supports it).
-  int thread_level() const { return thread_level_; }
 
  private:
   bool owns_ = false;
   int rank_ = 0;
   int size_ = 1;
-  int thread_level_ = MPI_THREAD_SINGLE;
 };
 
-// This process's rank among the ranks of comm on its node (MPI_COMM_TYPE_SHARED).
-// Collective over comm. Checks that touch the file system run on local rank 0 only: once
-// per node rather than once per rank (thousands of ranks stat-ing one path at once load a
-// parallel file system's metadata server for nothing), yet still on every node, where a
-// path may be visible on some nodes only.
-int node_local_rank(MPI_Comm comm);
-
 // The ranks of comm on this node (MPI_COMM_TYPE_SHARED), for the life of the object.
-// Collective over comm when made and when destroyed.
+// Collective over comm when made and when destroyed. Checks that touch the file system run
+// on the node's rank 0 only: once per node rather than once per rank (thousands of ranks
+// stat-ing one path at once load a parallel file system's metadata server for nothing), yet
+// still on every node, where a path may be visible on some nodes only.
 class NodeComm {
  public:
   explicit NodeComm(MPI_Comm comm);

@@ -19,8 +19,6 @@ std::string run_header(const runtime::Context& ctx, const EnsembleOptions& o);
 std::string start_text(const EnsembleResult& start, const EnsembleOptions& o);
 // One epoch's row: losses, accuracies (the members' min..max), seconds, images/s per member.
 std::string epoch_row(const EpochMetrics& e);
-// The model and data used, how a stopped run ended (and how to resume it), the speed and the
-// parameters' digest.
 // Rank 0's display of a run (nothing elsewhere; progress lines not with --quiet): where it
 // starts (a resumed run says so before it trains), then a progress line every
 // --progress-every steps (0: 10 per epoch). events() fills start and progress.
@@ -36,6 +34,8 @@ class EnsembleDisplay {
   ProgressLine line_;
 };
 
+// The model and data used, how a stopped run ended (and how to resume it), the speed and the
+// parameters' digest.
 std::string summary_text(const EnsembleResult& r, const EnsembleOptions& o);
 
 nlohmann::json to_json(const EnsembleResult& r, const EnsembleOptions& o, const runtime::Context& ctx);

@@ -1,16 +1,18 @@
-// Logistic regression on a GPU: the per-chunk partials of a device's rows (LogregShard) and
-// the eval predictor. Both perform EXACTLY the arithmetic of logreg_kernel_spec.hpp, so a
+// Logistic regression on a GPU: the per-chunk partials of a device's rows (LogregShard in
+// float32, LogregShard64 for --precision float64) and the eval predictor. Both perform
+// EXACTLY the arithmetic of logreg_kernel_spec.hpp (its float32 or float64 section), so a
 // GPU gives the same bits as the CPU kernels: iterates do not depend on how chunks are
 // spread over ranks, devices or backends (cuBLAS could not promise that: its algorithm, and
 // so its summation order, depends on the matrix shapes).
 //
-// One evaluation, X resident on the GPU (read twice: logits, then gradient), in float32
-// (the shard's other steps, shared with float64, are in logreg_shard.cuh):
-//   logits_kernel          thread per (row, class): 16 fma lanes over the features, the
-//                          spec's tree; W enters transposed and zero padded (WT [C][Fpad])
-//   softmax_kernel         thread per row: max, exp_spec, sum, D = P - Y in place of Z; the
-//                          row's (max, sum, z_label) go to the host
-// Every float operation is an explicit fmaf or a _rn intrinsic, which nvcc never fuses or
+// One evaluation, X resident on the GPU (read twice: logits, then gradient), in T = float or
+// double (the shard's other steps are in logreg_shard.cuh):
+//   logits_kernel          thread per (row, class): the spec's lanes of fma over the features
+//                          (16 float, or 8 double with x widened from float32), the spec's
+//                          tree; W enters transposed and zero padded (WT [C][Fpad])
+//   softmax_kernel         thread per row: max, the spec's exp, sum, D = P - Y in place of Z;
+//                          the row's (max, sum, z_label) go to the host
+// Every operation is an explicit fma or a _rn intrinsic, which nvcc never fuses or
 // reorders, so the default --fmad=true cannot change a bit.
 #include <algorithm>
 #include <cmath>
@@ -18,6 +20,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "spmd/models/logreg_kernel_spec.hpp"
@@ -47,8 +50,19 @@ constexpr int kLanes = spec::kLanes;
 // Rows per predictor tile: bounds the GPU memory of a predictor (tile * features floats).
 constexpr std::int64_t kPredictTileRows = 16384;
 
+// The spec's operations in T, one correctly rounded operation each.
+__device__ inline float add_rn(float a, float b) { return __fadd_rn(a, b); }
+__device__ inline double add_rn(double a, double b) { return __dadd_rn(a, b); }
+__device__ inline float sub_rn(float a, float b) { return __fsub_rn(a, b); }
+__device__ inline double sub_rn(double a, double b) { return __dsub_rn(a, b); }
+__device__ inline float mul_rn(float a, float b) { return __fmul_rn(a, b); }
+__device__ inline double mul_rn(double a, double b) { return __dmul_rn(a, b); }
+__device__ inline float div_rn(float a, float b) { return __fdiv_rn(a, b); }
+__device__ inline double div_rn(double a, double b) { return __ddiv_rn(a, b); }
+
 // spec::max_like_x86.
-__device__ inline float max_like_x86(float a, float b) { return a > b ? a : b; }
+template <class T>
+__device__ inline T max_like_x86(T a, T b) { return a > b ? a : b; }
 
 // spec::exp_spec, operation by operation.
 __device__ inline float exp_spec(float t) {
@@ -71,83 +85,118 @@ __device__ inline float exp_spec(float t) {
   return t < spec::kExpCutoff ? 0.0f : e;
 }
 
+// The Taylor coefficients one by one: scalar constexpr values are usable in device code.
+template <int k>
+constexpr double kTaylor = spec::kExp64Taylor[k];
+
+// spec::exp64_spec, operation by operation.
+__device__ inline double exp_spec(double t) {
+  const double tc = max_like_x86(spec::kExp64Cutoff, t);
+  const double n = __dsub_rn(__dadd_rn(__dmul_rn(tc, spec::kLog2e64), spec::kRoundMagic64), spec::kRoundMagic64);
+  double r = fma(-n, spec::kLn2Hi64, tc);
+  r = fma(-n, spec::kLn2Lo64, r);
+  static_assert(spec::kExp64Degree == 13, "the Horner steps below are written out for degree 13");
+  double p = kTaylor<0>;
+  p = fma(p, r, kTaylor<1>);
+  p = fma(p, r, kTaylor<2>);
+  p = fma(p, r, kTaylor<3>);
+  p = fma(p, r, kTaylor<4>);
+  p = fma(p, r, kTaylor<5>);
+  p = fma(p, r, kTaylor<6>);
+  p = fma(p, r, kTaylor<7>);
+  p = fma(p, r, kTaylor<8>);
+  p = fma(p, r, kTaylor<9>);
+  p = fma(p, r, kTaylor<10>);
+  p = fma(p, r, kTaylor<11>);
+  p = fma(p, r, kTaylor<12>);
+  p = fma(p, r, kTaylor<13>);
+  const long long exponent = ((isnan(n) ? 0LL : static_cast<long long>(n)) + 1023LL) << 52;
+  const double e = __dmul_rn(p, __longlong_as_double(exponent));
+  return t < spec::kExp64Cutoff ? 0.0 : e;
+}
+
+// spec::tree_sum in place: pairs at distance n/2, then n/4, ..., 1; the sum ends in v[0].
+template <int n, class T>
+__device__ inline void tree_sum_in_place(T* v) {
+#pragma unroll
+  for (int j = 0; j < n / 2; ++j) v[j] = add_rn(v[j], v[j + n / 2]);
+  if constexpr (n > 2) tree_sum_in_place<n / 2>(v);
+}
+
 // z[r * C + c] = the spec's logit of row r, class c: lane j accumulates
-// fma(x[16k + j], WT[c][16k + j]) over k (x = 0 past F), then the 8-4-2-1 tree.
+// fma((T) x[lanes k + j], WT[c][lanes k + j]) over k (x = 0 past F), then the tree.
 // WT [C][Fpad], zero for f >= F.
-__global__ void logits_kernel(const float* X, std::int64_t rows, int features, int padded_features, const float* WT,
-                              int classes, float* z) {
+template <class T>
+__global__ void logits_kernel(const float* X, std::int64_t rows, int features, int padded_features, const T* WT,
+                              int classes, T* z) {
+  constexpr int lanes = spec::kLanesOf<T>;
   const std::int64_t total = rows * classes;
   for (std::int64_t i = grid_start(); i < total; i += grid_stride()) {
     const std::int64_t r = i / classes;
     const int c = static_cast<int>(i - r * classes);
     const float* x = X + r * features;
-    const float* w = WT + static_cast<std::int64_t>(c) * padded_features;
-    float acc[kLanes];
+    const T* w = WT + static_cast<std::int64_t>(c) * padded_features;
+    T acc[lanes];
 #pragma unroll
-    for (int j = 0; j < kLanes; ++j) acc[j] = 0.0f;
-    for (int k = 0; k < padded_features; k += kLanes) {
+    for (int j = 0; j < lanes; ++j) acc[j] = T(0);
+    for (int k = 0; k < padded_features; k += lanes) {
 #pragma unroll
-      for (int j = 0; j < kLanes; ++j) {
+      for (int j = 0; j < lanes; ++j) {
         const int f = k + j;
-        acc[j] = fmaf(f < features ? x[f] : 0.0f, w[f], acc[j]);
+        acc[j] = fma_rn(f < features ? static_cast<T>(x[f]) : T(0), w[f], acc[j]);
       }
     }
-    float l1[8], l2[4];
-#pragma unroll
-    for (int j = 0; j < 8; ++j) l1[j] = __fadd_rn(acc[j], acc[j + 8]);
-#pragma unroll
-    for (int j = 0; j < 4; ++j) l2[j] = __fadd_rn(l1[j], l1[j + 4]);
-    z[i] = __fadd_rn(__fadd_rn(l2[0], l2[2]), __fadd_rn(l2[1], l2[3]));
+    tree_sum_in_place<lanes>(acc);
+    z[i] = acc[0];
   }
 }
 
 // Per row: z <- softmax(z) - onehot(label) (the spec's softmax, in place) and
 // stats[r] = (m, s, z[label]) for the host's loss.
-__global__ void softmax_kernel(float* z, const std::int32_t* labels, std::int64_t rows, int classes, float* stats) {
+template <class T>
+__global__ void softmax_kernel(T* z, const std::int32_t* labels, std::int64_t rows, int classes, T* stats) {
   for (std::int64_t r = grid_start(); r < rows; r += grid_stride()) {
-    float* zr = z + r * classes;
+    T* zr = z + r * classes;
     const std::int32_t y = labels[r];
-    const float z_label = zr[y];
-    float m = zr[0];
+    const T z_label = zr[y];
+    T m = zr[0];
     for (int c = 1; c < classes; ++c) m = max_like_x86(m, zr[c]);
-    float s = 0.0f;
+    T s = T(0);
     for (int c = 0; c < classes; ++c) {
-      const float e = exp_spec(__fsub_rn(zr[c], m));
+      const T e = exp_spec(sub_rn(zr[c], m));
       zr[c] = e;
-      s = c == 0 ? e : __fadd_rn(s, e);
+      s = c == 0 ? e : add_rn(s, e);
     }
-    const float inverse = __fdiv_rn(1.0f, s);
-    for (int c = 0; c < classes; ++c) zr[c] = __fsub_rn(__fmul_rn(zr[c], inverse), c == y ? 1.0f : 0.0f);
+    const T inverse = div_rn(T(1), s);
+    for (int c = 0; c < classes; ++c) zr[c] = sub_rn(mul_rn(zr[c], inverse), c == y ? T(1) : T(0));
     stats[r * kRowStats + 0] = m;
     stats[r * kRowStats + 1] = s;
     stats[r * kRowStats + 2] = z_label;
   }
 }
 
-void launch_logits(const float* X, std::int64_t rows, int features, const float* WT, int classes, float* z,
-                   cudaStream_t stream) {
-  logits_kernel<<<blocks_for(rows * classes), kThreadsPerBlock, 0, stream>>>(
-      X, rows, features, spec::round_up(features, kLanes), WT, classes, z);
-  SPMD_CHECK_CUDA_LAUNCH("logreg logits kernel");
-}
+// The shard's Kernels (logreg_shard.cuh) in T.
+template <class T>
+struct Kernels {
+  using Scalar = T;
+  static constexpr int kLanes = spec::kLanesOf<T>;
+  static constexpr bool kFloat = std::is_same_v<T, float>;
+  static void logits(const float* X, std::int64_t rows, int features, const T* WT, int classes, T* z,
+                     cudaStream_t stream) {
+    logits_kernel<T><<<blocks_for(rows * classes), kThreadsPerBlock, 0, stream>>>(
+        X, rows, features, spec::round_up(features, kLanes), WT, classes, z);
+    SPMD_CHECK_CUDA_LAUNCH(kFloat ? "logreg logits kernel" : "logreg float64 logits kernel");
+  }
+  static void softmax(T* z, const std::int32_t* labels, std::int64_t rows, int classes, T* stats,
+                      cudaStream_t stream) {
+    softmax_kernel<T><<<blocks_for(rows), kThreadsPerBlock, 0, stream>>>(z, labels, rows, classes, stats);
+    SPMD_CHECK_CUDA_LAUNCH(kFloat ? "logreg softmax kernel" : "logreg float64 softmax kernel");
+  }
+};
 
 std::size_t transposed_size(int features, int classes) {
   return static_cast<std::size_t>(classes) * spec::round_up(features, kLanes);
 }
-
-struct Float32Kernels {
-  using T = float;
-  static constexpr int kLanes = spec::kLanes;
-  static void logits(const float* X, std::int64_t rows, int features, const float* WT, int classes, float* z,
-                     cudaStream_t stream) {
-    launch_logits(X, rows, features, WT, classes, z, stream);
-  }
-  static void softmax(float* z, const std::int32_t* labels, std::int64_t rows, int classes, float* stats,
-                      cudaStream_t stream) {
-    softmax_kernel<<<blocks_for(rows), kThreadsPerBlock, 0, stream>>>(z, labels, rows, classes, stats);
-    SPMD_CHECK_CUDA_LAUNCH("logreg softmax kernel");
-  }
-};
 
 class CudaLogregPredictor final : public DevicePredictor {
  public:
@@ -205,7 +254,7 @@ class CudaLogregPredictor final : public DevicePredictor {
   // predictor's own code (the same bits on every backend).
   void finish_tile(std::int64_t first, std::int64_t n, std::int32_t* classes_out, float* probs_out) {
     const cudaStream_t s = stream_.get();
-    launch_logits(X_.data(), n, features_, WT_.data(), classes_, Z_.data(), s);
+    Kernels<float>::logits(X_.data(), n, features_, WT_.data(), classes_, Z_.data(), s);
     Z_.download(Z_host_.data(), static_cast<std::size_t>(n * classes_), s);
     stream_.synchronize("predicting logreg classes on the GPU");
     logreg_logits_to_outputs(Z_host_.data(), n, classes_, classes_, bias_.empty() ? nullptr : bias_.data(),
@@ -230,8 +279,16 @@ std::unique_ptr<LogregShard> make_logreg_shard_cuda(const runtime::DeviceInfo& d
                                                     const std::int32_t* labels, std::int64_t rows, int features,
                                                     int classes, std::int64_t chunk_rows) {
   check_shard_shape(features, classes, rows, chunk_rows, "CUDA logreg shard");
-  return std::make_unique<CudaLogregShardOf<Float32Kernels, LogregShard>>(device, X, labels, rows, features, classes,
+  return std::make_unique<CudaLogregShardOf<Kernels<float>, LogregShard>>(device, X, labels, rows, features, classes,
                                                                           chunk_rows);
+}
+
+std::unique_ptr<LogregShard64> make_logreg_shard64_cuda(const runtime::DeviceInfo& device, const float* X,
+                                                        const std::int32_t* labels, std::int64_t rows, int features,
+                                                        int classes, std::int64_t chunk_rows) {
+  check_shard_shape(features, classes, rows, chunk_rows, "CUDA logreg float64 shard");
+  return std::make_unique<CudaLogregShardOf<Kernels<double>, LogregShard64>>(device, X, labels, rows, features,
+                                                                             classes, chunk_rows);
 }
 
 std::unique_ptr<DevicePredictor> make_logreg_predictor_cuda(const runtime::DeviceInfo& device,

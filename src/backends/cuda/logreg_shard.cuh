@@ -1,14 +1,14 @@
 #pragma once
-// The part of the GPU logreg shard that float32 (logreg.cu) and float64 (logreg64.cu) share:
-// the gradient's block and chunk sums, the transposed upload and the shard object, which
-// runs one evaluation as
+// The GPU logreg shard's steps after the logits and the softmax (logreg.cu), in float32 and
+// float64 alike: the gradient's block and chunk sums, the transposed upload and the shard
+// object, which runs one evaluation as
 //   logits (Kernels::logits)  softmax (Kernels::softmax: D = P - Y in place of Z, and each
 //   row's (m, s, z_label) for the host)  block gradient (fma over a 256-row block's rows in
 //   order, in T)  chunk gradient (each chunk's blocks summed in double, in block order)
 //   host loss ((m + log s) - z_y in double with the host's std::log, summed in row order).
 // T is the kernels' arithmetic (float or double); the arithmetic is logreg_kernel_spec.hpp's
 // in that precision. Every operation is an explicit fma or _rn intrinsic, which nvcc never
-// fuses or reorders. Included by one .cu each: everything has internal linkage.
+// fuses or reorders. Included by logreg.cu: everything has internal linkage.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -131,13 +131,13 @@ void upload_transposed(const T* W, int features, int classes, int lanes, cuda::P
   WT.upload(wt, static_cast<std::size_t>(classes) * padded, stream);
 }
 
-// Kernels: T (the arithmetic), kLanes (of the logits), and
+// Kernels: Scalar (T, the arithmetic), kLanes (of the logits), and
 //   static void logits(const float* X, std::int64_t rows, int F, const T* WT, int C, T* Z, cudaStream_t);
 //   static void softmax(T* Z, const std::int32_t* labels, std::int64_t rows, int C, T* stats, cudaStream_t);
 template <class Kernels, class Base>
 class CudaLogregShardOf final : public Base {
  public:
-  using T = typename Kernels::T;
+  using T = typename Kernels::Scalar;
 
   CudaLogregShardOf(const runtime::DeviceInfo& device, const float* X, const std::int32_t* labels, std::int64_t rows,
                     int features, int classes, std::int64_t chunk_rows)

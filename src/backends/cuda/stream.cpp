@@ -1,31 +1,24 @@
 #include "spmd/backends/cuda/stream.hpp"
 
-#include <utility>
-
 #include "spmd/backends/cuda/check.hpp"
 #include "spmd/runtime/time_account.hpp"
 
 namespace spmd::backends::cuda {
 
+// Destructors cannot report; a failed destroy's error is cleared so that a later,
+// unrelated check does not see it (cuBLAS keeps no such state).
+void detail::destroy_stream(cudaStream_t stream) noexcept {
+  if (cudaStreamDestroy(stream) != cudaSuccess) cudaGetLastError();
+}
+void detail::destroy_cublas(cublasHandle_t handle) noexcept { cublasDestroy(handle); }
+
 Stream::Stream() {
-  SPMD_CHECK_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "creating a CUDA stream");
+  cudaStream_t stream = nullptr;
+  SPMD_CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "creating a CUDA stream");
+  stream_ = decltype(stream_)(stream);
 }
 
-Stream::~Stream() {
-  if (stream_ != nullptr && cudaStreamDestroy(stream_) != cudaSuccess) cudaGetLastError();
-}
-
-Stream::Stream(Stream&& other) noexcept : stream_(std::exchange(other.stream_, nullptr)) {}
-
-Stream& Stream::operator=(Stream&& other) noexcept {
-  if (this != &other) {
-    if (stream_ != nullptr && cudaStreamDestroy(stream_) != cudaSuccess) cudaGetLastError();
-    stream_ = std::exchange(other.stream_, nullptr);
-  }
-  return *this;
-}
-
-void Stream::synchronize(const char* what) const { SPMD_CHECK_CUDA(cudaStreamSynchronize(stream_), what); }
+void Stream::synchronize(const char* what) const { SPMD_CHECK_CUDA(cudaStreamSynchronize(get()), what); }
 
 void Stream::synchronize_copies(const char* what) const {
   runtime::DeviceTransferTimer transfer;
@@ -33,30 +26,13 @@ void Stream::synchronize_copies(const char* what) const {
 }
 
 CublasHandle::CublasHandle(cudaStream_t stream) {
-  SPMD_CHECK_CUBLAS(cublasCreate(&handle_), "creating a cuBLAS handle (is the GPU usable?)");
-  try {
-    SPMD_CHECK_CUBLAS(cublasSetStream(handle_, stream), "binding the cuBLAS handle to the object's stream");
-    // The default mode computes float32 GEMMs in float32; said explicitly because the
-    // results are compared with the CPU implementation (TF32 would not pass).
-    SPMD_CHECK_CUBLAS(cublasSetMathMode(handle_, CUBLAS_DEFAULT_MATH), "asking cuBLAS for float32 arithmetic (no TF32)");
-  } catch (...) {
-    cublasDestroy(handle_);
-    throw;
-  }
-}
-
-CublasHandle::~CublasHandle() {
-  if (handle_ != nullptr) cublasDestroy(handle_);
-}
-
-CublasHandle::CublasHandle(CublasHandle&& other) noexcept : handle_(std::exchange(other.handle_, nullptr)) {}
-
-CublasHandle& CublasHandle::operator=(CublasHandle&& other) noexcept {
-  if (this != &other) {
-    if (handle_ != nullptr) cublasDestroy(handle_);
-    handle_ = std::exchange(other.handle_, nullptr);
-  }
-  return *this;
+  cublasHandle_t handle = nullptr;
+  SPMD_CHECK_CUBLAS(cublasCreate(&handle), "creating a cuBLAS handle (is the GPU usable?)");
+  handle_ = decltype(handle_)(handle);  // destroyed by the member if a step below throws
+  SPMD_CHECK_CUBLAS(cublasSetStream(handle, stream), "binding the cuBLAS handle to the object's stream");
+  // The default mode computes float32 GEMMs in float32; said explicitly because the
+  // results are compared with the CPU implementation (TF32 would not pass).
+  SPMD_CHECK_CUBLAS(cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH), "asking cuBLAS for float32 arithmetic (no TF32)");
 }
 
 }  // namespace spmd::backends::cuda

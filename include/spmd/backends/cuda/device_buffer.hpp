@@ -26,85 +26,73 @@ void zero_async(void* dst, std::size_t bytes, cudaStream_t stream, const char* w
 void check_count(std::size_t count, std::size_t capacity, const char* what);
 }  // namespace detail
 
-// count elements of T in GPU memory (cudaMalloc), uninitialised.
-template <class T>
-class DeviceBuffer {
+namespace detail {
+// count elements of T from Allocate (uninitialised; 0 elements: no call), freed by Release;
+// move-only, a moved-from allocation is empty.
+template <class T, void* (*Allocate)(std::size_t, const char*), void (*Release)(void*) noexcept>
+class Allocation {
  public:
-  DeviceBuffer() = default;
-  DeviceBuffer(std::size_t count, const char* what)
-      : data_(count == 0 ? nullptr : static_cast<T*>(detail::device_allocate(count * sizeof(T), what))),
-        size_(count),
-        what_(what) {}
-  ~DeviceBuffer() { detail::device_release(data_); }
-  DeviceBuffer(DeviceBuffer&& other) noexcept
-      : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)), what_(other.what_) {}
-  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept {
+  Allocation() = default;
+  Allocation(std::size_t count, const char* what)
+      : data_(count == 0 ? nullptr : static_cast<T*>(Allocate(count * sizeof(T), what))), size_(count) {}
+  ~Allocation() { Release(data_); }
+  Allocation(Allocation&& other) noexcept
+      : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+  Allocation& operator=(Allocation&& other) noexcept {
     if (this != &other) {
-      detail::device_release(data_);
+      Release(data_);
       data_ = std::exchange(other.data_, nullptr);
       size_ = std::exchange(other.size_, 0);
-      what_ = other.what_;
     }
     return *this;
   }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
 
   T* data() { return data_; }
   const T* data() const { return data_; }
   std::size_t size() const { return size_; }
-  std::size_t bytes() const { return size_ * sizeof(T); }
-
-  // host [count] -> this[offset, offset + count). host may be pageable or pinned.
-  void upload(const T* host, std::size_t count, cudaStream_t stream, std::size_t offset = 0) {
-    detail::check_count(offset + count, size_, what_);
-    detail::copy_async(data_ + offset, host, count * sizeof(T), cudaMemcpyHostToDevice, stream, what_);
-  }
-  // this[offset, offset + count) -> host [count].
-  void download(T* host, std::size_t count, cudaStream_t stream, std::size_t offset = 0) const {
-    detail::check_count(offset + count, size_, what_);
-    detail::copy_async(host, data_ + offset, count * sizeof(T), cudaMemcpyDeviceToHost, stream, what_);
-  }
-  // All bytes zero (0.0f, 0.0, 0 for the arithmetic types).
-  void zero(cudaStream_t stream) { detail::zero_async(data_, bytes(), stream, what_); }
 
  private:
   T* data_ = nullptr;
   std::size_t size_ = 0;
+};
+}  // namespace detail
+
+// count elements of T in GPU memory (cudaMalloc), uninitialised.
+template <class T>
+class DeviceBuffer : public detail::Allocation<T, detail::device_allocate, detail::device_release> {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(std::size_t count, const char* what)
+      : DeviceBuffer::Allocation(count, what), what_(what) {}
+
+  std::size_t bytes() const { return this->size() * sizeof(T); }
+
+  // host [count] -> this[offset, offset + count). host may be pageable or pinned.
+  void upload(const T* host, std::size_t count, cudaStream_t stream, std::size_t offset = 0) {
+    detail::check_count(offset + count, this->size(), what_);
+    detail::copy_async(this->data() + offset, host, count * sizeof(T), cudaMemcpyHostToDevice, stream, what_);
+  }
+  // this[offset, offset + count) -> host [count].
+  void download(T* host, std::size_t count, cudaStream_t stream, std::size_t offset = 0) const {
+    detail::check_count(offset + count, this->size(), what_);
+    detail::copy_async(host, this->data() + offset, count * sizeof(T), cudaMemcpyDeviceToHost, stream, what_);
+  }
+  // All bytes zero (0.0f, 0.0, 0 for the arithmetic types).
+  void zero(cudaStream_t stream) { detail::zero_async(this->data(), bytes(), stream, what_); }
+
+ private:
   const char* what_ = "device buffer";  // a string literal naming the contents
 };
 
 // count elements of T in page-locked host memory (cudaMallocHost): the staging area of
 // asynchronous copies. Uninitialised.
 template <class T>
-class PinnedBuffer {
+class PinnedBuffer : public detail::Allocation<T, detail::pinned_allocate, detail::pinned_release> {
  public:
-  PinnedBuffer() = default;
-  PinnedBuffer(std::size_t count, const char* what)
-      : data_(count == 0 ? nullptr : static_cast<T*>(detail::pinned_allocate(count * sizeof(T), what))), size_(count) {}
-  ~PinnedBuffer() { detail::pinned_release(data_); }
-  PinnedBuffer(PinnedBuffer&& other) noexcept
-      : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
-  PinnedBuffer& operator=(PinnedBuffer&& other) noexcept {
-    if (this != &other) {
-      detail::pinned_release(data_);
-      data_ = std::exchange(other.data_, nullptr);
-      size_ = std::exchange(other.size_, 0);
-    }
-    return *this;
-  }
-  PinnedBuffer(const PinnedBuffer&) = delete;
-  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  using PinnedBuffer::Allocation::Allocation;
 
-  T* data() { return data_; }
-  const T* data() const { return data_; }
-  std::size_t size() const { return size_; }
-  std::span<T> span() { return {data_, size_}; }
-  std::span<const T> span() const { return {data_, size_}; }
-
- private:
-  T* data_ = nullptr;
-  std::size_t size_ = 0;
+  std::span<T> span() { return {this->data(), this->size()}; }
+  std::span<const T> span() const { return {this->data(), this->size()}; }
 };
 
 }  // namespace spmd::backends::cuda

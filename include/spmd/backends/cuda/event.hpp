@@ -4,22 +4,23 @@
 // or stream) returns at once, so a ring's first round needs no special case.
 #include <cuda_runtime_api.h>
 
+#include "spmd/backends/cuda/unique_handle.hpp"
+
 namespace spmd::backends::cuda {
+
+namespace detail {
+void destroy_event(cudaEvent_t event) noexcept;
+}  // namespace detail
 
 class Event {
  public:
   // what names the event's purpose in the message if creation fails.
   explicit Event(const char* what);
-  ~Event();
-  Event(Event&& other) noexcept;
-  Event& operator=(Event&& other) noexcept;
-  Event(const Event&) = delete;
-  Event& operator=(const Event&) = delete;
 
-  cudaEvent_t get() const { return event_; }
+  cudaEvent_t get() const { return event_.get(); }
 
  private:
-  cudaEvent_t event_ = nullptr;
+  UniqueHandle<cudaEvent_t, detail::destroy_event> event_;
 };
 
 }  // namespace spmd::backends::cuda

@@ -5,19 +5,21 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include "spmd/backends/cuda/unique_handle.hpp"
+
 namespace spmd::backends::cuda {
+
+namespace detail {
+void destroy_stream(cudaStream_t stream) noexcept;
+void destroy_cublas(cublasHandle_t handle) noexcept;
+}  // namespace detail
 
 class Stream {
  public:
   // Non-blocking: does not synchronise with the legacy default stream.
   Stream();
-  ~Stream();
-  Stream(Stream&& other) noexcept;
-  Stream& operator=(Stream&& other) noexcept;
-  Stream(const Stream&) = delete;
-  Stream& operator=(const Stream&) = delete;
 
-  cudaStream_t get() const { return stream_; }
+  cudaStream_t get() const { return stream_.get(); }
   // Waits for everything queued so far; a kernel fault or failed copy surfaces here as an
   // spmd::Error naming `what` (the step that was waited for).
   void synchronize(const char* what) const;
@@ -27,7 +29,7 @@ class Stream {
   void synchronize_copies(const char* what) const;
 
  private:
-  cudaStream_t stream_ = nullptr;
+  UniqueHandle<cudaStream_t, detail::destroy_stream> stream_;
 };
 
 class CublasHandle {
@@ -35,16 +37,11 @@ class CublasHandle {
   // Full float32 arithmetic (no TF32 tensor-op shortcuts): the results are compared with
   // the CPU implementation. All calls run on `stream`.
   explicit CublasHandle(cudaStream_t stream);
-  ~CublasHandle();
-  CublasHandle(CublasHandle&& other) noexcept;
-  CublasHandle& operator=(CublasHandle&& other) noexcept;
-  CublasHandle(const CublasHandle&) = delete;
-  CublasHandle& operator=(const CublasHandle&) = delete;
 
-  cublasHandle_t get() const { return handle_; }
+  cublasHandle_t get() const { return handle_.get(); }
 
  private:
-  cublasHandle_t handle_ = nullptr;
+  UniqueHandle<cublasHandle_t, detail::destroy_cublas> handle_;
 };
 
 }  // namespace spmd::backends::cuda
