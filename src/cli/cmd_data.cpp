@@ -23,15 +23,6 @@ const char* kDataUsage =
     "  make-classification --out FILE [...]     generate a classification set (sklearn's algorithm)\n"
     "  info FILE [--json FILE]                  datasets, shapes, dtypes, label histogram\n";
 
-// Runs fn on rank 0; every rank returns or throws together.
-void on_root(const std::function<void()>& fn) {
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  runtime::agree_on(MPI_COMM_WORLD, [&] {
-    if (rank == 0) fn();
-  });
-}
-
 int fashion_mnist(const Args& args) {
   po::options_description options("spmd data fashion-mnist options");
   options.add_options()("out", po::value<std::string>(), "output folder for train.h5 and test.h5 (required; created)")(
@@ -162,15 +153,8 @@ int info(const Args& args) {
 }  // namespace
 
 int cmd_data(const Args& args) {
-  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
-    print_root(kDataUsage);
-    return args.empty() ? 2 : 0;
-  }
-  const Args rest(args.begin() + 1, args.end());
-  if (args[0] == "fashion-mnist") return fashion_mnist(rest);
-  if (args[0] == "make-classification") return make_classification(rest);
-  if (args[0] == "info") return info(rest);
-  throw CollectiveError("spmd data: unknown subcommand '" + args[0] + "'\n" + kDataUsage);
+  return run_subcommand("data", args, kDataUsage,
+                        {{"fashion-mnist", fashion_mnist}, {"make-classification", make_classification}, {"info", info}});
 }
 
 }  // namespace spmd::cli

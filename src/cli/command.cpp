@@ -1,5 +1,6 @@
 #include "command.hpp"
 #include "option_checks.hpp"
+#include "commands.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -437,6 +438,26 @@ CommandLine parse_validated(const std::string& command, const std::string& usage
   make_canonical(cl);
   runtime::require_identical_on_all_ranks(MPI_COMM_WORLD, cl.canonical, "options or input files");
   return cl;
+}
+
+void on_root(const std::function<void()>& fn) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  runtime::agree_on(MPI_COMM_WORLD, [&] {
+    if (rank == 0) fn();
+  });
+}
+
+int run_subcommand(const std::string& command, const std::vector<std::string>& args, const char* usage,
+                   const std::map<std::string, Subcommand>& subcommands) {
+  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+    print_root(usage);
+    return args.empty() ? 2 : 0;
+  }
+  const auto it = subcommands.find(args[0]);
+  if (it == subcommands.end())
+    throw CollectiveError("spmd " + command + ": unknown subcommand '" + args[0] + "'\n" + usage);
+  return it->second(std::vector<std::string>(args.begin() + 1, args.end()));
 }
 
 }  // namespace spmd::cli

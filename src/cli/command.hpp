@@ -4,6 +4,7 @@
 // and the canonical text of the validated options that every rank hashes and compares.
 #include <boost/program_options.hpp>
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -99,5 +100,16 @@ struct FileOptions {
 CommandLine parse_validated(const std::string& command, const std::string& usage, const po::options_description& options,
                             const std::vector<std::string>& args, const FileOptions& files,
                             const std::function<void(const po::variables_map&)>& validate);
+
+// Serial work (reading or writing one file): fn runs on rank 0 and every rank returns or
+// throws together.
+void on_root(const std::function<void()>& fn);
+
+// spmd COMMAND SUBCOMMAND ...: runs the subcommand's function with the arguments after it;
+// no subcommand prints usage (exit 2), --help prints it (exit 0), an unknown one is an error
+// naming it.
+using Subcommand = int (*)(const std::vector<std::string>& args);
+int run_subcommand(const std::string& command, const std::vector<std::string>& args, const char* usage,
+                   const std::map<std::string, Subcommand>& subcommands);
 
 }  // namespace spmd::cli

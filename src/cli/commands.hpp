@@ -14,6 +14,7 @@ int cmd_eval(const Args& args);
 int cmd_logreg(const Args& args);
 int cmd_ensemble(const Args& args);
 int cmd_export(const Args& args);
+int cmd_model(const Args& args);
 
 // Prints on rank 0 only.
 void print_root(const std::string& text);

@@ -38,6 +38,7 @@ const char* kUsage =
     "  logreg     data-parallel multiclass logistic regression with L-BFGS\n"
     "  ensemble   CNN ensemble training, one member per device\n"
     "  export     an ensemble checkpoint or logreg weights as an ONNX model\n"
+    "  model      ONNX models: info MODEL.onnx (shapes, ops, parameters, FLOPs, what eval expects)\n"
     "\n"
     "Launch with mpirun -np N spmd ... or srun --mpi=pmix spmd ...; every rank runs the same command.\n";
 
@@ -119,7 +120,8 @@ int main(int argc, char** argv) {
   const std::map<std::string, int (*)(const spmd::cli::Args&)> commands = {
       {"info", spmd::cli::cmd_info},     {"data", spmd::cli::cmd_data},
       {"eval", spmd::cli::cmd_eval},     {"logreg", spmd::cli::cmd_logreg},
-      {"ensemble", spmd::cli::cmd_ensemble},  {"export", spmd::cli::cmd_export}};
+      {"ensemble", spmd::cli::cmd_ensemble},  {"export", spmd::cli::cmd_export},
+      {"model", spmd::cli::cmd_model}};
   const auto it = commands.find(command);
   if (it == commands.end()) {
     if (rank == 0) std::fprintf(stderr, "spmd: error: unknown command '%s'\n\n%s", command.c_str(), kUsage);

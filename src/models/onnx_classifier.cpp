@@ -185,7 +185,7 @@ class OnnxClassifier final : public Classifier {
     return std::make_unique<OnnxPredictor>(graph_, row_, mapping_, norm_, output_, classes_);
   }
   std::int64_t parameter_bytes() const override { return graph_->parameter_floats() * 4; }
-  // Every tensor of a run (each node's output is kept: no reuse yet), measured at load.
+  // The run's tensors (storage reused by liveness) and the ops' scratch, from trial runs at load.
   std::int64_t workspace_bytes(std::int64_t rows) const override { return fixed_bytes_ + rows * row_bytes_; }
 
  private:

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "onnx_fusion.hpp"
+#include "onnx_proto.hpp"
 #include "spmd/runtime/error.hpp"
 
 namespace spmd::models {
@@ -113,14 +114,6 @@ std::vector<std::int64_t> dims_of(const onnx::ValueInfoProto& v) {
   return dims;
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("cannot read '" + path + "'");
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  return bytes.str();
-}
-
 // The graph as it is being read: tensor slots by name, constant or computed.
 struct Builder {
   std::map<std::string, int> slot_of;
@@ -137,25 +130,44 @@ struct Builder {
 
 }  // namespace
 
-ops::Tensor read_onnx_tensor(const std::string& path) {
-  onnx::TensorProto t;
-  if (!t.ParseFromString(read_file(path))) throw Error("'" + path + "' is not a serialized ONNX tensor");
-  return tensor_from(t, "'" + path + "'");
+std::string read_file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("cannot read '" + path + "'");
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
 }
 
-std::shared_ptr<const OnnxGraph> OnnxGraph::load(const std::string& path) {
-  const std::string what = "ONNX model '" + path + "'";
+onnx::ModelProto read_onnx_model(const std::string& path, const std::string& what) {
   onnx::ModelProto model;
-  if (!model.ParseFromString(read_file(path))) throw Error(what + " is not an ONNX model (its protobuf cannot be parsed)");
+  if (!model.ParseFromString(read_file_bytes(path))) throw Error(what + " is not an ONNX model (its protobuf cannot be parsed)");
   try {
     onnx::checker::check_model(model);
   } catch (const std::exception& e) {
     throw Error(what + " is refused by the ONNX checker: " + e.what());
   }
+  return model;
+}
+
+int default_opset(const onnx::ModelProto& model) {
+  int opset = 0;
+  for (const auto& o : model.opset_import())
+    if (o.domain().empty() || o.domain() == "ai.onnx") opset = static_cast<int>(o.version());
+  return opset;
+}
+
+ops::Tensor read_onnx_tensor(const std::string& path) {
+  onnx::TensorProto t;
+  if (!t.ParseFromString(read_file_bytes(path))) throw Error("'" + path + "' is not a serialized ONNX tensor");
+  return tensor_from(t, "'" + path + "'");
+}
+
+std::shared_ptr<const OnnxGraph> OnnxGraph::load(const std::string& path) {
+  const std::string what = "ONNX model '" + path + "'";
+  const onnx::ModelProto model = read_onnx_model(path, what);
   auto g = std::make_shared<OnnxGraph>();
   g->path_ = path;
-  for (const auto& o : model.opset_import())
-    if (o.domain().empty() || o.domain() == "ai.onnx") g->opset_ = static_cast<int>(o.version());
+  g->opset_ = default_opset(model);
   const onnx::GraphProto& graph = model.graph();
   Builder b;
   for (const auto& init : graph.initializer()) {
@@ -307,7 +319,7 @@ void OnnxRunner::take_from_pool(ops::FloatBuffer& f, std::size_t want) {
   pool_.pop_back();
 }
 
-void OnnxRunner::run() {
+void OnnxRunner::run(const NodeObserver& after_each) {
   const auto& g = *graph_;
   for (std::size_t n = 0; n < g.nodes_.size(); ++n) {
     const ops::GraphNode& node = g.nodes_[n];
@@ -319,7 +331,9 @@ void OnnxRunner::run() {
       if (t.f.capacity() == 0 && !pool_.empty()) take_from_pool(t.f, last_size_[static_cast<std::size_t>(k)]);
       out_.push_back(&t);
     }
-    g.fns_[n](ops::OpCall{node, in_, out_});
+    const ops::OpCall call{node, in_, out_};
+    g.fns_[n](call);
+    if (after_each) after_each(call);
     for (const int k : node.outputs) last_size_[static_cast<std::size_t>(k)] = tensors_[static_cast<std::size_t>(k)].f.size();
     for (const int k : g.release_after_[n]) {
       auto& f = tensors_[static_cast<std::size_t>(k)].f;

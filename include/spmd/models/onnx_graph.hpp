@@ -5,6 +5,7 @@
 // (weights transposed by the graph, shape arithmetic on constants); what depends on the input
 // (even only on its batch size, like Shape) runs every call, on small int64 tensors.
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -68,7 +69,10 @@ class OnnxRunner {
   explicit OnnxRunner(std::shared_ptr<const OnnxGraph> graph);
   // The input tensors to fill (one per graph input), then run(); outputs() after it.
   ops::Tensor& input(std::size_t k) { return tensors_[static_cast<std::size_t>(graph_->input_index_.at(k))]; }
-  void run();
+  // after_each, where given, sees every node's call once it has run (its inputs and outputs):
+  // what spmd model info counts FLOPs from.
+  using NodeObserver = std::function<void(const ops::OpCall&)>;
+  void run(const NodeObserver& after_each = {});
   const ops::Tensor& output(std::size_t k) const {
     return k_output(static_cast<std::size_t>(graph_->output_index_.at(k)));
   }

@@ -1,0 +1,150 @@
+#include "spmd/models/onnx_info.hpp"
+
+#include <algorithm>
+#include <cctype>
+
+#include "onnx_proto.hpp"
+#include "spmd/models/onnx_classifier.hpp"
+#include "spmd/models/onnx_graph.hpp"
+#include "spmd/runtime/error.hpp"
+
+namespace spmd::models {
+
+namespace {
+
+std::string type_name(int type) {
+  switch (type) {
+    case onnx::TensorProto::FLOAT: return "float32";
+    case onnx::TensorProto::DOUBLE: return "float64";
+    case onnx::TensorProto::FLOAT16: return "float16";
+    case onnx::TensorProto::BFLOAT16: return "bfloat16";
+    default: {
+      std::string name = onnx::TensorProto_DataType_Name(static_cast<onnx::TensorProto_DataType>(type));
+      std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+      return name.empty() ? "type " + std::to_string(type) : name;
+    }
+  }
+}
+
+std::int64_t element_bytes(int type) {
+  switch (type) {
+    case onnx::TensorProto::DOUBLE: case onnx::TensorProto::INT64: case onnx::TensorProto::UINT64: return 8;
+    case onnx::TensorProto::FLOAT16: case onnx::TensorProto::BFLOAT16: case onnx::TensorProto::INT16:
+    case onnx::TensorProto::UINT16: return 2;
+    case onnx::TensorProto::INT8: case onnx::TensorProto::UINT8: case onnx::TensorProto::BOOL: return 1;
+    default: return 4;
+  }
+}
+
+// Images by their channel axis: a 4-D shape whose dimension 1 (NCHW) or 3 (NHWC) is 1, 3 or 4
+// and the other is not.
+std::string layout_of(const std::vector<std::string>& dims) {
+  if (dims.size() != 4) return "";
+  const auto channels = [](const std::string& d) { return d == "1" || d == "3" || d == "4"; };
+  if (channels(dims[1]) && !channels(dims[3])) return "NCHW";
+  if (channels(dims[3]) && !channels(dims[1])) return "NHWC";
+  return "";
+}
+
+OnnxModelInfo::Value value_of(const onnx::ValueInfoProto& v) {
+  OnnxModelInfo::Value out{v.name(), type_name(v.type().tensor_type().elem_type()), {}, ""};
+  for (const auto& d : v.type().tensor_type().shape().dim())
+    out.dims.push_back(d.has_dim_value() ? std::to_string(d.dim_value()) : d.has_dim_param() ? d.dim_param() : "?");
+  out.layout = layout_of(out.dims);
+  return out;
+}
+
+std::string shape_text(const std::vector<std::string>& dims) {
+  std::string s = "[";
+  for (std::size_t k = 0; k < dims.size(); ++k) s += (k ? ", " : "") + dims[k];
+  return s + "]";
+}
+
+// What the features dataset may hold for the input (onnx_classifier.hpp's rules).
+std::string expected_features(const OnnxModelInfo::Value& in) {
+  std::vector<std::string> row(in.dims.begin() + 1, in.dims.end());
+  std::string text = "features [N, " + shape_text(row).substr(1) + " as stored (1-sized dimensions aside)";
+  if (in.layout == "NCHW")
+    text += ", or images [N, " + row[1] + ", " + row[2] + ", " + row[0] + "] (NHWC, transposed to NCHW)";
+  if (row.size() == 1) text += ", or any sample of " + row[0] + " values (read row-major)";
+  return text;
+}
+
+// FLOPs of one example: 2 per multiply-add of the Conv, Gemm and MatMul nodes of a 1-row run.
+std::int64_t flops_per_example(const std::shared_ptr<const OnnxGraph>& graph) {
+  OnnxRunner runner(graph);
+  std::vector<std::int64_t> shape{1};
+  for (std::size_t k = 1; k < graph->inputs().front().dims.size(); ++k) shape.push_back(graph->inputs().front().dims[k]);
+  runner.input(0).reset(ops::ElemType::Float32, shape);
+  std::fill(runner.input(0).f.begin(), runner.input(0).f.end(), 0.0f);
+  std::int64_t macs = 0;
+  runner.run([&](const ops::OpCall& call) {
+    const std::string& op = call.node.op;
+    const std::int64_t out = call.out[0]->size();
+    if (op == "Conv") {
+      const auto& w = call.input(1).shape;
+      std::int64_t per_output = 1;
+      for (std::size_t k = 1; k < w.size(); ++k) per_output *= w[k];
+      macs += out * per_output;
+    } else if (op == "Gemm") {
+      const auto& a = call.input(0).shape;
+      macs += out * (call.node.attrs.i("transA", 0) ? a[0] : a[1]);
+    } else if (op == "MatMul") {
+      macs += out * call.input(0).shape.back();
+    }
+  });
+  return 2 * macs;
+}
+
+}  // namespace
+
+std::string OnnxModelInfo::Value::shape() const { return shape_text(dims); }
+
+OnnxModelInfo describe_onnx_model(const std::string& path) {
+  const onnx::ModelProto model = read_onnx_model(path, "ONNX model '" + path + "'");
+  OnnxModelInfo info;
+  info.path = path;
+  info.producer = model.producer_name();
+  info.producer_version = model.producer_version();
+  info.ir_version = model.ir_version();
+  info.opset = default_opset(model);
+  for (const auto& o : model.opset_import()) info.opsets[o.domain() == "ai.onnx" ? "" : o.domain()] = static_cast<int>(o.version());
+  const auto& graph = model.graph();
+  std::map<std::string, bool> initializer;
+  for (const auto& t : graph.initializer()) {
+    initializer[t.name()] = true;
+    std::int64_t count = 1;
+    for (const auto d : t.dims()) count *= d;
+    info.parameters += count;
+    info.parameter_bytes += t.has_raw_data() ? static_cast<std::int64_t>(t.raw_data().size()) : count * element_bytes(t.data_type());
+  }
+  for (const auto& in : graph.input())
+    if (!initializer.count(in.name())) info.inputs.push_back(value_of(in));
+  for (const auto& out : graph.output()) info.outputs.push_back(value_of(out));
+  for (const auto& n : graph.node()) {
+    const bool default_domain = n.domain().empty() || n.domain() == "ai.onnx";
+    const std::string op = default_domain ? n.op_type() : n.domain() + "." + n.op_type();
+    ++info.op_counts[op];
+    if (!default_domain || (op != "Constant" && !ops::find_graph_op(op))) ++info.unsupported[op];
+  }
+  if (!info.unsupported.empty()) {
+    info.refusal = "it uses ops spmd does not run:";
+    for (const auto& [op, count] : info.unsupported) info.refusal += " " + op + " (" + std::to_string(count) + ")";
+    return info;
+  }
+  try {
+    const auto classifier = make_onnx_classifier(path);  // every check spmd eval makes at load
+    const auto loaded = OnnxGraph::load(path);
+    info.classes = classifier->classes();
+    const std::string last = loaded->output_kind(0);
+    info.output_reading = last == "Softmax" ? "probabilities" : last == "LogSoftmax" ? "log-probabilities" : "logits";
+    info.expects = expected_features(info.inputs.front());
+    info.flops_per_example = flops_per_example(loaded);
+    info.evaluable = true;
+  } catch (const Error& e) {
+    info.refusal = e.what();
+  }
+  return info;
+}
+
+}  // namespace spmd::models

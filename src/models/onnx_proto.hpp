@@ -1,0 +1,20 @@
+#pragma once
+// Reading an ONNX file into Debian's ONNX library's protobuf types (private to src/models:
+// the public headers keep protobuf out of users' builds).
+#include <onnx/onnx_pb.h>
+
+#include <string>
+
+namespace spmd::models {
+
+// The file's bytes; spmd::Error "cannot read 'PATH'" when it cannot be opened.
+std::string read_file_bytes(const std::string& path);
+
+// The model in the file, checked by ONNX's checker. Throws spmd::Error naming the file (as
+// `what` says it) for one that is not an ONNX model or that the checker refuses.
+onnx::ModelProto read_onnx_model(const std::string& path, const std::string& what);
+
+// The default domain's opset (ai.onnx), 0 when the model imports none.
+int default_opset(const onnx::ModelProto& model);
+
+}  // namespace spmd::models
