@@ -135,7 +135,7 @@ def configure(src, build):
 
 
 # What the tests run: the CUDA module (nvcc, minutes) is left out; its mutants need a GPU.
-TARGETS = ["spmd_unit_tests", "spmd_mpi_tests", "spmd-cli"]
+TARGETS = ["spmd_unit_tests", "spmd_mpi_tests", "spmd_onnx_conformance", "spmd-cli"]
 
 
 def build(build_dir, jobs):
