@@ -41,7 +41,7 @@ PYEOF
 }
 run references 0 120 references
 
-for m in lenet resnet mlp channels_last; do
+for m in lenet resnet mlp channels_last mobile; do
   run "info_$m" 0 60 "$SPMD" model info "$WORK/$m.onnx" --json "$WORK/$m.json"
   run "info_${m}_matches" 0 30 $PY - "$WORK" "$m" <<'PYEOF'
 import json, sys

@@ -2,7 +2,8 @@
 # spmd eval --model onnx on classifiers users train, exported the way users export them:
 # PyTorch's (Debian's python3-torch, torch.onnx.export, opset 13, dynamic batch; a LeNet, a
 # ResNet with BatchNorm and skip connections, an MLP with LayerNorm and GELU ending in
-# LogSoftmax, a channels-last net with Concat, Sigmoid, AvgPool and Softmax; builders in
+# LogSoftmax, a channels-last net with Concat, Sigmoid, AvgPool and Softmax, a MobileNet-style
+# net with depthwise and grouped strided convolutions, ReLU6, a padded max-pool and Hardswish; builders in
 # tests/support/torch_models.py) and spmd's own exports (spmd export). Against PyTorch's
 # outputs and ONNX Runtime's: probabilities within 1e-4, the same argmax except where the top
 # two lie within 1e-4; the predictions file byte-identical on 1x1 and 3x2 ranks x devices
@@ -15,7 +16,7 @@ OUT=$WORK/out
 RC=$WORK/rc
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 ORT_RUN="$ROOT/tools/onnx/ort_run.js"
-MODELS="lenet resnet mlp channels_last"
+MODELS="lenet resnet mlp channels_last mobile"
 
 run inputs 0 60 fashion_subset 1003 "$SUB"
 run torch_export 0 120 $PY "$ROOT/tests/support/torch_models.py" export "$WORK"
@@ -45,7 +46,7 @@ if os.path.isdir(os.path.join(os.path.dirname(ort_run), "node_modules", "onnxrun
     with h5py.File(sub) as f:
         x = f["images"][...].astype(np.float32) / np.float32(255)
     shape = {"lenet": (len(x), 1, 28, 28), "resnet": (len(x), 1, 28, 28), "mlp": (len(x), 28, 28),
-             "channels_last": (len(x), 28, 28, 1)}[name]
+             "channels_last": (len(x), 28, 28, 1), "mobile": (len(x), 1, 28, 28)}[name]
     (x.transpose(0, 3, 1, 2) if shape[1] == 1 else x).reshape(shape).astype("<f4").tofile(f"{work}/{name}.in")
     subprocess.run(["node", ort_run, f"{work}/{name}.onnx", f"{work}/{name}.in", ",".join(map(str, shape)),
                     f"{work}/{name}.ort"], check=True, stdout=subprocess.DEVNULL)

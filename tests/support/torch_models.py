@@ -75,8 +75,22 @@ class ChannelsLast(nn.Module):  # input NHWC [N, 28, 28, 1]; Concat, Sigmoid, Av
         return torch.softmax(self.fc(self.pool(y).reshape(y.shape[0], -1)), dim=1)
 
 
+class Mobile(nn.Module):  # input NCHW [N, 1, 28, 28]; MobileNet-style: depthwise and grouped convolutions
+    def __init__(self):  # of stride 2, ReLU6 (Clip), a padded 3x3 max-pool, Hardswish, Dropout, global pooling
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(1, 16, 3, 2, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU6(),
+                                  nn.MaxPool2d(3, 2, 1))
+        self.dw = nn.Sequential(nn.Conv2d(16, 16, 3, 2, 1, groups=16, bias=False), nn.BatchNorm2d(16), nn.ReLU6(),
+                                nn.Conv2d(16, 32, 1, bias=False), nn.BatchNorm2d(32), nn.Hardswish(),
+                                nn.Conv2d(32, 32, 3, 1, 1, groups=4), nn.ReLU())
+        self.head = nn.Sequential(nn.Dropout(0.2), nn.Linear(32, 10))
+
+    def forward(self, x):
+        return self.head(torch.flatten(nn.functional.adaptive_avg_pool2d(self.dw(self.stem(x)), 1), 1))
+
+
 MODELS = {"lenet": (LeNet, [1, 28, 28]), "resnet": (ResNet, [1, 28, 28]), "mlp": (Mlp, [28, 28]),
-          "channels_last": (ChannelsLast, [28, 28, 1])}
+          "channels_last": (ChannelsLast, [28, 28, 1]), "mobile": (Mobile, [1, 28, 28])}
 
 
 def build(name):
@@ -113,7 +127,7 @@ def main():
         with h5py.File(sys.argv[3]) as f:
             images = torch.from_numpy(f["images"][...].astype(np.float32) / np.float32(255))  # [N, 28, 28, 1]
         inputs = {"lenet": images.permute(0, 3, 1, 2), "resnet": images.permute(0, 3, 1, 2),
-                  "mlp": images.reshape(-1, 28, 28), "channels_last": images}
+                  "mlp": images.reshape(-1, 28, 28), "channels_last": images, "mobile": images.permute(0, 3, 1, 2)}
         for name in MODELS:
             np.save(f"{sys.argv[2]}/{name}.torch.npy", probabilities(name, build(name), inputs[name]).numpy())
 
