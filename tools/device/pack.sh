@@ -5,7 +5,8 @@
 #      BUILD=build reuses the main build when its CUDA module holds sm_90 code, checked here);
 #   2. copies spmd, libspmd.so, the CUDA module, the test binaries and the benchmarks into
 #      device-rt/bin, and the test data into device-rt/data: Fashion-MNIST's test.h5 (uint8),
-#      the first 10000 rows of train.h5 (the whole is 47 MB, past the carry limit), the small sets;
+#      the first 10000 rows of train.h5 (the whole is 47 MB, past the carry limit), the small sets,
+#      and ONNX models (PyTorch's exports, made here with Debian's python3-torch);
 #   3. downloads (apt-get download) the Debian packages of every shared library those
 #      binaries and Open MPI's launcher, daemon and plugins load, into device-rt/debs,
 #      leaving out the C library, libgcc and libstdc++ (the GPU machine's are newer, and
@@ -57,6 +58,20 @@ with h5py.File(src, "r") as f, h5py.File(out, "w") as g:
     for key in ("images", "labels"):
         g[key] = f[key][:rows]
     g.attrs.update(f.attrs)
+PYEOF
+
+# ONNX models for eval --model onnx on the GPU (the machine there has no torch): PyTorch's
+# exports of tests/support/torch_models.py, and a graph with an op the CUDA backend lacks.
+mkdir -p "$RT/data/onnx"
+/usr/bin/python3 tests/support/torch_models.py export "$RT/data/onnx" >/dev/null
+/usr/bin/python3 - "$RT/data/onnx/gather.onnx" <<'PYEOF'
+import sys, onnx, numpy as np
+from onnx import helper, numpy_helper, TensorProto as T
+idx = numpy_helper.from_array(np.arange(0, 784, 78, dtype=np.int64), "idx")
+g = helper.make_graph([helper.make_node("Flatten", ["x"], ["f"]), helper.make_node("Gather", ["f", "idx"], ["y"], name="g", axis=1)],
+                      "g", [helper.make_tensor_value_info("x", T.FLOAT, ["batch", 28, 28, 1])],
+                      [helper.make_tensor_value_info("y", T.FLOAT, ["batch", 11])], [idx])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), sys.argv[1])
 PYEOF
 
 if [ $STAGE_ONLY = 0 ]; then

@@ -7,8 +7,9 @@
 #   tests      the unit, CUDA and MPI tests (1 and 2 ranks) from device-rt/bin
 #   sanitize   compute-sanitizer memcheck, racecheck, initcheck, synccheck over the CUDA tests
 #   workloads  CPU against CUDA: logreg and eval on generated float32 rows, uint8 Fashion-MNIST
-#              eval (logreg, cnn), ensemble of 1 and 4 members, --model onnx refused on cuda
-#   bench      bench_gpu_logreg, ensemble training and eval images/s on the GPU
+#              eval (logreg, cnn), ensemble of 1 and 4 members, --model onnx (PyTorch's models
+#              and an exported ensemble) within 1e-5, an op the GPU lacks refused / run on the CPU
+#   bench      bench_gpu_logreg, ensemble training and eval images/s on the GPU (ONNX too)
 #   cli        the GPU sections of tests/cli/{eval,ensemble,logreg,logreg_intercept}.sh
 #   peers      the seeds' Flax ensemble and JAXopt-style L-BFGS (tools/bench/gpu/jax_peers.py)
 # $OUT/device.log gets every step's output (appended: parts chained in one call, or several
@@ -25,6 +26,8 @@ RT=$(cd "${SPMD_DEVICE_RT:-device-rt}" 2>/dev/null && pwd) ||
   { echo "run.sh: ${SPMD_DEVICE_RT:-device-rt} missing: run tools/device/pack.sh here first and carry device-rt" >&2; exit 1; }
 [ -d "$RT/bin" ] || { echo "run.sh: $RT/bin missing: run tools/device/pack.sh" >&2; exit 1; }
 BIN=$RT/bin DATA=$RT/data
+# PyTorch's exports (pack.sh makes them here; the GPU machine has no torch), for the CUDA tests.
+[ -d "$DATA/onnx" ] && export SPMD_ONNX_MODELS=$DATA/onnx
 OUTDIR=${OUT:-$RT/out}
 mkdir -p "$OUTDIR"
 LOG=$OUTDIR/device.log RECORD=$OUTDIR/gpu-results.json
