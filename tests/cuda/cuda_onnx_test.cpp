@@ -25,6 +25,14 @@
 
 namespace {
 
+// An op the CPU runs and the CUDA backend lacks, registered in this test binary only.
+void sin_op(const spmd::ops::OpCall& call) {
+  const auto& x = call.float_input(0);
+  call.out[0]->reset(spmd::ops::ElemType::Float32, x.shape);
+  for (std::size_t k = 0; k < x.f.size(); ++k) call.out[0]->f[k] = std::sin(x.f[k]);
+}
+SPMD_REGISTER_GRAPH_OP("Sin", sin_op);
+
 using spmd::test::OnnxTestGraph;
 using Dims = std::vector<std::int64_t>;
 const Dims kRow{3, 8, 8};
@@ -235,6 +243,23 @@ std::vector<Case> op_cases() {
     g.node("MatMul", {"m", "V"}, {"h"});
     g.node("Flatten", {"h"}, {"y"});
   }, "Shape Gather Concat Reshape MatMul"});
+  cases.push_back({[](OnnxTestGraph& g) {
+    g.ints("starts", {1, 7});
+    g.ints("ends", {3, -100});
+    g.ints("axes", {1, -1});
+    g.ints("steps", {1, -2});
+    g.node("Slice", {"x", "starts", "ends", "axes", "steps"}, {"s"});
+    g.ints("idx", {2, 0, 2});
+    auto& n = g.node("Gather", {"s", "idx"}, {"gt"});
+    OnnxTestGraph::attr(n, "axis", std::int64_t{2});
+    auto& c = g.node("Cast", {"gt"}, {"c"});
+    OnnxTestGraph::attr(c, "to", std::int64_t{1});
+    g.node("Flatten", {"c"}, {"y"});
+  }, "Slice (negative step) Gather Cast of float data"});
+  cases.push_back({flattened([](OnnxTestGraph& g) {
+    g.weights("U", {1, 3, 8, 4});  // leading [1, 3] against [batch, 3]: one GEMM per matrix
+    g.node("MatMul", {"x", "U"}, {"h"});
+  }), "MatMul with partly broadcast leading dimensions"});
   cases.push_back({flattened([](OnnxTestGraph& g) {
     g.weights("slope", {3, 1, 1});
     g.weights("row", {8});
@@ -357,13 +382,20 @@ TEST(CudaOnnx, TorchModelsArePlannedForTheGpu) {
 TEST(CudaOnnx, SupportCheckNamesTheNodeAndTheOpTheGpuLacks) {
   const auto supported = load(flattened([](OnnxTestGraph& g) { g.node("Relu", {"x"}, {"h"}); }));
   EXPECT_EQ(spmd::backends::cuda::onnx_unsupported_cuda(*supported), "");
-  const auto lacking = load([](OnnxTestGraph& g) {
+  const auto lacking = load(flattened([](OnnxTestGraph& g) {
+    g.node("Relu", {"x"}, {"r"});
+    g.node("Sin", {"r"}, {"h"});  // a CPU op of this test binary only (below)
+  }));
+  EXPECT_EQ(spmd::backends::cuda::onnx_unsupported_cuda(*lacking), "node 'h' (Sin, which the CUDA backend lacks)");
+  const auto to_ints = load([](OnnxTestGraph& g) {
     g.node("Flatten", {"x"}, {"f"});
-    g.ints("idx", {3, 1, 4});
-    auto& n = g.node("Gather", {"f", "idx"}, {"y"});  // on float data: not a GPU op
-    OnnxTestGraph::attr(n, "axis", std::int64_t{1});
+    auto& c = g.node("Cast", {"f"}, {"c"});
+    OnnxTestGraph::attr(c, "to", std::int64_t{7});
+    auto& back = g.node("Cast", {"c"}, {"y"});
+    OnnxTestGraph::attr(back, "to", std::int64_t{1});
   });
-  EXPECT_EQ(spmd::backends::cuda::onnx_unsupported_cuda(*lacking), "node 'y' (Gather, which the CUDA backend lacks)");
+  EXPECT_EQ(spmd::backends::cuda::onnx_unsupported_cuda(*to_ints),
+            "node 'c' (Cast giving int64 from float data, which the CUDA backend does not run)");
   // Shape arithmetic alone runs on the host: Shape -> Cast is not a GPU node.
   const auto host_only = load([](OnnxTestGraph& g) {
     g.node("Flatten", {"x"}, {"y"});

@@ -80,12 +80,13 @@ workloads_fashion() {
       "$WORK/eo_${m}_cuda.h5" 1e-5
   done
   [ -f "$WORK/eo_ensemble_cpu.json" ] && rec take eval_images_per_s.onnx_cpu "$WORK/eo_ensemble_cpu.json" examples_per_second
-  # A graph with an op the CUDA backend lacks: --backend cuda refuses it by node and op; auto runs it on the CPU.
-  gpu_step onnx_unsupported_refused_on_cuda 60 "${REFUSAL[@]}" "node 'g' \(Gather, which the CUDA backend lacks\)" \
-    "$SPMD" eval --data "$TEST" --model onnx --weights "$ONNX/gather.onnx" --backend cuda
+  # A graph the CUDA backend cannot run (a Cast of float data to int64): --backend cuda refuses it by
+  # node and op; auto runs it on the CPU.
+  gpu_step onnx_unsupported_refused_on_cuda 60 "${REFUSAL[@]}" "node 'c' \(Cast giving int64 from float data" \
+    "$SPMD" eval --data "$TEST" --model onnx --weights "$ONNX/cast.onnx" --backend cuda
   gpu_step onnx_unsupported_auto_on_cpu 60 bash -c 'out=$("$@" 2>&1); rc=$?; echo "$out"; [ $rc -eq 0 ] &&
-    grep -q "backend auto: --model onnx runs on the CPU (node .g. (Gather" <<<"$out"' _ \
-    "$SPMD" eval --data "$TEST" --model onnx --weights "$ONNX/gather.onnx" --backend auto
+    grep -q "backend auto: --model onnx runs on the CPU (node .c. (Cast giving int64" <<<"$out"' _ \
+    "$SPMD" eval --data "$TEST" --model onnx --weights "$ONNX/cast.onnx" --backend auto
 }
 
 part_workloads() {

@@ -51,4 +51,12 @@ std::unique_ptr<models::DevicePredictor> make_onnx_predictor_cuda(const runtime:
 // "" when the GPU runs every node of the graph, else why not (graph/graph_plan.hpp). Needs no GPU.
 std::string onnx_unsupported_cuda(const models::OnnxGraph& graph);
 
+// Defined in graph/graph_run.cpp, for ONNX's node tests: a graph of fixed shapes on these
+// inputs (one per graph input, float or int64). The support check (needs no GPU), and one run
+// on the GPU giving every graph output on the host (spmd::Error with the check's reason when
+// the GPU cannot run it).
+std::string onnx_unsupported_cuda_fixed(const models::OnnxGraph& graph, const std::vector<ops::Tensor>& inputs);
+std::vector<ops::Tensor> run_onnx_graph_cuda(const runtime::DeviceInfo& device, std::shared_ptr<const models::OnnxGraph> graph,
+                                             const std::vector<ops::Tensor>& inputs);
+
 }  // namespace spmd::backends::cuda

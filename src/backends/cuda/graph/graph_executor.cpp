@@ -19,8 +19,9 @@ class GraphExecutor::GrowingScratch final : public Scratch {
 };
 
 GraphExecutor::GraphExecutor(std::shared_ptr<const models::OnnxGraph> graph, std::int64_t max_rows, cudaStream_t stream,
-                             cublasHandle_t cublas)
-    : graph_(std::move(graph)), plan_(plan_graph(*graph_)), max_rows_(std::max<std::int64_t>(1, max_rows)),
+                             cublasHandle_t cublas, const std::vector<ops::Tensor>* fixed_inputs)
+    : graph_(std::move(graph)), plan_(plan_graph(*graph_, fixed_inputs)),
+      max_rows_(fixed_inputs ? 1 : std::max<std::int64_t>(1, max_rows)),
       stream_(stream), cublas_(cublas), scratch_(std::make_unique<GrowingScratch>()) {
   if (!plan_.unsupported.empty())
     throw Error("ONNX model '" + graph_->path() + "' cannot run on the GPU: " + plan_.unsupported);
@@ -70,7 +71,8 @@ void GraphExecutor::assign_buffers() {
     sizes[static_cast<std::size_t>(b)] = std::max(sizes[static_cast<std::size_t>(b)], need);
     buffer_of_[static_cast<std::size_t>(k)] = b;
   };
-  take(graph_->input_tensor(0));
+  for (std::size_t k = 0; k < graph_->inputs().size(); ++k)
+    if (plan_.tensors[static_cast<std::size_t>(graph_->input_tensor(k))].device) take(graph_->input_tensor(k));
   const auto& nodes = graph_->nodes();
   for (std::size_t n = 0; n < nodes.size(); ++n) {
     for (const int k : nodes[n].outputs)
@@ -87,6 +89,31 @@ float* GraphExecutor::input() {
 }
 
 const DeviceTensor& GraphExecutor::output() const { return device_[static_cast<std::size_t>(graph_->output_tensor(0))]; }
+
+void GraphExecutor::set_input(std::size_t k, const ops::Tensor& value) {
+  const auto t = static_cast<std::size_t>(graph_->input_tensor(k));
+  if (value.shape != plan_.tensors[t].shape(1))
+    throw Error("ONNX graph on the GPU: input " + std::to_string(k) + " is " + ops::to_string(value.shape) + "; it was planned for " +
+                ops::to_string(plan_.tensors[t].shape(1)));
+  if (!plan_.tensors[t].device) {
+    host_[t] = value;
+    return;
+  }
+  if (!value.f.empty()) buffers_[static_cast<std::size_t>(buffer_of_[t])].upload(value.f.data(), value.f.size(), stream_);
+}
+
+ops::Tensor GraphExecutor::read_output(std::size_t k) {
+  const auto t = static_cast<std::size_t>(graph_->output_tensor(k));
+  if (t < graph_->constants().size()) return graph_->constants()[t];
+  if (!plan_.tensors[t].device) return host_[t];
+  ops::Tensor out;
+  out.reset(ops::ElemType::Float32, device_[t].shape);
+  if (!out.f.empty())
+    SPMD_CHECK_CUDA(cudaMemcpyAsync(out.f.data(), device_[t].data, out.f.size() * sizeof(float), cudaMemcpyDeviceToHost, stream_),
+                    "copying an ONNX graph's output to the host");
+  SPMD_CHECK_CUDA(cudaStreamSynchronize(stream_), "running an ONNX graph on the GPU");
+  return out;
+}
 
 std::int64_t GraphExecutor::device_bytes() const {
   std::size_t bytes = scratch_->bytes();

@@ -21,9 +21,11 @@ namespace spmd::backends::cuda {
 
 class GraphExecutor {
  public:
-  // Throws spmd::Error with plan.unsupported when the GPU cannot run the graph.
+  // Throws spmd::Error with plan.unsupported when the GPU cannot run the graph. fixed_inputs:
+  // a graph of fixed shapes planned on these inputs (graph_plan.hpp; max_rows is then 1: set
+  // them with set_input and run(1)).
   GraphExecutor(std::shared_ptr<const models::OnnxGraph> graph, std::int64_t max_rows, cudaStream_t stream,
-                cublasHandle_t cublas);
+                cublasHandle_t cublas, const std::vector<ops::Tensor>* fixed_inputs = nullptr);
   ~GraphExecutor();
   GraphExecutor(const GraphExecutor&) = delete;
   GraphExecutor& operator=(const GraphExecutor&) = delete;
@@ -33,6 +35,10 @@ class GraphExecutor {
   // Queues the graph on `rows` rows of input(); output() is valid once the stream has run it.
   void run(std::int64_t rows);
   const DeviceTensor& output() const;
+  // Fixed shapes: graph input k (its planned shape), a float uploaded, an int64 kept on the host.
+  void set_input(std::size_t k, const ops::Tensor& value);
+  // Graph output k on the host, once the stream has run (waits for it).
+  ops::Tensor read_output(std::size_t k);
   std::int64_t max_rows() const { return max_rows_; }
   // GPU bytes held: constants, the planned activation buffers and the scratch.
   std::int64_t device_bytes() const;

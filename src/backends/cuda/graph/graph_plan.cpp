@@ -23,12 +23,8 @@ namespace {
 
 using Shapes = std::vector<std::vector<std::int64_t>>;
 
-// The CPU runner on `rows` rows of zeros: every tensor's shape, and which are int64.
-Shapes trial(models::OnnxRunner& runner, const std::vector<std::int64_t>& row, std::int64_t rows, std::vector<char>& ints) {
-  std::vector<std::int64_t> shape{rows};
-  shape.insert(shape.end(), row.begin(), row.end());
-  runner.input(0).reset(ops::ElemType::Float32, shape);
-  std::fill(runner.input(0).f.begin(), runner.input(0).f.end(), 0.0f);
+// The CPU runner on the inputs it holds: every tensor's shape, and which are int64.
+Shapes trial(models::OnnxRunner& runner, std::vector<char>& ints) {
   runner.run();
   const std::size_t count = runner.graph().tensor_count();
   Shapes shapes(count);
@@ -40,21 +36,43 @@ Shapes trial(models::OnnxRunner& runner, const std::vector<std::int64_t>& row, s
   return shapes;
 }
 
-// Shapes from the trial runs, linear in the rows, or a reason why not.
-std::string plan_shapes(const models::OnnxGraph& graph, GraphPlan& plan, std::vector<char>& ints) {
+// The trial runs' shapes: 1, 2 and 3 rows of zeros, or (fixed) the given inputs once.
+std::string trial_shapes(const models::OnnxGraph& graph, const std::vector<ops::Tensor>* fixed, Shapes (&s)[3],
+                         std::vector<char>& ints) {
   const auto& in = graph.inputs();
-  if (in.size() != 1 || in[0].type != ops::ElemType::Float32 || in[0].dims.empty())
-    return "the GPU runs graphs of one float input [batch, ...]";
-  const std::vector<std::int64_t> row(in[0].dims.begin() + 1, in[0].dims.end());
-  if (std::any_of(row.begin(), row.end(), [](std::int64_t d) { return d < 1; }))
-    return "input '" + in[0].name + "' has a dynamic dimension besides the batch";
-  Shapes s[3];
+  std::vector<std::int64_t> row;
+  if (!fixed) {
+    if (in.size() != 1 || in[0].type != ops::ElemType::Float32 || in[0].dims.empty())
+      return "the GPU runs graphs of one float input [batch, ...]";
+    row.assign(in[0].dims.begin() + 1, in[0].dims.end());
+    if (std::any_of(row.begin(), row.end(), [](std::int64_t d) { return d < 1; }))
+      return "input '" + in[0].name + "' has a dynamic dimension besides the batch";
+  }
   try {
     models::OnnxRunner runner(std::shared_ptr<const models::OnnxGraph>(&graph, [](const models::OnnxGraph*) {}));
-    for (std::int64_t r = 1; r <= 3; ++r) s[r - 1] = trial(runner, row, r, ints);
+    if (fixed) {
+      for (std::size_t k = 0; k < in.size(); ++k) runner.input(k) = fixed->at(k);
+      s[0] = s[1] = s[2] = trial(runner, ints);
+    } else {
+      for (std::int64_t r = 1; r <= 3; ++r) {
+        std::vector<std::int64_t> shape{r};
+        shape.insert(shape.end(), row.begin(), row.end());
+        runner.input(0).reset(ops::ElemType::Float32, shape);
+        std::fill(runner.input(0).f.begin(), runner.input(0).f.end(), 0.0f);
+        s[r - 1] = trial(runner, ints);
+      }
+    }
   } catch (const std::exception& e) {
     return std::string("its trial run on the CPU failed: ") + e.what();
   }
+  return "";
+}
+
+// Shapes from the trial runs, linear in the rows, or a reason why not.
+std::string plan_shapes(const models::OnnxGraph& graph, const std::vector<ops::Tensor>* fixed, GraphPlan& plan,
+                        std::vector<char>& ints) {
+  Shapes s[3];
+  if (std::string why = trial_shapes(graph, fixed, s, ints); !why.empty()) return why;
   plan.tensors.resize(s[0].size());
   for (std::size_t k = 0; k < s[0].size(); ++k) {
     TensorPlan& t = plan.tensors[k];
@@ -76,10 +94,10 @@ std::string node_text(const ops::GraphNode& n, const std::string& what) { return
 
 }  // namespace
 
-GraphPlan plan_graph(const models::OnnxGraph& graph) {
+GraphPlan plan_graph(const models::OnnxGraph& graph, const std::vector<ops::Tensor>* fixed_inputs) {
   GraphPlan plan;
   std::vector<char> ints;
-  plan.unsupported = plan_shapes(graph, plan, ints);
+  plan.unsupported = plan_shapes(graph, fixed_inputs, plan, ints);
   if (!plan.unsupported.empty()) return plan;
   const auto& nodes = graph.nodes();
   plan.host_node.assign(nodes.size(), 0);
@@ -102,7 +120,8 @@ GraphPlan plan_graph(const models::OnnxGraph& graph) {
       }
   }
   const std::size_t out = static_cast<std::size_t>(graph.output_tensor(0));
-  if (out < constants || !plan.tensors[out].device) plan.unsupported = "its first output is not a float tensor computed per row";
+  if (!fixed_inputs && (out < constants || !plan.tensors[out].device))
+    plan.unsupported = "its first output is not a float tensor computed per row";
   return plan;
 }
 

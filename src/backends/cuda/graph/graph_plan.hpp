@@ -33,6 +33,9 @@ struct GraphPlan {
 };
 
 // Needs no GPU. Every field is filled even when unsupported is set, as far as the trial runs went.
-GraphPlan plan_graph(const models::OnnxGraph& graph);
+// fixed_inputs (one per graph input, float or int64): a graph of fixed shapes run on those
+// inputs (ONNX's node tests), every shape the trial's (slope 0); else one float input whose
+// batch dimension is the only dynamic one.
+GraphPlan plan_graph(const models::OnnxGraph& graph, const std::vector<ops::Tensor>* fixed_inputs = nullptr);
 
 }  // namespace spmd::backends::cuda

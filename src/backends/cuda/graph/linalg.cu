@@ -76,8 +76,19 @@ void matmul(const CudaGraphCall& call) {
     lead[d] = std::max(da, db);
   }
   const Dims8 stride_a = broadcast_strides(call, lead_a, lead), stride_b = broadcast_strides(call, lead_b, lead);
-  std::int64_t matrices = 1;
-  for (const auto d : lead) matrices *= d;
+  const auto count = [](const std::vector<std::int64_t>& d) {
+    std::int64_t n = 1;
+    for (const auto v : d) n *= v;
+    return n;
+  };
+  const std::int64_t matrices = count(lead), na = count(lead_a), nb = count(lead_b);
+  // Each operand all of the leading dimensions or none of them: one strided-batched GEMM.
+  if ((na == matrices || na == 1) && (nb == matrices || nb == 1)) {
+    sgemm_row_major_strided_batched(call.cublas, {false, false, m, n, k, k, n, n}, 1.0f, a.data, na == 1 ? 0 : m * k, b.data,
+                                    nb == 1 ? 0 : k * n, 0.0f, y, m * n, matrices, "ONNX MatMul");
+    epilogue(call, y, matrices * m, n, nullptr, 0.0f);
+    return;
+  }
   for (std::int64_t t = 0; t < matrices; ++t) {
     std::int64_t oa = 0, ob = 0, rest = t;
     for (int d = static_cast<int>(lead.size()) - 1; d >= 0; --d) {
