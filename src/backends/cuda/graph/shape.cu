@@ -47,6 +47,21 @@ void transpose(const CudaGraphCall& call) {
   SPMD_CHECK_CUDA_LAUNCH("ONNX Transpose kernel");
 }
 
+// The "axis" attribute (default 0) of a tensor of `shape`, and the element counts before and
+// after it: the tensor as [outer, shape[axis], inner].
+struct AxisSplit {
+  std::int64_t axis, outer, inner;
+};
+AxisSplit split_at_axis(const CudaGraphCall& call, const std::vector<std::int64_t>& shape) {
+  const auto r = static_cast<std::int64_t>(shape.size());
+  AxisSplit a{call.node.attrs.i("axis", 0), 1, 1};
+  if (a.axis < 0) a.axis += r;
+  if (a.axis < 0 || a.axis >= r) call.fail("axis out of range");
+  for (std::int64_t d = 0; d < r; ++d)
+    if (d != a.axis) (d < a.axis ? a.outer : a.inner) *= shape[static_cast<std::size_t>(d)];
+  return a;
+}
+
 // The host value of input k as int64s, or fail().
 std::vector<std::int64_t> host_ints(const CudaGraphCall& call, std::size_t k) {
   const ops::Tensor* v = call.host_value(k);
@@ -90,13 +105,7 @@ void gather(const CudaGraphCall& call) {
   const DeviceTensor& x = call.input(0);
   DeviceTensor& y = *call.out[0];
   const auto indices = host_ints(call, 1);
-  const auto r = static_cast<std::int64_t>(x.shape.size());
-  std::int64_t axis = call.node.attrs.i("axis", 0);
-  if (axis < 0) axis += r;
-  if (axis < 0 || axis >= r) call.fail("axis out of range");
-  std::int64_t outer = 1, inner = 1;
-  for (std::int64_t d = 0; d < r; ++d)
-    if (d != axis) (d < axis ? outer : inner) *= x.shape[static_cast<std::size_t>(d)];
+  const auto [axis, outer, inner] = split_at_axis(call, x.shape);
   const std::int64_t dim = x.shape[static_cast<std::size_t>(axis)], count = static_cast<std::int64_t>(indices.size());
   const std::size_t slab = static_cast<std::size_t>(inner) * sizeof(float);
   for (std::int64_t i = 0; i < count && slab > 0 && outer > 0; ++i) {
@@ -119,13 +128,7 @@ void cast(const CudaGraphCall& call) {
 // Each input's [outer, its axis * inner] block goes to its columns of [outer, axis * inner].
 void concat(const CudaGraphCall& call) {
   DeviceTensor& y = *call.out[0];
-  const auto r = static_cast<std::int64_t>(y.shape.size());
-  std::int64_t axis = call.node.attrs.i("axis", 0);
-  if (axis < 0) axis += r;
-  if (axis < 0 || axis >= r) call.fail("axis out of range");
-  std::int64_t outer = 1, inner = 1;
-  for (std::int64_t d = 0; d < r; ++d)
-    if (d != axis) (d < axis ? outer : inner) *= y.shape[static_cast<std::size_t>(d)];
+  const auto [axis, outer, inner] = split_at_axis(call, y.shape);
   const std::size_t row = static_cast<std::size_t>(y.shape[static_cast<std::size_t>(axis)] * inner) * sizeof(float);
   std::size_t at = 0;
   for (std::size_t k = 0; k < call.in.size(); ++k) {
