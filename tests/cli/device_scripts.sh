@@ -26,7 +26,7 @@ for s in environment info no_cuda_in_cpu_run unit_tests mpi_tests_np2 make_data 
   expect_in "$s passes on the CPU" "^ok   $s \("
 done
 expect_in "the CUDA tests ran and skipped themselves" '^SKIP cuda_tests: no GPU visible: the binary ran'
-for s in memcheck racecheck initcheck synccheck logreg_cuda logreg_cpu_vs_cuda eval_pad_bitwise eval_fashion_logreg_cuda \
+for s in onnx_conformance_cuda memcheck racecheck initcheck synccheck logreg_cuda logreg_cpu_vs_cuda eval_pad_bitwise eval_fashion_logreg_cuda \
          ensemble_m1_cuda ensemble_m4_cpu_vs_cuda eval_fashion_cnn_cpu_vs_cuda eval_onnx_lenet_cuda eval_onnx_mlp_cpu_vs_cuda \
          onnx_unsupported_refused_on_cuda onnx_unsupported_auto_on_cpu bench_gpu_logreg bench_eval_onnx_resnet \
          bench_ensemble_b256_m8 bench_eval_cnn cli_eval cli_logreg_intercept; do

@@ -4,7 +4,8 @@
 #   run(command="bash tools/device/run.sh PART...", carry=["device-rt"])
 # PART: tests | sanitize | workloads | bench | cli | peers | all. Every call begins with the probe
 # (environment, info, no CUDA in a CPU run), since each call may find a fresh machine.
-#   tests      the unit, CUDA and MPI tests (1 and 2 ranks) from device-rt/bin
+#   tests      the unit, CUDA and MPI tests (1 and 2 ranks) from device-rt/bin, ONNX's node tests
+#              on the CUDA graph executor
 #   sanitize   compute-sanitizer memcheck, racecheck, initcheck, synccheck over the CUDA tests
 #   workloads  CPU against CUDA: logreg and eval on generated float32 rows, uint8 Fashion-MNIST
 #              eval (logreg, cnn), ensemble of 1 and 4 members, --model onnx (PyTorch's models
@@ -66,6 +67,10 @@ part_tests() {
   [ $GPU = 1 ] || note="no GPU visible: the binary ran and its tests skipped themselves"
   SKIP_IF_OK=$note step cuda_tests 180 "$BIN/spmd_cuda_tests" --gtest_brief=1 --gtest_output=json:"$WORK/cuda_tests.json"
   [ -f "$WORK/cuda_tests.json" ] && rec gtest cuda_tests "$WORK/cuda_tests.json"
+  # ONNX's node tests on the CUDA graph executor (the CPU runs them in CI): 0 failures.
+  [ -f "$DATA/onnx-tests.tar.gz" ] && gpu_step onnx_conformance_cuda 150 bash -c \
+    'set -o pipefail; mkdir -p "$1" && tar xzf "$2" -C "$1" && "$3" --backend cuda "$1" | tail -n 40' _ \
+    "$WORK/onnx-tests" "$DATA/onnx-tests.tar.gz" "$BIN/spmd_onnx_conformance"
   step mpi_tests_np1 120 mpirun -np 1 "$BIN/spmd_mpi_tests" --gtest_brief=1 "${filter[@]}"
   step mpi_tests_np2 150 mpirun -np 2 --bind-to none "$BIN/spmd_mpi_tests" --gtest_brief=1 "${filter[@]}"
 }
