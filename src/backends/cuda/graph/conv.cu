@@ -45,6 +45,7 @@ void conv(const CudaGraphCall& call) {
   DeviceTensor& y = *call.out[0];
   const std::int64_t kh = x.shape.size() == 3 ? 1 : wt.shape.at(2), kw = wt.shape.back();
   const Window g = window_of(call, x, y, kh, kw);
+  if (y.size() == 0) return;  // no output (an empty batch or image): no GEMM to run
   const std::int64_t group = call.node.attrs.i("group", 1), m = wt.shape[0];
   if (group < 1 || g.c % group != 0 || m % group != 0) call.fail("group " + std::to_string(group) + " does not divide the channels");
   const std::int64_t cg = g.c / group, mg = m / group, k = cg * kh * kw, pixels = g.oh * g.ow;

@@ -33,6 +33,14 @@ void epilogue(const CudaGraphCall& call, float* y, std::int64_t m, std::int64_t 
   SPMD_CHECK_CUDA_LAUNCH("ONNX Gemm epilogue kernel");
 }
 
+// A product with an empty dimension runs no GEMM (cuBLAS takes none): nothing to write (M or N
+// is 0) or zeros (K is 0). True when it was one.
+bool empty_product(const CudaGraphCall& call, float* y, std::int64_t outputs, std::int64_t k) {
+  if (outputs > 0 && k == 0)
+    SPMD_CHECK_CUDA(cudaMemsetAsync(y, 0, static_cast<std::size_t>(outputs) * sizeof(float), call.stream), "zeroing an empty product");
+  return outputs == 0 || k == 0;
+}
+
 // Gemm: Y = alpha * op(A) op(B) + beta * C.
 void gemm(const CudaGraphCall& call) {
   const DeviceTensor& a = call.input(0);
@@ -43,8 +51,9 @@ void gemm(const CudaGraphCall& call) {
   const std::int64_t n = tb ? b.shape[0] : b.shape[1];
   if (k != (tb ? b.shape[1] : b.shape[0])) call.fail("inner dimensions differ: A " + ops::to_string(a.shape) + ", B " + ops::to_string(b.shape));
   float* y = call.out[0]->data;
-  sgemm_row_major(call.cublas, {ta, tb, m, n, k, a.shape[1], b.shape[1], n}, call.node.attrs.f("alpha", 1.0f), a.data, b.data,
-                  0.0f, y, "ONNX Gemm");
+  if (!empty_product(call, y, m * n, k))
+    sgemm_row_major(call.cublas, {ta, tb, m, n, k, a.shape[1], b.shape[1], n}, call.node.attrs.f("alpha", 1.0f), a.data,
+                    b.data, 0.0f, y, "ONNX Gemm");
   epilogue(call, y, m, n, call.has_input(2) ? &call.input(2) : nullptr, call.node.attrs.f("beta", 1.0f));
 }
 
@@ -59,6 +68,7 @@ void matmul(const CudaGraphCall& call) {
   const std::int64_t m = sa[sa.size() - 2], k = sa.back(), n = sb.back();
   if (k != sb[sb.size() - 2]) call.fail("inner dimensions differ: " + ops::to_string(a.shape) + " x " + ops::to_string(b.shape));
   float* y = call.out[0]->data;
+  if (empty_product(call, y, call.out[0]->size(), k)) return;
   if (sb.size() == 2) {
     const std::int64_t rows = a.size() / k;
     sgemm_row_major(call.cublas, {false, false, rows, n, k, k, n, n}, 1.0f, a.data, b.data, 0.0f, y, "ONNX MatMul");
