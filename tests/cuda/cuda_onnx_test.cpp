@@ -257,6 +257,14 @@ std::vector<Case> op_cases() {
     g.node("Flatten", {"c"}, {"y"});
   }, "Slice (negative step) Gather Cast of float data"});
   cases.push_back({flattened([](OnnxTestGraph& g) {
+    auto& m = g.node("ReduceMean", {"x"}, {"m"});  // a scalar computed in the run, read back for Clip and Pad
+    OnnxTestGraph::attr(m, "keepdims", std::int64_t{0});
+    g.weights("lo", {}, 0, 0, {-0.25f});
+    g.node("Clip", {"x", "lo", "m"}, {"c"});
+    g.ints("pads", {0, 0, 1, 1, 0, 0, 1, 1});
+    g.node("Pad", {"c", "pads", "m"}, {"h"});
+  }), "Clip and Pad with bounds computed in the run"});
+  cases.push_back({flattened([](OnnxTestGraph& g) {
     g.weights("U", {1, 3, 8, 4});  // leading [1, 3] against [batch, 3]: one GEMM per matrix
     g.node("MatMul", {"x", "U"}, {"h"});
   }), "MatMul with partly broadcast leading dimensions"});

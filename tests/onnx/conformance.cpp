@@ -49,6 +49,10 @@ std::string compare(const Tensor& got, const Tensor& want) {
   return "";
 }
 
+struct GpuRunFailure {
+  std::string what;
+};
+
 // The outputs of one test set's inputs: the CPU graph ops, or (gpu) the CUDA backend's
 // executor, where a graph it cannot run is an spmd::Error ("unsupported").
 std::vector<Tensor> run_set(const std::shared_ptr<const spmd::models::OnnxGraph>& graph, const std::vector<Tensor>& inputs,
@@ -59,7 +63,11 @@ std::vector<Tensor> run_set(const std::shared_ptr<const spmd::models::OnnxGraph>
       throw spmd::Error("on the GPU: " + why);
     spmd::runtime::DeviceInfo device;
     device.platform = &spmd::backends::cuda::cuda_platform();
-    return spmd::backends::cuda::run_onnx_graph_cuda(device, graph, inputs);
+    try {
+      return spmd::backends::cuda::run_onnx_graph_cuda(device, graph, inputs);
+    } catch (const std::exception& e) {  // a graph the GPU took and then failed on: a failure
+      throw GpuRunFailure{e.what()};
+    }
   }
 #else
   (void)gpu;
@@ -82,7 +90,12 @@ std::string run_test(const fs::path& dir, std::string& op, bool gpu) {
     std::vector<Tensor> inputs;
     for (std::size_t k = 0; k < graph->inputs().size(); ++k)
       inputs.push_back(spmd::models::read_onnx_tensor((set.path() / ("input_" + std::to_string(k) + ".pb")).string()));
-    const std::vector<Tensor> outputs = run_set(graph, inputs, gpu);
+    std::vector<Tensor> outputs;
+    try {
+      outputs = run_set(graph, inputs, gpu);
+    } catch (const GpuRunFailure& e) {
+      return set.path().filename().string() + " on the GPU: " + e.what;
+    }
     for (std::size_t k = 0; k < graph->outputs().size(); ++k) {
       const fs::path want = set.path() / ("output_" + std::to_string(k) + ".pb");
       if (!fs::exists(want)) continue;

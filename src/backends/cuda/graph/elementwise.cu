@@ -64,13 +64,10 @@ void unary(const CudaGraphCall& call) {
   launch_unary<kOp>(call, x.data, x.size(), p, q, call.out[0]->data);
 }
 
-// A bound of Clip: the attribute (opset < 11) or the optional input's host value.
+// A bound of Clip: the attribute (opset < 11) or the optional input.
 float clip_bound(const CudaGraphCall& call, std::size_t input, const char* attribute, float fallback) {
   if (call.node.opset < 11) return call.node.attrs.f(attribute, fallback);
-  if (input >= call.node.inputs.size() || call.node.inputs[input] < 0) return fallback;
-  const ops::Tensor* v = call.host_value(input);
-  if (!v || v->type != ops::ElemType::Float32 || v->f.empty()) call.fail("its bounds must be constants");
-  return v->f[0];
+  return call.scalar(input, fallback);
 }
 
 void clip(const CudaGraphCall& call) {

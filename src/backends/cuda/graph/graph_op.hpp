@@ -56,6 +56,10 @@ struct CudaGraphCall {
   bool has_input(std::size_t k) const { return k < in.size() && in[k] != nullptr; }
   // Input k's host value, or nullptr.
   const ops::Tensor* host_value(std::size_t k) const { return k < host.size() ? host[k] : nullptr; }
+  // The first value of float input k (a bound, a padding value): its host value, or read back
+  // from the GPU (waits for the stream: only for values computed in the run); fallback when
+  // the input is omitted.
+  float scalar(std::size_t k, float fallback) const;
   // spmd::Error "ONNX node NAME (OP) on the GPU: what".
   [[noreturn]] void fail(const std::string& what) const;
 };

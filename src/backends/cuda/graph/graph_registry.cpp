@@ -19,6 +19,15 @@ const DeviceTensor& CudaGraphCall::input(std::size_t k) const {
   return *in[k];
 }
 
+float CudaGraphCall::scalar(std::size_t k, float fallback) const {
+  if (const ops::Tensor* v = host_value(k); v && v->type == ops::ElemType::Float32 && !v->f.empty()) return v->f[0];
+  if (!has_input(k) || in[k]->size() == 0) return fallback;
+  float value = fallback;
+  SPMD_CHECK_CUDA(cudaMemcpyAsync(&value, in[k]->data, sizeof(float), cudaMemcpyDeviceToHost, stream), "reading a scalar input");
+  SPMD_CHECK_CUDA(cudaStreamSynchronize(stream), "reading a scalar input");
+  return value;
+}
+
 void CudaGraphCall::fail(const std::string& what) const {
   throw Error("ONNX node " + node.name + " (" + node.op + ") on the GPU: " + what);
 }

@@ -176,9 +176,8 @@ void pad(const CudaGraphCall& call) {
     pads = call.node.attrs.ints_or("pads", {});
     value = call.node.attrs.f("value", 0.0f);
   } else {
-    if (!call.host_value(1)) call.fail("its pads must be known on the host");
-    pads = call.host_value(1)->as_ints();
-    if (const ops::Tensor* v = call.host_value(2); v && v->type == ops::ElemType::Float32 && !v->f.empty()) value = v->f[0];
+    pads = host_ints(call, 1);
+    value = call.scalar(2, 0.0f);
   }
   if (pads.size() != 2 * x.shape.size()) call.fail("pads has " + std::to_string(pads.size()) + " values for rank " + std::to_string(x.shape.size()));
   Dims8 begin = dims_of(call, x.shape);
