@@ -21,12 +21,14 @@ int cmd_eval(const Args& args) {
   if (!bound) return 0;
   auto& o = bound->options;
   const auto& eval_model = workloads::eval_model(o.model);
-  // A model only the CPU runs: --backend auto takes the CPU without loading a GPU backend.
+  // A model the GPU backend auto would take cannot run (an ONNX op it lacks): auto takes the CPU.
   runtime::ContextOptions backend = context_options(bound->cl.vm);
   std::string backend_line;
-  if (eval_model.host_only && backend.backend == "auto") {
-    backend.backend = "cpu";
-    backend_line = "# --backend auto: --model " + o.model + " runs on the CPU (no GPU backend runs it yet)\n";
+  if (eval_model.cpu_only_under_auto && backend.backend == "auto") {
+    if (const std::string why = eval_model.cpu_only_under_auto(o); !why.empty()) {
+      backend.backend = "cpu";
+      backend_line = "# --backend auto: --model " + o.model + " runs on the CPU (" + why + ")\n";
+    }
   }
   Session s(bound->cl, backend);
   const auto& ctx = s.ctx;

@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include "spmd/models/argmax.hpp"
+#include "spmd/models/device_models.hpp"
 #include "spmd/models/onnx_graph.hpp"
+#include "spmd/models/onnx_predictor.hpp"
 #include "spmd/runtime/error.hpp"
 
 namespace spmd::models {
@@ -35,19 +38,10 @@ std::int64_t product(const Dims& d) {
   return n;
 }
 
-// How stored samples become the model's input rows.
-struct InputMapping {
-  bool nhwc_to_nchw = false;
-  std::int64_t h = 0, w = 0, c = 0;
-};
-
 // The normalisation as one (shift, 1 / std) pair per element of a model row: empty for none.
-struct Normalisation {
-  std::vector<float> mean, inv_std;
-};
-
-Normalisation plan_normalisation(const OnnxInputNorm& norm, const Dims& row, const std::string& path) {
-  Normalisation n;
+OnnxInputPlan plan_normalisation(const OnnxInputNorm& norm, const Dims& row, const std::string& path) {
+  OnnxInputPlan n;
+  n.row = row;
   if (norm.mean.empty() && norm.std.empty()) return n;
   const std::int64_t size = product(row);
   const auto count = static_cast<std::int64_t>(std::max(norm.mean.size(), norm.std.size()));
@@ -79,124 +73,90 @@ Normalisation plan_normalisation(const OnnxInputNorm& norm, const Dims& row, con
 
 class OnnxPredictor final : public DevicePredictor {
  public:
-  OnnxPredictor(std::shared_ptr<const OnnxGraph> graph, Dims row, InputMapping mapping, const Normalisation& norm,
-                OnnxOutput output, int classes)
-      : runner_(std::move(graph)), row_(std::move(row)), mapping_(mapping), norm_(norm), output_(output), classes_(classes) {}
+  explicit OnnxPredictor(const OnnxPredictorSpec& spec) : spec_(spec), runner_(spec.graph) {}
 
   void predict(const float* samples, std::int64_t rows, std::int32_t* classes_out, float* probs_out) override {
+    const OnnxInputPlan& in = spec_.input;
     ops::Tensor& x = runner_.input(0);
     Dims shape{rows};
-    shape.insert(shape.end(), row_.begin(), row_.end());
+    shape.insert(shape.end(), in.row.begin(), in.row.end());
     x.reset(ops::ElemType::Float32, shape);
-    const std::int64_t size = product(row_);
-    if (!mapping_.nhwc_to_nchw) {
+    const std::int64_t size = product(in.row);
+    if (!in.nhwc_to_nchw) {
       std::copy_n(samples, rows * size, x.f.begin());
     } else {
-      const auto [h, w, c] = std::tuple{mapping_.h, mapping_.w, mapping_.c};
+      const auto [h, w, c] = std::tuple{in.h, in.w, in.c};
       for (std::int64_t r = 0; r < rows; ++r)
         for (std::int64_t p = 0; p < h * w; ++p)
           for (std::int64_t ch = 0; ch < c; ++ch)
             x.f[static_cast<std::size_t>(r * size + ch * h * w + p)] = samples[r * size + p * c + ch];
     }
-    if (!norm_.mean.empty())
+    if (!in.mean.empty())
       for (std::int64_t r = 0; r < rows; ++r)
         for (std::int64_t e = 0; e < size; ++e) {
           float& v = x.f[static_cast<std::size_t>(r * size + e)];
-          v = (v - norm_.mean[static_cast<std::size_t>(e)]) * norm_.inv_std[static_cast<std::size_t>(e)];
+          v = (v - in.mean[static_cast<std::size_t>(e)]) * in.inv_std[static_cast<std::size_t>(e)];
         }
     runner_.run();
-    const ops::Tensor& y = runner_.output(0);
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const float* v = y.f.data() + r * classes_;
-      probs_.resize(static_cast<std::size_t>(classes_));
-      to_probabilities(v);
-      classes_out[r] = argmax(probs_.data(), classes_);
-      if (probs_out) std::copy(probs_.begin(), probs_.end(), probs_out + r * classes_);
-    }
+    onnx_outputs_to_predictions(spec_.output, runner_.output(0).f.data(), rows, spec_.classes, classes_out, probs_out);
   }
 
  private:
-  void to_probabilities(const float* v) {
-    if (output_ == OnnxOutput::Probabilities) {
-      std::copy_n(v, classes_, probs_.begin());
-      return;
-    }
-    if (output_ == OnnxOutput::LogProbabilities) {
-      for (int k = 0; k < classes_; ++k) probs_[static_cast<std::size_t>(k)] = std::exp(v[k]);
-      return;
-    }
-    const float top = *std::max_element(v, v + classes_);
-    float sum = 0.0f;
-    for (int k = 0; k < classes_; ++k) sum += probs_[static_cast<std::size_t>(k)] = std::exp(v[k] - top);
-    for (auto& p : probs_) p /= sum;
-  }
-
+  const OnnxPredictorSpec& spec_;  // the classifier's, which outlives its predictors
   OnnxRunner runner_;
-  Dims row_;
-  InputMapping mapping_;
-  const Normalisation& norm_;  // the classifier's, which outlives its predictors
-  OnnxOutput output_;
-  int classes_;
-  std::vector<float> probs_;
 };
 
 class OnnxClassifier final : public Classifier {
  public:
-  OnnxClassifier(std::shared_ptr<const OnnxGraph> graph, Dims row, int classes, OnnxOutput output, std::string said,
-                 Normalisation norm, std::int64_t fixed_bytes, std::int64_t row_bytes)
-      : graph_(std::move(graph)), row_(std::move(row)), classes_(classes), output_(output), said_(std::move(said)),
-        norm_(std::move(norm)), fixed_bytes_(fixed_bytes), row_bytes_(row_bytes) {}
+  OnnxClassifier(OnnxPredictorSpec spec, std::string said, std::int64_t fixed_bytes, std::int64_t row_bytes)
+      : spec_(std::move(spec)), said_(std::move(said)), fixed_bytes_(fixed_bytes), row_bytes_(row_bytes) {}
 
   std::string describe() const override {
-    const auto& in = graph_->inputs().front();
-    std::string text = "onnx " + graph_->path() + " (opset " + std::to_string(graph_->opset()) + ", " +
-                       std::to_string(graph_->node_count()) + " nodes): input '" + in.name + "' [batch, " +
-                       ops::to_string(row_).substr(1);
-    if (mapping_.nhwc_to_nchw) text += " from stored NHWC [" + std::to_string(mapping_.h) + ", " + std::to_string(mapping_.w) +
-                                       ", " + std::to_string(mapping_.c) + "] transposed to NCHW";
-    if (!norm_.mean.empty()) text += ", normalised by --input-mean / --input-std";
-    return text + ", output '" + graph_->outputs().front().name + "' " + to_string(output_) + " (" + said_ + ")";
+    const OnnxGraph& g = *spec_.graph;
+    const OnnxInputPlan& in = spec_.input;
+    std::string text = "onnx " + g.path() + " (opset " + std::to_string(g.opset()) + ", " + std::to_string(g.node_count()) +
+                       " nodes): input '" + g.inputs().front().name + "' [batch, " + ops::to_string(in.row).substr(1);
+    if (in.nhwc_to_nchw) text += " from stored NHWC [" + std::to_string(in.h) + ", " + std::to_string(in.w) + ", " +
+                                 std::to_string(in.c) + "] transposed to NCHW";
+    if (!in.mean.empty()) text += ", normalised by --input-mean / --input-std";
+    return text + ", output '" + g.outputs().front().name + "' " + to_string(spec_.output) + " (" + said_ + ")";
   }
-  int classes() const override { return classes_; }
+  int classes() const override { return spec_.classes; }
 
   // Decides the input mapping (kept for the predictors made after it, on every rank alike).
   void check_sample_shape(const Dims& stored, const std::string& data_path) const override {
-    mapping_ = {};
-    if (stored == row_) return;
-    if (stored.size() == 3 && row_.size() == 3 && stored[2] == row_[0] && stored[0] == row_[1] && stored[1] == row_[2]) {
-      mapping_ = {true, stored[0], stored[1], stored[2]};
+    OnnxInputPlan& in = spec_.input;
+    const Dims& row = in.row;
+    in.nhwc_to_nchw = false;
+    if (stored == row) return;
+    if (stored.size() == 3 && row.size() == 3 && stored[2] == row[0] && stored[0] == row[1] && stored[1] == row[2]) {
+      in.nhwc_to_nchw = true;
+      std::tie(in.h, in.w, in.c) = std::tuple{stored[0], stored[1], stored[2]};
       return;
     }
     // [H, W] stored for a [1, H, W] input (shapes that differ by 1-sized dimensions), or any
     // sample flattened for a vector input (an MLP's [784] for [28, 28, 1] images): row-major as stored.
     Dims a, b;
     for (const auto d : stored) if (d != 1) a.push_back(d);
-    for (const auto d : row_) if (d != 1) b.push_back(d);
-    if (a == b || (row_.size() == 1 && product(stored) == row_[0])) return;
+    for (const auto d : row) if (d != 1) b.push_back(d);
+    if (a == b || (row.size() == 1 && product(stored) == row[0])) return;
     throw CollectiveError("'" + data_path + "' holds samples of shape " + ops::to_string(stored) + "; the ONNX model '" +
-                          graph_->path() + "' takes input '" + graph_->inputs().front().name + "' [batch, " +
-                          ops::to_string(row_).substr(1) + " (as stored, flattened for a vector input, or NHWC images for an NCHW input)");
+                          spec_.graph->path() + "' takes input '" + spec_.graph->inputs().front().name + "' [batch, " +
+                          ops::to_string(row).substr(1) + " (as stored, flattened for a vector input, or NHWC images for an NCHW input)");
   }
 
-  std::unique_ptr<DevicePredictor> make_predictor(const runtime::DeviceInfo& device, std::int64_t) const override {
-    if (!device.is_host())
-      throw CollectiveError("the " + std::string(device.backend()) + " backend does not run ONNX models yet: run " +
-                            "spmd eval --model onnx with --backend cpu");
-    return std::make_unique<OnnxPredictor>(graph_, row_, mapping_, norm_, output_, classes_);
+  std::unique_ptr<DevicePredictor> make_predictor(const runtime::DeviceInfo& device, std::int64_t max_rows) const override {
+    if (device.is_host()) return std::make_unique<OnnxPredictor>(spec_);
+    return make_on_device<OnnxPredictorKind>(device, spec_, max_rows);
   }
-  std::int64_t parameter_bytes() const override { return graph_->parameter_floats() * 4; }
+  std::int64_t parameter_bytes() const override { return spec_.graph->parameter_floats() * 4; }
   // The run's tensors (storage reused by liveness) and the ops' scratch, from trial runs at load.
   std::int64_t workspace_bytes(std::int64_t rows) const override { return fixed_bytes_ + rows * row_bytes_; }
 
  private:
-  std::shared_ptr<const OnnxGraph> graph_;
-  Dims row_;
-  int classes_;
-  OnnxOutput output_;
+  mutable OnnxPredictorSpec spec_;  // its input mapping is set by check_sample_shape
   std::string said_;
-  Normalisation norm_;
   std::int64_t fixed_bytes_, row_bytes_;
-  mutable InputMapping mapping_;
 };
 
 // What trial runs with 1 and 2 rows show: the classes ([rows, C] or [rows, C, 1, 1]) and the
@@ -233,7 +193,48 @@ Trial trial_runs(const std::shared_ptr<const OnnxGraph>& graph, const Dims& row)
 
 }  // namespace
 
-std::unique_ptr<Classifier> make_onnx_classifier(const std::string& path, OnnxOutput output, const OnnxInputNorm& norm) {
+std::string onnx_unsupported_on(const OnnxGraph& graph, const runtime::DeviceInfo& device) {
+  if (device.is_host()) return "";
+  const DeviceModels& models = device_models(device);
+  if (!models.provides(OnnxSupportKind::name) || !models.provides(OnnxPredictorKind::name))
+    return "this " + std::string(device.backend()) + " module runs no ONNX graph (rebuild it with this spmd)";
+  return models.factory<OnnxSupportKind>(device.backend())(graph);
+}
+
+std::string onnx_file_unsupported_on(const std::string& path, const runtime::DeviceInfo& device) {
+  if (device.is_host()) return "";
+  std::shared_ptr<const OnnxGraph> graph;
+  try {
+    graph = OnnxGraph::load(path);
+  } catch (const std::exception&) {
+    return "";
+  }
+  return onnx_unsupported_on(*graph, device);
+}
+
+void onnx_outputs_to_predictions(OnnxOutput output, const float* y, std::int64_t rows, int classes,
+                                 std::int32_t* classes_out, float* probs_out) {
+  thread_local std::vector<float> probs;
+  probs.resize(static_cast<std::size_t>(classes));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* v = y + r * classes;
+    if (output == OnnxOutput::Probabilities) {
+      std::copy_n(v, classes, probs.begin());
+    } else if (output == OnnxOutput::LogProbabilities) {
+      for (int k = 0; k < classes; ++k) probs[static_cast<std::size_t>(k)] = std::exp(v[k]);
+    } else {
+      const float top = *std::max_element(v, v + classes);
+      float sum = 0.0f;
+      for (int k = 0; k < classes; ++k) sum += probs[static_cast<std::size_t>(k)] = std::exp(v[k] - top);
+      for (auto& p : probs) p /= sum;
+    }
+    classes_out[r] = argmax(probs.data(), classes);
+    if (probs_out) std::copy(probs.begin(), probs.end(), probs_out + r * classes);
+  }
+}
+
+std::unique_ptr<Classifier> make_onnx_classifier(const std::string& path, OnnxOutput output, const OnnxInputNorm& norm,
+                                                 const runtime::DeviceInfo* device) {
   auto graph = OnnxGraph::load(path);
   if (graph->inputs().size() != 1)
     throw Error("ONNX model '" + path + "' has " + std::to_string(graph->inputs().size()) +
@@ -258,9 +259,14 @@ std::unique_ptr<Classifier> make_onnx_classifier(const std::string& path, OnnxOu
   } else {
     said = "--model-output";
   }
-  Normalisation plan = plan_normalisation(norm, row, path);
-  return std::make_unique<OnnxClassifier>(std::move(graph), row, classes, output, said, std::move(plan), trial.fixed_bytes,
-                                          trial.row_bytes);
+  OnnxPredictorSpec spec{graph, plan_normalisation(norm, row, path), output, classes};
+  if (device != nullptr && !device->is_host()) {
+    const std::string why = onnx_unsupported_on(*graph, *device);
+    if (!why.empty())
+      throw Error("ONNX model '" + path + "' cannot run on the " + std::string(device->backend()) + " backend: " + why +
+                  ". Run it with --backend cpu (or auto, which then takes the CPU)");
+  }
+  return std::make_unique<OnnxClassifier>(std::move(spec), said, trial.fixed_bytes, trial.row_bytes);
 }
 
 }  // namespace spmd::models

@@ -1,5 +1,6 @@
 #include "spmd/workloads/eval_models.hpp"
 
+#include "spmd/backends/backend.hpp"
 #include "spmd/models/cnn_classifier.hpp"
 #include "spmd/models/logreg_classifier.hpp"
 #include "spmd/models/onnx_classifier.hpp"
@@ -18,7 +19,8 @@ const std::vector<EvalModel>& eval_models() {
        .weights = "",
        .images = false,
        .computes = false,
-       .load = [](const runtime::Context&, const EvalOptions& o) { return models::make_zero_classifier(o.classes); }},
+       .load = [](const runtime::Context&, const EvalOptions& o) { return models::make_zero_classifier(o.classes); },
+       .cpu_only_under_auto = nullptr},
       {.name = "logreg",
        .summary = "multiclass logistic regression",
        .weights = "a file written by spmd logreg --weights-out",
@@ -26,7 +28,8 @@ const std::vector<EvalModel>& eval_models() {
        .computes = true,
        .load = [](const runtime::Context& ctx, const EvalOptions& o) {
          return models::make_logreg_classifier(read_logreg_weights(ctx, o.weights), o.weights);
-       }},
+       },
+       .cpu_only_under_auto = nullptr},
       {.name = "cnn",
        .summary = "the mean probabilities of a CNN ensemble",
        .weights = "a spmd ensemble checkpoint",
@@ -35,19 +38,27 @@ const std::vector<EvalModel>& eval_models() {
        .load = [](const runtime::Context& ctx, const EvalOptions& o) {
          auto checkpoint = read_checkpoint_params(ctx, o.weights);
          return models::make_cnn_classifier(checkpoint.config, std::move(checkpoint.members), o.weights);
-       }},
+       },
+       .cpu_only_under_auto = nullptr},
       {.name = "onnx",
-       .summary = "a classifier exported as ONNX (PyTorch, JAX, Keras, spmd export; CPU)",
+       .summary = "a classifier exported as ONNX (PyTorch, JAX, Keras, spmd export)",
        .weights = "an .onnx file",
        .images = false,
        .computes = true,
-       .host_only = true,
        .load = [](const runtime::Context& ctx, const EvalOptions& o) {
          std::unique_ptr<models::Classifier> model;  // every rank reads the file; a failure anywhere ends all
          runtime::agree_on(ctx.comm(), [&] {
-           model = models::make_onnx_classifier(o.weights, o.model_output, {o.input_mean, o.input_std});
+           model = models::make_onnx_classifier(o.weights, o.model_output, {o.input_mean, o.input_std},
+                                                &ctx.devices().front());
          });
          return model;
+       },
+       .cpu_only_under_auto = [](const EvalOptions& o) {
+         const runtime::PlatformChoice choice = backends::select_platform("auto");
+         if (choice.platform == nullptr || choice.platform->name() == "cpu") return std::string();
+         runtime::DeviceInfo device;
+         device.platform = choice.platform;
+         return models::onnx_file_unsupported_on(o.weights, device);
        }},
   };
   return table;

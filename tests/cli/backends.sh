@@ -86,8 +86,9 @@ if [ -f "$MODULE" ]; then
   run real_module_cuda nonzero 120 with_gpu mpirun -np 2 --oversubscribe -x LD_LIBRARY_PATH "$SPMD" info --backend cuda
   expect_in "--backend cuda: no usable device, on rank 0" 'rank 0 on .*--backend cuda but no GPU is usable here \(cudaGetDeviceCount'
 
-  # A model only the CPU runs (onnx): --backend auto takes the CPU without loading the module,
-  # and says so, where the same auto loads it for a model a GPU backend runs (zero).
+  # onnx under --backend auto: the GPU backend is asked whether it runs the graph (it loads the
+  # module, as for any model); with no usable GPU auto still takes the CPU, saying why, and
+  # --backend cuda gives the usual error, on every rank.
   ONNX_SUB=$WORK/onnx_sub.h5
   run onnx_inputs 0 60 fashion_subset 64 "$ONNX_SUB"
   run onnx_model 0 60 /usr/bin/python3 -c "
@@ -99,9 +100,13 @@ g = helper.make_graph([helper.make_node('Flatten', ['x'], ['f']), helper.make_no
     [helper.make_tensor_value_info('y', T.FLOAT, ['batch', 10])], [w])
 onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid('', 13)]), '$WORK/lr.onnx')"
   run onnx_auto_note 0 120 with_gpu "$SPMD" eval --data "$ONNX_SUB" --model onnx --weights "$WORK/lr.onnx" --backend auto
-  expect_in "auto with a host-only model says it runs on the CPU" "--backend auto: --model onnx runs on the CPU \(no GPU backend runs it yet\)"
+  expect_in "auto with onnx and no usable GPU takes the CPU, saying why" "--backend auto: using CPU \(cuda: cudaGetDeviceCount"
+  expect_not_in "no CPU-only note for a graph the GPU backend runs" "runs on the CPU \("
   run onnx_auto_libraries 0 120 with_gpu loaded_libraries "$SPMD" eval --data "$ONNX_SUB" --model onnx --weights "$WORK/lr.onnx" --backend auto
-  expect_not_in "and never loads the CUDA module" 'libspmd_cuda\.so|libcudart'
+  expect_in "auto loads the module for onnx (the GPU backend runs it)" 'libspmd_cuda\.so'
+  run onnx_cuda_no_gpu nonzero 120 with_gpu mpirun -np 2 --oversubscribe -x LD_LIBRARY_PATH "$SPMD" eval --data "$ONNX_SUB" \
+    --model onnx --weights "$WORK/lr.onnx" --backend cuda
+  expect_in "--backend cuda with onnx and no usable GPU: the usual error, rank 0" 'rank 0 on .*--backend cuda but no GPU is usable here \(cudaGetDeviceCount'
   run zero_auto_libraries 0 120 with_gpu loaded_libraries "$SPMD" eval --data "$ONNX_SUB" --model zero --backend auto
   expect_in "while auto loads the module for a model the GPU backend runs" 'libspmd_cuda\.so'
 else

@@ -131,6 +131,37 @@ PYEOF
 }
 run norm_same 0 30 same_within "$WORK/norm_outside.h5" "$WORK/norm_inside.h5" 1e-5
 cat "$LAST_OUT"
+
+# The same on the GPU (needs one; skipped visibly without): every model and the normalised
+# LeNet within 1e-5 of the CPU's probabilities, the same classes; a graph the CUDA backend cannot
+# run (a Cast of float data to int64) is refused by --backend cuda naming the node and the op,
+# and --backend auto runs it on the CPU, saying so. Without a GPU, --backend cuda gives its usual error.
+if "$SPMD" info --backend cuda >/dev/null 2>&1; then
+  for m in $MODELS; do
+    run "eval_${m}_cuda" 0 120 "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/$m.onnx" --backend cuda \
+      --predictions "$WORK/$m.cuda.h5"
+    run "${m}_cuda_vs_cpu" 0 30 same_within "$WORK/$m.1x1.h5" "$WORK/$m.cuda.h5" 1e-5
+    cat "$LAST_OUT"
+  done
+  run eval_norm_cuda 0 120 "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/lenet.onnx" --input-mean 0.286 \
+    --input-std 0.353 --backend cuda --predictions "$WORK/norm_cuda.h5"
+  run norm_cuda_vs_cpu 0 30 same_within "$WORK/norm_outside.h5" "$WORK/norm_cuda.h5" 1e-5
+  run cast_model 0 60 $PY -c "
+import onnx
+from onnx import helper, TensorProto as T
+g = helper.make_graph([helper.make_node('Flatten', ['x'], ['f']), helper.make_node('Cast', ['f'], ['c'], name='c', to=T.INT64),
+                       helper.make_node('Cast', ['c'], ['y'], to=T.FLOAT)], 'c',
+    [helper.make_tensor_value_info('x', T.FLOAT, ['batch', 28, 28, 1])], [helper.make_tensor_value_info('y', T.FLOAT, ['batch', 784])])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid('', 13)]), '$WORK/cast.onnx')"
+  run cast_cuda nonzero 60 "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/cast.onnx" --backend cuda
+  expect_in "--backend cuda names the node and what it cannot run" "node 'c' \\(Cast giving int64 from float data, which the CUDA backend does not run\\)"
+  run cast_auto 0 60 "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/cast.onnx" --backend auto
+  expect_in "--backend auto runs it on the CPU, saying why" "--backend auto: --model onnx runs on the CPU \\(node 'c' \\(Cast giving int64"
+else
+  echo "SKIP onnx_on_cuda: no GPU here (spmd info --backend cuda fails)"
+  run cuda_without_gpu nonzero 60 "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/lenet.onnx" --backend cuda
+  expect_in "--backend cuda without a GPU: the usual error" "--backend cuda but no GPU is usable here"
+fi
 run output_override 0 60 "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/mlp.onnx" --model-output logits --dry-run
 expect_in "--model-output overrides the graph's LogSoftmax" "output 'output' logits \(--model-output\)"
 

@@ -5,7 +5,8 @@
 #      BUILD=build reuses the main build when its CUDA module holds sm_90 code, checked here);
 #   2. copies spmd, libspmd.so, the CUDA module, the test binaries and the benchmarks into
 #      device-rt/bin, and the test data into device-rt/data: Fashion-MNIST's test.h5 (uint8),
-#      the first 10000 rows of train.h5 (the whole is 47 MB, past the carry limit), the small sets;
+#      the first 10000 rows of train.h5 (the whole is 47 MB, past the carry limit), the small sets,
+#      ONNX models (PyTorch's exports, made here with Debian's python3-torch) and ONNX's node tests;
 #   3. downloads (apt-get download) the Debian packages of every shared library those
 #      binaries and Open MPI's launcher, daemon and plugins load, into device-rt/debs,
 #      leaving out the C library, libgcc and libstdc++ (the GPU machine's are newer, and
@@ -37,7 +38,8 @@ rm -rf "$RT/bin" "$RT/data"
 mkdir -p "$RT/bin" "$RT/data/fashion" "$RT/debs"
 # libspmd under its SONAME (libspmd.so.MAJOR.MINOR), the name the binaries ask the loader for;
 # the CUDA module beside it (run.sh puts bin/ on the library path).
-bins=("$BUILD/spmd" "$BUILD/$(readlink "$BUILD/libspmd.so")" "$BUILD/tests/spmd_unit_tests" "$BUILD/tests/spmd_mpi_tests")
+bins=("$BUILD/spmd" "$BUILD/$(readlink "$BUILD/libspmd.so")" "$BUILD/tests/spmd_unit_tests" "$BUILD/tests/spmd_mpi_tests"
+      "$BUILD/tests/spmd_onnx_conformance")
 for f in "$BUILD/libspmd_cuda.so" "$BUILD/tests/spmd_cuda_tests" "$BUILD"/bench_*; do
   if [ -x "$f" ]; then bins+=("$f")
   elif [ $STAGE_ONLY = 0 ]; then echo "pack.sh: $f missing" >&2; exit 1; fi
@@ -58,6 +60,25 @@ with h5py.File(src, "r") as f, h5py.File(out, "w") as g:
         g[key] = f[key][:rows]
     g.attrs.update(f.attrs)
 PYEOF
+
+# ONNX models for eval --model onnx on the GPU (the machine there has no torch): PyTorch's
+# exports of tests/support/torch_models.py, and a graph the CUDA backend cannot run.
+mkdir -p "$RT/data/onnx"
+/usr/bin/python3 tests/support/torch_models.py export "$RT/data/onnx" >/dev/null
+/usr/bin/python3 - "$RT/data/onnx/cast.onnx" <<'PYEOF'
+import sys, onnx
+from onnx import helper, TensorProto as T
+g = helper.make_graph([helper.make_node("Flatten", ["x"], ["f"]), helper.make_node("Cast", ["f"], ["c"], name="c", to=T.INT64),
+                       helper.make_node("Cast", ["c"], ["y"], to=T.FLOAT)], "c",
+                      [helper.make_tensor_value_info("x", T.FLOAT, ["batch", 28, 28, 1])],
+                      [helper.make_tensor_value_info("y", T.FLOAT, ["batch", 784])])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), sys.argv[1])
+PYEOF
+
+# ONNX's node tests (Debian's libonnx-testdata), for the conformance runner on the GPU (8 MiB gzipped).
+ONNX_TESTS=/usr/include/onnx/backend/test/data
+[ -d "$ONNX_TESTS/node" ] &&
+  tar czf "$RT/data/onnx-tests.tar.gz" -C "$ONNX_TESTS" node pytorch-converted pytorch-operator simple
 
 if [ $STAGE_ONLY = 0 ]; then
   # Every library the binaries, mpirun/orted and the Open MPI plugins resolve to here.

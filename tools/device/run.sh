@@ -4,11 +4,13 @@
 #   run(command="bash tools/device/run.sh PART...", carry=["device-rt"])
 # PART: tests | sanitize | workloads | bench | cli | peers | all. Every call begins with the probe
 # (environment, info, no CUDA in a CPU run), since each call may find a fresh machine.
-#   tests      the unit, CUDA and MPI tests (1 and 2 ranks) from device-rt/bin
+#   tests      the unit, CUDA and MPI tests (1 and 2 ranks) from device-rt/bin, ONNX's node tests
+#              on the CUDA graph executor
 #   sanitize   compute-sanitizer memcheck, racecheck, initcheck, synccheck over the CUDA tests
 #   workloads  CPU against CUDA: logreg and eval on generated float32 rows, uint8 Fashion-MNIST
-#              eval (logreg, cnn), ensemble of 1 and 4 members, --model onnx refused on cuda
-#   bench      bench_gpu_logreg, ensemble training and eval images/s on the GPU
+#              eval (logreg, cnn), ensemble of 1 and 4 members, --model onnx (PyTorch's models
+#              and an exported ensemble) within 1e-5, an op the GPU lacks refused / run on the CPU
+#   bench      bench_gpu_logreg, ensemble training and eval images/s on the GPU (ONNX too)
 #   cli        the GPU sections of tests/cli/{eval,ensemble,logreg,logreg_intercept}.sh
 #   peers      the seeds' Flax ensemble and JAXopt-style L-BFGS (tools/bench/gpu/jax_peers.py)
 # $OUT/device.log gets every step's output (appended: parts chained in one call, or several
@@ -25,6 +27,8 @@ RT=$(cd "${SPMD_DEVICE_RT:-device-rt}" 2>/dev/null && pwd) ||
   { echo "run.sh: ${SPMD_DEVICE_RT:-device-rt} missing: run tools/device/pack.sh here first and carry device-rt" >&2; exit 1; }
 [ -d "$RT/bin" ] || { echo "run.sh: $RT/bin missing: run tools/device/pack.sh" >&2; exit 1; }
 BIN=$RT/bin DATA=$RT/data
+# PyTorch's exports (pack.sh makes them here; the GPU machine has no torch), for the CUDA tests.
+[ -d "$DATA/onnx" ] && export SPMD_ONNX_MODELS=$DATA/onnx
 OUTDIR=${OUT:-$RT/out}
 mkdir -p "$OUTDIR"
 LOG=$OUTDIR/device.log RECORD=$OUTDIR/gpu-results.json
@@ -63,6 +67,10 @@ part_tests() {
   [ $GPU = 1 ] || note="no GPU visible: the binary ran and its tests skipped themselves"
   SKIP_IF_OK=$note step cuda_tests 180 "$BIN/spmd_cuda_tests" --gtest_brief=1 --gtest_output=json:"$WORK/cuda_tests.json"
   [ -f "$WORK/cuda_tests.json" ] && rec gtest cuda_tests "$WORK/cuda_tests.json"
+  # ONNX's node tests on the CUDA graph executor (the CPU runs them in CI): 0 failures.
+  [ -f "$DATA/onnx-tests.tar.gz" ] && gpu_step onnx_conformance_cuda 150 bash -c \
+    'set -o pipefail; mkdir -p "$1" && tar xzf "$2" -C "$1" && "$3" --backend cuda "$1" | tail -n 40' _ \
+    "$WORK/onnx-tests" "$DATA/onnx-tests.tar.gz" "$BIN/spmd_onnx_conformance"
   step mpi_tests_np1 120 mpirun -np 1 "$BIN/spmd_mpi_tests" --gtest_brief=1 "${filter[@]}"
   step mpi_tests_np2 150 mpirun -np 2 --bind-to none "$BIN/spmd_mpi_tests" --gtest_brief=1 "${filter[@]}"
 }

@@ -7,7 +7,11 @@ if [ "${SPMD_DEVICE_SCALE:-full}" = small ]; then
 else
   GEN=(--samples 20000 --features 784 --informative 50) MAXITER=20 ENS=(--train-limit 1280 --test-limit 1000 --eval-batch 128)
 fi
-TRAIN=$DATA/fashion/train.h5 TEST=$DATA/fashion/test.h5
+TRAIN=$DATA/fashion/train.h5 TEST=$DATA/fashion/test.h5 ONNX=$DATA/onnx
+# --model onnx, CPU against CUDA: the exported ensemble and PyTorch's models (the ResNet and
+# channels-last nets cost CI's CPU most: full scale only).
+ONNX_MODELS="ensemble lenet mlp"
+[ "${SPMD_DEVICE_SCALE:-full}" = small ] || ONNX_MODELS="$ONNX_MODELS resnet channels_last"
 PYH5=$(python_with h5py numpy) || PYH5=""
 COMPARE=("$PYH5" "$DEVICE_DIR/compare.py" "$RECORD")
 # CMD must fail (not time out) with PATTERN in its output.
@@ -63,13 +67,26 @@ workloads_fashion() {
       --backend $b --json "$WORK/efc_$b.json" --predictions "$WORK/efc_$b.h5"
   done
   gpu_host_step eval_fashion_cnn_cpu_vs_cuda 30 "${COMPARE[@]}" predictions eval_fashion_cnn "$WORK/efc_cpu.h5" "$WORK/efc_cuda.h5" 1e-4
-  # ONNX models run on the CPU only: the export evaluates there, and --backend cuda is refused by name.
+  # ONNX: spmd's own export of those members, and PyTorch's models (pack.sh), CPU against CUDA.
   step export_onnx 60 "$SPMD" export --weights "$WORK/ck_m4_cpu.h5" --out "$WORK/m4.onnx"
-  step eval_fashion_onnx_cpu 120 "$SPMD" eval --data "$TEST" --model onnx --weights "$WORK/m4.onnx" --per-device-batch 512 \
-    --json "$WORK/efo_cpu.json"
-  [ -f "$WORK/efo_cpu.json" ] && rec take eval_images_per_s.onnx_cpu "$WORK/efo_cpu.json" examples_per_second
-  gpu_step onnx_refused_on_cuda 60 "${REFUSAL[@]}" 'cuda backend does not run ONNX models' \
-    "$SPMD" eval --data "$TEST" --model onnx --weights "$WORK/m4.onnx" --backend cuda
+  for m in $ONNX_MODELS; do
+    local weights=$ONNX/$m.onnx
+    [ $m = ensemble ] && weights=$WORK/m4.onnx
+    for b in cpu cuda; do
+      on $b "eval_onnx_${m}_$b" 120 "$SPMD" eval --data "$TEST" --model onnx --weights "$weights" --per-device-batch 512 \
+        --backend $b --json "$WORK/eo_${m}_$b.json" --predictions "$WORK/eo_${m}_$b.h5"
+    done
+    gpu_host_step "eval_onnx_${m}_cpu_vs_cuda" 30 "${COMPARE[@]}" predictions "eval_onnx_$m" "$WORK/eo_${m}_cpu.h5" \
+      "$WORK/eo_${m}_cuda.h5" 1e-5
+  done
+  [ -f "$WORK/eo_ensemble_cpu.json" ] && rec take eval_images_per_s.onnx_cpu "$WORK/eo_ensemble_cpu.json" examples_per_second
+  # A graph the CUDA backend cannot run (a Cast of float data to int64): --backend cuda refuses it by
+  # node and op; auto runs it on the CPU.
+  gpu_step onnx_unsupported_refused_on_cuda 60 "${REFUSAL[@]}" "node 'c' \(Cast giving int64 from float data" \
+    "$SPMD" eval --data "$TEST" --model onnx --weights "$ONNX/cast.onnx" --backend cuda
+  gpu_step onnx_unsupported_auto_on_cpu 60 bash -c 'out=$("$@" 2>&1); rc=$?; echo "$out"; [ $rc -eq 0 ] &&
+    grep -q "backend auto: --model onnx runs on the CPU (node .c. (Cast giving int64" <<<"$out"' _ \
+    "$SPMD" eval --data "$TEST" --model onnx --weights "$ONNX/cast.onnx" --backend auto
 }
 
 part_workloads() {
@@ -79,7 +96,8 @@ part_workloads() {
 }
 
 # Throughput on the GPU: the logreg objective against one read of X, ensemble training at
-# batch 32 and 256 with 1, 4 and 8 members on the GPU, eval at batch 512.
+# batch 32 and 256 with 1, 4 and 8 members on the GPU, eval at batch 512 (logreg, cnn, and
+# PyTorch's LeNet- and ResNet-style models through --model onnx).
 part_bench() {
   local b m limit
   gpu_step bench_gpu_logreg 180 "$BIN/bench_gpu_logreg" --json "$WORK/bench_logreg.json"
@@ -98,6 +116,11 @@ part_bench() {
     gpu_step "bench_eval_${m%%:*}" 120 "$SPMD" eval --data "$TEST" --model "${m%%:*}" --weights "$WORK/${m#*:}" \
       --per-device-batch 512 --strategy pad --backend cuda --json "$WORK/bev_${m%%:*}.json"
     [ -f "$WORK/bev_${m%%:*}.json" ] && rec take "eval_images_per_s.${m%%:*}_cuda" "$WORK/bev_${m%%:*}.json" examples_per_second
+  done
+  for m in lenet resnet; do
+    gpu_step "bench_eval_onnx_$m" 120 "$SPMD" eval --data "$TEST" --model onnx --weights "$ONNX/$m.onnx" --per-device-batch 512 \
+      --strategy pad --backend cuda --json "$WORK/bev_onnx_$m.json"
+    [ -f "$WORK/bev_onnx_$m.json" ] && rec take "eval_images_per_s.onnx_${m}_cuda" "$WORK/bev_onnx_$m.json" examples_per_second
   done
 }
 

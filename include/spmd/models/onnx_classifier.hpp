@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "spmd/models/classifier.hpp"
+#include "spmd/runtime/devices.hpp"
+#include "spmd/runtime/devices.hpp"
 
 namespace spmd::models {
 
@@ -29,7 +31,18 @@ struct OnnxInputNorm {
 // give [rows, C] with C >= 2). Throws spmd::Error naming the file, the input and the
 // dimension that is not static, the output's shape, or a mean / std whose count matches no
 // channel axis (or both: an input [3, 32, 3] is ambiguous) or a std that is not positive.
+// With a device of a backend other than the CPU, also when that backend cannot run the graph
+// (onnx_unsupported_on), naming the node and the op.
 std::unique_ptr<Classifier> make_onnx_classifier(const std::string& path, OnnxOutput output = OnnxOutput::Auto,
-                                                 const OnnxInputNorm& norm = {});
+                                                 const OnnxInputNorm& norm = {},
+                                                 const runtime::DeviceInfo* device = nullptr);
+
+class OnnxGraph;
+// "" when `device`'s backend runs every node of the graph (the CPU always does), else why not:
+// the first node it cannot run and its op, or that its module runs no ONNX graph at all.
+std::string onnx_unsupported_on(const OnnxGraph& graph, const runtime::DeviceInfo& device);
+// The same for the graph in the file `path`; "" also when the file cannot be loaded (the run's
+// own load, on every rank, then says why).
+std::string onnx_file_unsupported_on(const std::string& path, const runtime::DeviceInfo& device);
 
 }  // namespace spmd::models

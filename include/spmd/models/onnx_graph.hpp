@@ -43,6 +43,16 @@ class OnnxGraph {
   std::int64_t parameter_floats() const { return parameter_floats_; }
   std::size_t node_count() const { return nodes_.size(); }
 
+  // For executors on other backends (the CUDA module's): the table as OnnxRunner reads it.
+  // Tensor k < constants().size() is constants()[k]; the others are a run's.
+  const std::vector<ops::GraphNode>& nodes() const { return nodes_; }
+  const std::vector<ops::Tensor>& constants() const { return constants_; }
+  std::size_t tensor_count() const { return tensor_count_; }
+  int input_tensor(std::size_t k) const { return input_index_.at(k); }
+  int output_tensor(std::size_t k) const { return output_index_.at(k); }
+  // The run tensors no node after node n reads (release_after_ below).
+  const std::vector<int>& released_after(std::size_t n) const { return release_after_.at(n); }
+
  private:
   friend class OnnxRunner;
   // Renumbers the tensor table so that the constants (moved out of `values`) come first.
@@ -77,6 +87,8 @@ class OnnxRunner {
     return k_output(static_cast<std::size_t>(graph_->output_index_.at(k)));
   }
   const OnnxGraph& graph() const { return *graph_; }
+  // Any tensor of the last run (constants included), by table index: its shape and type.
+  const ops::Tensor& tensor(std::size_t t) const { return k_output(t); }
   // Bytes the run's tensors and its pool of released storage hold now: what a batch costs.
   std::int64_t tensor_bytes() const;
 

@@ -25,13 +25,14 @@ struct EvalModel {
   bool images = false;
   // false for a model that predicts without computing: its timings measure data movement only.
   bool computes = true;
-  // Runs on the CPU backend only (no device implementation elsewhere yet): --backend auto
-  // then picks the CPU without probing for a GPU, and says so; --backend cuda is refused.
-  bool host_only = false;
   // Collective: builds the classifier on every rank from the eval options (--weights, empty
   // when `weights` is; --classes for models whose weights do not fix it; the model's own
   // options, such as onnx's --model-output).
   std::function<std::unique_ptr<models::Classifier>(const runtime::Context& ctx, const EvalOptions& options)> load;
+  // Under --backend auto, before the run takes its devices: why this model (with these
+  // options) must run on the CPU although auto would take a GPU backend, or "" (auto's pick
+  // stands). Empty function: never. --backend cuda with such a model is refused by its load.
+  std::function<std::string(const EvalOptions& options)> cpu_only_under_auto;
 };
 
 // The registered models, in registration order.

@@ -32,6 +32,8 @@ class CudaBackend final : public Backend {
     provide<models::LogregShardKind>(&make_logreg_shard_cuda);
     provide<models::LogregShard64Kind>(&make_logreg_shard64_cuda);
     provide<models::LogregPredictorKind>(&make_logreg_predictor_cuda);
+    provide<models::OnnxPredictorKind>(&make_onnx_predictor_cuda);
+    provide<models::OnnxSupportKind>(&onnx_unsupported_cuda);
   }
 };
 

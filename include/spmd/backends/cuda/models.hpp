@@ -5,10 +5,12 @@
 // models/classifier.hpp. Declared here for the backend's own table and the CUDA tests.
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "spmd/models/classifier.hpp"
 #include "spmd/models/device_models.hpp"
+#include "spmd/models/onnx_predictor.hpp"
 #include "spmd/runtime/devices.hpp"
 
 namespace spmd::backends::cuda {
@@ -38,5 +40,23 @@ std::unique_ptr<models::LogregShard64> make_logreg_shard64_cuda(const runtime::D
 std::unique_ptr<models::DevicePredictor> make_logreg_predictor_cuda(const runtime::DeviceInfo& device,
                                                             const models::LogregParameters& parameters,
                                                             std::int64_t max_rows);
+
+// Defined in graph/onnx_predictor.cu: eval --model onnx with the graph on the GPU (its
+// weights uploaded once, its activations in buffers planned once for up to 2048 rows per run);
+// outputs within 1e-5 of the CPU predictor's (cuBLAS's summation order is not the CPU's). Throws
+// spmd::Error naming the node and op when the GPU cannot run the graph (onnx_unsupported_cuda).
+std::unique_ptr<models::DevicePredictor> make_onnx_predictor_cuda(const runtime::DeviceInfo& device,
+                                                                  const models::OnnxPredictorSpec& spec,
+                                                                  std::int64_t max_rows);
+// "" when the GPU runs every node of the graph, else why not (graph/graph_plan.hpp). Needs no GPU.
+std::string onnx_unsupported_cuda(const models::OnnxGraph& graph);
+
+// Defined in graph/graph_run.cpp, for ONNX's node tests: a graph of fixed shapes on these
+// inputs (one per graph input, float or int64). The support check (needs no GPU), and one run
+// on the GPU giving every graph output on the host (spmd::Error with the check's reason when
+// the GPU cannot run it).
+std::string onnx_unsupported_cuda_fixed(const models::OnnxGraph& graph, const std::vector<ops::Tensor>& inputs);
+std::vector<ops::Tensor> run_onnx_graph_cuda(const runtime::DeviceInfo& device, std::shared_ptr<const models::OnnxGraph> graph,
+                                             const std::vector<ops::Tensor>& inputs);
 
 }  // namespace spmd::backends::cuda
