@@ -52,10 +52,10 @@ std::vector<float> run_cpu(const std::shared_ptr<const spmd::models::OnnxGraph>&
   Dims shape{rows};
   shape.insert(shape.end(), row.begin(), row.end());
   runner.input(0).reset(spmd::ops::ElemType::Float32, shape);
-  runner.input(0).f = x;
+  runner.input(0).f.assign(x.begin(), x.end());
   runner.run();
   classes = static_cast<int>(runner.output(0).size() / rows);
-  return runner.output(0).f;
+  return {runner.output(0).f.begin(), runner.output(0).f.end()};
 }
 
 // The same through the CUDA eval predictor, its output read as is (as "probabilities").
