@@ -7,7 +7,8 @@
 # the top two differ by more than 1e-4; the start-up line's node count says what was fused;
 # the predictions file byte-identical on 1x1 and 2x2 ranks x devices. --dry-run's memory
 # within 10 % of the measured peak RSS where the activations dominate (issue 28, section 5;
-# the runner's storage stays what the estimate's trial runs saw, run after run).
+# the runner's storage stays what the estimate's trial runs saw, run after run); a model whose
+# activations do not fit refused up front, nothing written.
 source "$(dirname "$0")/../support/cli_lib.sh"
 PY=/usr/bin/python3
 SUB=$WORK/sub.h5
@@ -64,4 +65,11 @@ memory_estimate() {
 }
 run memory_estimate 0 120 memory_estimate
 cat "$LAST_OUT"
+
+# A model whose activations do not fit: refused before anything runs, the model's share named,
+# no predictions file.
+run does_not_fit 1 60 bash -c 'ulimit -v 900000; "$0" eval --data "$1" --model onnx --weights "$2" --per-device-batch 3000 \
+  --predictions "$3"' "$SPMD" "$BIG" "$WORK/wide.onnx" "$WORK/unfit.h5"
+expect_in "the refusal names what the model needs" "not enough memory for this run: rank 0 .* model [0-9.]+ MiB"
+run does_not_fit_wrote_nothing 1 5 test -e "$WORK/unfit.h5"
 finish
