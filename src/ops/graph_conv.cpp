@@ -73,6 +73,7 @@ Window window_of(const OpCall& call, const Tensor& x, std::int64_t kh, std::int6
   }
   const auto out = [&](std::int64_t in, std::int64_t lo, std::int64_t hi, std::int64_t k, std::int64_t stride) {
     const std::int64_t span = in + lo + hi - k;
+    if (span < 0) return std::int64_t{0};  // the (dilated) kernel is larger than the padded input
     return (ceil_mode ? (span + stride - 1) / stride : span / stride) + 1;
   };
   g.oh = out(g.h, g.top, g.bottom, ekh, g.sh);
