@@ -87,11 +87,17 @@ if [ -n "$cluster" ]; then
   [ ${#pmix_socket} -lt 108 ] || die "prefix too long for the slurmstepd's PMIx socket path ($pmix_socket); choose a shorter SPMD_SLURM_PREFIX"
 fi
 
+# A port below the kernel's ephemeral range (ip_local_port_range: 32768-60999 by default): one
+# inside it can be free when checked and taken a moment later as the local port of an outgoing
+# connection (an mpirun's, another test's), and slurmd then fails to bind it (seen in CI). Free
+# means no socket in any state uses it, not only no listener.
 free_port() {
-  local port
+  local port low=32768
+  read -r low _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || low=32768
+  [ "$low" -gt 12000 ] || die "the ephemeral port range starts at $low: set SPMD_SLURM_PORTS to two free ports"
   for _ in $(seq 1 200); do
-    port=$((20000 + RANDOM % 30000))
-    [ -z "$(ss -Hltn "sport = :$port" 2>/dev/null)" ] && { echo "$port"; return 0; }
+    port=$((10000 + RANDOM % (low - 10000)))
+    [ -z "$(ss -Hant "sport = :$port" 2>/dev/null)" ] && { echo "$port"; return 0; }
   done
   die "no free TCP port found for the Slurm daemons"
 }
