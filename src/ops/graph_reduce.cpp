@@ -1,6 +1,7 @@
-// Graph ops that reduce: Softmax / LogSoftmax (each opset's axis rule), ReduceMean / Sum /
-// Max / Min over chosen axes, and the variadic Sum and Mean (our exported ensembles end in
-// Mean). Each reduction runs in one fixed order along its axis.
+// Graph ops that reduce: Softmax / LogSoftmax (each opset's axis rule), LayerNormalization
+// (opset 17: PyTorch's LayerNorm), ReduceMean / Sum / Max / Min over chosen axes, and the
+// variadic Sum and Mean (our exported ensembles end in Mean). Each reduction runs in one fixed
+// order along its axis.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -41,6 +42,43 @@ void softmax(const OpCall& c) {
       for (std::int64_t k = 0; k < length; ++k)
         out[k * inner] = kLog ? in[k * inner] - top - log_sum : std::exp(in[k * inner] - top) / sum;
     }
+}
+
+// LayerNormalization: Y = (X - mean) / sqrt(var + epsilon) * Scale + B over the dimensions
+// from `axis` on (mean and variance of each of those blocks), Scale and B broadcast to them;
+// the optional Mean and InvStdDev outputs [dims before axis, 1, ...].
+void layer_norm(const OpCall& c) {
+  const Tensor& x = c.float_input(0);
+  const Tensor& scale = c.float_input(1);
+  const Tensor* bias = c.has_input(2) ? &c.float_input(2) : nullptr;
+  const std::size_t r = x.shape.size(), axis = c.axis(c.node.attrs.i("axis", -1), r);
+  const float eps = c.node.attrs.f("epsilon", 1e-5f);
+  std::int64_t outer = 1, length = 1;
+  for (std::size_t k = 0; k < r; ++k) (k < axis ? outer : length) *= x.shape[k];
+  for (const Tensor* t : {&scale, bias})
+    if (t && t->size() != length && t->size() != 1)
+      c.fail("Scale / B " + to_string(t->shape) + " do not broadcast to the normalised " + std::to_string(length) + " values");
+  const auto at = [](const Tensor& t, std::int64_t k) { return t.f[static_cast<std::size_t>(t.size() == 1 ? 0 : k)]; };
+  Tensor& y = *c.out[0];
+  y.reset(ElemType::Float32, x.shape);
+  std::vector<std::int64_t> stat_shape(x.shape.begin(), x.shape.begin() + static_cast<std::ptrdiff_t>(axis));
+  stat_shape.resize(r, 1);
+  Tensor* stats[2] = {nullptr, nullptr};  // Mean, InvStdDev where asked for
+  for (std::size_t k = 1; k < 3 && k < c.out.size(); ++k)
+    if (c.out[k]) (stats[k - 1] = c.out[k])->reset(ElemType::Float32, stat_shape);
+  for (std::int64_t o = 0; o < outer; ++o) {
+    const float* in = x.f.data() + o * length;
+    float* out = y.f.data() + o * length;
+    float sum = 0.0f;
+    for (std::int64_t k = 0; k < length; ++k) sum += in[k];
+    const float mean = sum / static_cast<float>(length);
+    float squares = 0.0f;
+    for (std::int64_t k = 0; k < length; ++k) squares += (in[k] - mean) * (in[k] - mean);
+    const float sd = std::sqrt(squares / static_cast<float>(length) + eps);
+    for (std::int64_t k = 0; k < length; ++k) out[k] = (in[k] - mean) / sd * at(scale, k) + (bias ? at(*bias, k) : 0.0f);
+    if (stats[0]) stats[0]->f[static_cast<std::size_t>(o)] = mean;
+    if (stats[1]) stats[1]->f[static_cast<std::size_t>(o)] = 1.0f / sd;
+  }
 }
 
 enum class Reduce { Mean, Sum, Max, Min };
@@ -108,6 +146,7 @@ void variadic(const OpCall& c) {
 
 SPMD_REGISTER_GRAPH_OP("Softmax", softmax<false>);
 SPMD_REGISTER_GRAPH_OP("LogSoftmax", softmax<true>);
+SPMD_REGISTER_GRAPH_OP("LayerNormalization", layer_norm);
 SPMD_REGISTER_GRAPH_OP("ReduceMean", reduce<Reduce::Mean>);
 SPMD_REGISTER_GRAPH_OP("ReduceSum", reduce<Reduce::Sum>);
 SPMD_REGISTER_GRAPH_OP("ReduceMax", reduce<Reduce::Max>);

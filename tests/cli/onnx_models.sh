@@ -71,6 +71,26 @@ for m in $MODELS; do
   cat "$LAST_OUT"
 done
 
+# The MLP exported at opset 17 (LayerNorm as one LayerNormalization node): PyTorch's outputs.
+run eval_mlp_opset17 0 120 "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/mlp_opset17.onnx" \
+  --predictions "$WORK/mlp_opset17.1x1.h5"
+opset17() {
+  $PY - "$WORK" <<'PYEOF'
+import sys, h5py, numpy as np
+work = sys.argv[1]
+ref = np.load(f"{work}/mlp.torch.npy")
+with h5py.File(f"{work}/mlp_opset17.1x1.h5") as f:
+    probs = f["probabilities"][...]
+diff = float(np.abs(ref - probs).max())
+print(f"mlp at opset 17 (LayerNormalization) vs PyTorch: max |diff| {diff:.2e}")
+top2 = np.sort(ref, axis=1)[:, -2:]
+wrong = int(((probs.argmax(1) != ref.argmax(1)) & (top2[:, 1] - top2[:, 0] > 1e-4)).sum())
+sys.exit(0 if diff < 1e-4 and wrong == 0 else 1)
+PYEOF
+}
+run compare_mlp_opset17 0 60 opset17
+cat "$LAST_OUT"
+
 # spmd's own exports read back: the same classes as the native models, probabilities within 1e-5.
 run ensemble 0 300 mpi 2 "$SPMD" ensemble --train "$SUB" --test "$SUB" --train-limit 300 --test-limit 64 \
   --conv-features 4,4 --dense-features 16 --checkpoint "$WORK/ck.h5" --quiet

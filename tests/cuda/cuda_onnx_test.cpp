@@ -353,7 +353,7 @@ TEST(CudaOnnx, TorchModelsThroughTheEvalPredictorMatchTheCpu) {
   for (int v = 0; v < 256; ++v) table[static_cast<std::size_t>(v)] = static_cast<float>(v / 255.0);
   std::vector<float> x(bytes.size());
   for (std::size_t k = 0; k < x.size(); ++k) x[k] = table[bytes[k]];
-  for (const char* name : {"lenet", "resnet", "mlp", "channels_last"}) {
+  for (const char* name : {"lenet", "resnet", "mlp", "channels_last", "mobile"}) {
     const auto model = spmd::models::make_onnx_classifier(dir + "/" + name + ".onnx");
     model->check_sample_shape({28, 28, 1}, "test images");
     const int classes = model->classes();
@@ -382,7 +382,7 @@ TEST(CudaOnnx, TorchModelsArePlannedForTheGpu) {
   spmd::test::TestFolder folder("spmd-cuda-torch");
   const std::string dir = torch_models(folder);
   if (dir.empty()) GTEST_SKIP() << "no PyTorch models: set SPMD_ONNX_MODELS or install python3-torch";
-  for (const char* name : {"lenet", "resnet", "mlp", "channels_last"})
+  for (const char* name : {"lenet", "resnet", "mlp", "channels_last", "mobile"})
     EXPECT_EQ(spmd::backends::cuda::onnx_unsupported_cuda(*spmd::models::OnnxGraph::load(dir + "/" + name + ".onnx")), "")
         << name;
 }

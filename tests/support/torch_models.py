@@ -122,6 +122,10 @@ def main():
             torch.onnx.export(model, torch.zeros([2] + shape), f"{sys.argv[2]}/{name}.onnx", opset_version=13,
                               input_names=["input"], output_names=["output"],
                               dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}})
+        # The MLP at opset 17 too, where PyTorch exports LayerNorm as one LayerNormalization node.
+        torch.onnx.export(build("mlp"), torch.zeros([2] + MODELS["mlp"][1]), f"{sys.argv[2]}/mlp_opset17.onnx",
+                          opset_version=17, input_names=["input"], output_names=["output"],
+                          dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}})
     else:
         import h5py
         with h5py.File(sys.argv[3]) as f:

@@ -6,8 +6,9 @@
 // Row independence: axis 0 is the batch. Every op computes an output row from its input row
 // alone, in an order that does not depend on how many rows the call has, so a row's result is
 // the same bits whichever rows share its batch (what eval promises on every layout). Ops that
-// mix rows (a Transpose or Concat over axis 0, a reduction over it) compute correctly but
-// break that promise; the loader refuses them in models evaluated with a batch.
+// mix rows (a Transpose or Concat over axis 0, a reduction or normalisation over it) compute
+// correctly but break that promise: nothing refuses them yet (README says so); classifiers as
+// PyTorch exports them have none.
 #include <cstdint>
 #include <map>
 #include <memory>
