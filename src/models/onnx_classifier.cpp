@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <tuple>
 
 #include "spmd/models/argmax.hpp"
@@ -166,15 +167,40 @@ struct Trial {
   std::int64_t fixed_bytes = 0, row_bytes = 0;
 };
 
+// Row 0 of each node's first output in the 1-row trial, to find where the 2-row trial's
+// row 0 first differs: a tensor [1, ...] then [2, ...] holds the batch on axis 0.
+struct RowTrace {
+  std::vector<std::vector<float>> first_row;
+  std::string first_difference;  // "node 'NAME' (OP)", or empty
+  void observe(std::int64_t rows, std::size_t node, const ops::OpCall& call) {
+    const ops::Tensor& t = *call.out[0];
+    const bool batch_first = t.type == ops::ElemType::Float32 && !t.shape.empty() && t.shape[0] == rows;
+    if (rows == 1) {
+      first_row.resize(node + 1);
+      if (batch_first) first_row[node].assign(t.f.begin(), t.f.begin() + t.size());
+      return;
+    }
+    const std::vector<float>& one = first_row.at(node);
+    if (!batch_first || one.empty() || static_cast<std::int64_t>(one.size()) * rows != t.size() || !first_difference.empty()) return;
+    if (std::memcmp(one.data(), t.f.data(), one.size() * sizeof(float)) != 0)
+      first_difference = "node '" + call.node.name + "' (" + call.node.op + ")";
+  }
+};
+
 Trial trial_runs(const std::shared_ptr<const OnnxGraph>& graph, const Dims& row) {
   OnnxRunner runner(graph);
+  RowTrace trace;
+  std::vector<float> first_output;
   std::int64_t classes = 0, bytes[2] = {0, 0};
   for (const std::int64_t rows : {1, 2}) {
     Dims shape{rows};
     shape.insert(shape.end(), row.begin(), row.end());
     runner.input(0).reset(ops::ElemType::Float32, shape);
-    std::fill(runner.input(0).f.begin(), runner.input(0).f.end(), 0.0f);
-    runner.run();
+    // Row 0 the same in both runs, row 1 different from it: values in [0, 1) from a fixed LCG.
+    std::uint32_t state = 12345;
+    for (auto& v : runner.input(0).f) v = static_cast<float>((state = state * 1664525u + 1013904223u) >> 8) * 0x1p-24f;
+    std::size_t node = 0;
+    runner.run([&](const ops::OpCall& call) { trace.observe(rows, node++, call); });
     const ops::Tensor& y = runner.output(0);
     const bool ok = y.type == ops::ElemType::Float32 && y.shape.size() >= 2 && y.shape[0] == rows &&
                     std::all_of(y.shape.begin() + 2, y.shape.end(), [](std::int64_t d) { return d == 1; });
@@ -185,6 +211,13 @@ Trial trial_runs(const std::shared_ptr<const OnnxGraph>& graph, const Dims& row)
     if (classes && y.shape[1] != classes)
       throw Error("ONNX model '" + graph->path() + "': its classes change with the batch size");
     classes = y.shape[1];
+    const std::size_t per_row = static_cast<std::size_t>(y.size() / rows);
+    if (rows == 1) first_output.assign(y.f.begin(), y.f.begin() + static_cast<std::ptrdiff_t>(per_row));
+    else if (std::memcmp(first_output.data(), y.f.data(), per_row * sizeof(float)) != 0)
+      throw Error("ONNX model '" + graph->path() + "' mixes the rows of a batch: an example's output changes when another "
+                  "example shares its batch (first at " + (trace.first_difference.empty() ? "its output" : trace.first_difference) +
+                  ": a reduction or normalisation over the batch axis?). "
+                  "spmd eval needs each example's result to depend on that example alone, whatever its batch, padding and layout");
     bytes[rows - 1] = runner.tensor_bytes() + ops::scratch_bytes();  // the ops' scratch is per image: fixed
   }
   const std::int64_t per_row = std::max<std::int64_t>(0, bytes[1] - bytes[0]);

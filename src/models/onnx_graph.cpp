@@ -177,10 +177,10 @@ std::shared_ptr<const OnnxGraph> OnnxGraph::load(const std::string& path) {
   for (const auto& in : graph.input()) {
     if (b.slot_of.count(in.name())) continue;  // an initializer listed as an input (IR < 4)
     const int type = in.type().tensor_type().elem_type();
-    const bool integer = type == onnx::TensorProto::INT64 || type == onnx::TensorProto::INT32;
+    const bool integer = type == onnx::TensorProto::INT64 || type == onnx::TensorProto::INT32 || type == onnx::TensorProto::BOOL;
     if (type != onnx::TensorProto::FLOAT && !integer)
       throw Error(what + ": input '" + in.name() + "' has element type " + std::to_string(type) +
-                  "; the graph ops take float and integer inputs");
+                  "; the graph ops take float, integer and bool inputs");
     g->inputs_.push_back({in.name(), dims_of(in), integer ? ElemType::Int64 : ElemType::Float32});
     g->input_index_.push_back(b.add(in.name(), false));
   }

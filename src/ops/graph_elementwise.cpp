@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "graph_broadcast.hpp"
 #include "spmd/ops/graph_op.hpp"
 
 namespace spmd::ops {
@@ -43,6 +44,26 @@ void hard_sigmoid(const OpCall& c) {
   const float alpha = c.node.attrs.f("alpha", 0.2f), beta = c.node.attrs.f("beta", 0.5f);
   unary(c, [=](float v) { return std::clamp(alpha * v + beta, 0.0f, 1.0f); });
 }
+// HardSwish (opset 14, what PyTorch's nn.Hardswish exports there): x * HardSigmoid(x) with
+// alpha 1/6, beta 1/2.
+void hard_swish(const OpCall& c) {
+  unary(c, [](float v) { return v * std::clamp(v / 6.0f + 0.5f, 0.0f, 1.0f); });
+}
+void celu(const OpCall& c) {
+  const float alpha = c.node.attrs.f("alpha", 1.0f);
+  unary(c, [alpha](float v) { return std::max(0.0f, v) + std::min(0.0f, alpha * (std::exp(v / alpha) - 1.0f)); });
+}
+void thresholded_relu(const OpCall& c) {
+  const float alpha = c.node.attrs.f("alpha", 1.0f);
+  unary(c, [alpha](float v) { return v > alpha ? v : 0.0f; });
+}
+void shrink(const OpCall& c) {
+  const float lambd = c.node.attrs.f("lambd", 0.5f), bias = c.node.attrs.f("bias", 0.0f);
+  unary(c, [=](float v) { return v < -lambd ? v + bias : v > lambd ? v - bias : 0.0f; });
+}
+void sign(const OpCall& c) { unary(c, [](float v) { return v > 0.0f ? 1.0f : v < 0.0f ? -1.0f : v; }); }
+// Round: halves to even, as ONNX (and numpy) round.
+void round_op(const OpCall& c) { unary(c, [](float v) { return std::nearbyint(v); }); }
 void softplus(const OpCall& c) { unary(c, [](float v) { return std::log1p(std::exp(v)); }); }
 void softsign(const OpCall& c) { unary(c, [](float v) { return v / (1.0f + std::fabs(v)); }); }
 void selu(const OpCall& c) {
@@ -61,74 +82,6 @@ void clip(const OpCall& c) {
     if (c.has_input(2)) hi = c.input(2).f.at(0);
   }
   unary(c, [lo, hi](float v) { return std::min(std::max(v, lo), hi); });
-}
-
-// The broadcast shape of a and b (numpy rules), or a failure naming both.
-std::vector<std::int64_t> broadcast_shape(const OpCall& c, const std::vector<std::int64_t>& a,
-                                          const std::vector<std::int64_t>& b) {
-  const std::size_t rank = std::max(a.size(), b.size());
-  std::vector<std::int64_t> out(rank);
-  for (std::size_t k = 0; k < rank; ++k) {
-    const std::int64_t da = k + a.size() >= rank ? a[k + a.size() - rank] : 1;
-    const std::int64_t db = k + b.size() >= rank ? b[k + b.size() - rank] : 1;
-    if (da != db && da != 1 && db != 1) c.fail("shapes " + to_string(a) + " and " + to_string(b) + " do not broadcast");
-    out[k] = da == 1 ? db : da;
-  }
-  return out;
-}
-
-// Strides of `shape` read as broadcast to `out` (0 along broadcast dimensions).
-std::vector<std::int64_t> broadcast_strides(const std::vector<std::int64_t>& shape, const std::vector<std::int64_t>& out) {
-  std::vector<std::int64_t> strides(out.size(), 0);
-  std::int64_t s = 1;
-  for (std::size_t k = shape.size(); k-- > 0;) {
-    const std::size_t o = k + out.size() - shape.size();
-    strides[o] = shape[k] == 1 ? 0 : s;
-    s *= shape[k];
-  }
-  return strides;
-}
-
-template <class T, class Fn>
-void broadcast_apply(const std::vector<std::int64_t>& out_shape, const T* a, const std::vector<std::int64_t>& sa,
-                     const T* b, const std::vector<std::int64_t>& sb, T* y, Fn fn) {
-  const std::size_t rank = out_shape.size();
-  if (rank == 0) {
-    y[0] = fn(a[0], b[0]);
-    return;
-  }
-  // Odometer over all but the innermost dimension; the innermost runs as a strided loop.
-  std::vector<std::int64_t> index(rank, 0);
-  const std::int64_t inner = out_shape[rank - 1], ia = sa[rank - 1], ib = sb[rank - 1];
-  std::int64_t outer = 1;
-  for (std::size_t k = 0; k + 1 < rank; ++k) outer *= out_shape[k];
-  for (std::int64_t o = 0; o < outer; ++o) {
-    std::int64_t oa = 0, ob = 0;
-    for (std::size_t k = 0; k + 1 < rank; ++k) {
-      oa += index[k] * sa[k];
-      ob += index[k] * sb[k];
-    }
-    T* row = y + o * inner;
-    const T* ra = a + oa;
-    const T* rb = b + ob;
-    // The common cases as loops the compiler vectorises: both operands contiguous, or one of
-    // them a scalar along the row (a bias, a per-channel scale).
-    if (ia == 1 && ib == 1) {
-      for (std::int64_t j = 0; j < inner; ++j) row[j] = fn(ra[j], rb[j]);
-    } else if (ia == 1 && ib == 0) {
-      const T vb = *rb;
-      for (std::int64_t j = 0; j < inner; ++j) row[j] = fn(ra[j], vb);
-    } else if (ia == 0 && ib == 1) {
-      const T va = *ra;
-      for (std::int64_t j = 0; j < inner; ++j) row[j] = fn(va, rb[j]);
-    } else {
-      for (std::int64_t j = 0; j < inner; ++j) row[j] = fn(ra[j * ia], rb[j * ib]);
-    }
-    for (std::size_t k = rank - 1; k-- > 0;) {
-      if (++index[k] < out_shape[k]) break;
-      index[k] = 0;
-    }
-  }
 }
 
 template <class FloatFn, class IntFn>
@@ -220,6 +173,12 @@ SPMD_REGISTER_GRAPH_OP("LeakyRelu", leaky_relu);
 SPMD_REGISTER_GRAPH_OP("Elu", elu);
 SPMD_REGISTER_GRAPH_OP("HardSigmoid", hard_sigmoid);
 SPMD_REGISTER_GRAPH_OP("Softplus", softplus);
+SPMD_REGISTER_GRAPH_OP("HardSwish", hard_swish);
+SPMD_REGISTER_GRAPH_OP("Celu", celu);
+SPMD_REGISTER_GRAPH_OP("ThresholdedRelu", thresholded_relu);
+SPMD_REGISTER_GRAPH_OP("Shrink", shrink);
+SPMD_REGISTER_GRAPH_OP("Sign", sign);
+SPMD_REGISTER_GRAPH_OP("Round", round_op);
 SPMD_REGISTER_GRAPH_OP("Softsign", softsign);
 SPMD_REGISTER_GRAPH_OP("Selu", selu);
 SPMD_REGISTER_GRAPH_OP("PRelu", prelu);

@@ -1,5 +1,5 @@
 // Graph ops that reduce: Softmax / LogSoftmax (each opset's axis rule), LayerNormalization
-// (opset 17: PyTorch's LayerNorm), ReduceMean / Sum / Max / Min over chosen axes, and the
+// (opset 17: PyTorch's LayerNorm), InstanceNormalization, the Reduce* ops over chosen axes, and the
 // variadic Sum and Mean (our exported ensembles end in Mean). Each reduction runs in one fixed
 // order along its axis.
 #include <algorithm>
@@ -44,6 +44,21 @@ void softmax(const OpCall& c) {
     }
 }
 
+// Mean and sqrt(variance + eps) of n values, summed in double: a normalised block can be a
+// whole feature map (thousands of values), where float sums drift by 1e-6 from PyTorch's and
+// ONNX Runtime's statistics.
+struct Moments {
+  float mean, sd;
+};
+Moments moments(const float* in, std::int64_t n, float eps) {
+  double sum = 0.0;
+  for (std::int64_t k = 0; k < n; ++k) sum += in[k];
+  const double mean = sum / static_cast<double>(n);
+  double squares = 0.0;
+  for (std::int64_t k = 0; k < n; ++k) squares += (in[k] - mean) * (in[k] - mean);
+  return {static_cast<float>(mean), static_cast<float>(std::sqrt(squares / static_cast<double>(n) + eps))};
+}
+
 // LayerNormalization: Y = (X - mean) / sqrt(var + epsilon) * Scale + B over the dimensions
 // from `axis` on (mean and variance of each of those blocks), Scale and B broadcast to them;
 // the optional Mean and InvStdDev outputs [dims before axis, 1, ...].
@@ -69,19 +84,54 @@ void layer_norm(const OpCall& c) {
   for (std::int64_t o = 0; o < outer; ++o) {
     const float* in = x.f.data() + o * length;
     float* out = y.f.data() + o * length;
-    float sum = 0.0f;
-    for (std::int64_t k = 0; k < length; ++k) sum += in[k];
-    const float mean = sum / static_cast<float>(length);
-    float squares = 0.0f;
-    for (std::int64_t k = 0; k < length; ++k) squares += (in[k] - mean) * (in[k] - mean);
-    const float sd = std::sqrt(squares / static_cast<float>(length) + eps);
+    const auto [mean, sd] = moments(in, length, eps);
     for (std::int64_t k = 0; k < length; ++k) out[k] = (in[k] - mean) / sd * at(scale, k) + (bias ? at(*bias, k) : 0.0f);
     if (stats[0]) stats[0]->f[static_cast<std::size_t>(o)] = mean;
     if (stats[1]) stats[1]->f[static_cast<std::size_t>(o)] = 1.0f / sd;
   }
 }
 
-enum class Reduce { Mean, Sum, Max, Min };
+// InstanceNormalization: each (row, channel) plane of [N, C, ...] normalised by its own mean
+// and variance, then scaled and shifted per channel (GroupNorm as PyTorch exports it).
+void instance_norm(const OpCall& c) {
+  const Tensor& x = c.float_input(0);
+  const Tensor& scale = c.float_input(1);
+  const Tensor& bias = c.float_input(2);
+  if (x.shape.size() < 3) c.fail("needs an input [N, C, ...], not " + to_string(x.shape));
+  const std::int64_t channels = x.shape[1];
+  if (scale.size() != channels || bias.size() != channels)
+    c.fail("scale / B hold " + std::to_string(scale.size()) + " / " + std::to_string(bias.size()) + " values for " +
+           std::to_string(channels) + " channels");
+  const float eps = c.node.attrs.f("epsilon", 1e-5f);
+  const std::int64_t plane = x.size() / (x.shape[0] * channels);
+  Tensor& y = *c.out[0];
+  y.reset(ElemType::Float32, x.shape);
+  for (std::int64_t p = 0; p < x.shape[0] * channels; ++p) {
+    const float* in = x.f.data() + p * plane;
+    float* out = y.f.data() + p * plane;
+    const auto [mean, sd] = moments(in, plane, eps);
+    const auto ch = static_cast<std::size_t>(p % channels);
+    for (std::int64_t k = 0; k < plane; ++k) out[k] = (in[k] - mean) / sd * scale.f[ch] + bias.f[ch];
+  }
+}
+
+enum class Reduce { Mean, Sum, Max, Min, Prod, L1, L2, SumSquare, LogSum, LogSumExp };
+
+// What a reduction adds up per element (|x| for L1, x^2 for L2 and SumSquare, e^x for
+// LogSumExp), and what it makes of the total.
+template <Reduce kOp>
+float reduce_term(float v) {
+  if constexpr (kOp == Reduce::L1) return std::fabs(v);
+  else if constexpr (kOp == Reduce::L2 || kOp == Reduce::SumSquare) return v * v;
+  else if constexpr (kOp == Reduce::LogSumExp) return std::exp(v);
+  else return v;
+}
+template <Reduce kOp>
+float reduce_result(float acc) {
+  if constexpr (kOp == Reduce::L2) return std::sqrt(acc);
+  else if constexpr (kOp == Reduce::LogSum || kOp == Reduce::LogSumExp) return std::log(acc);
+  else return acc;
+}
 
 template <Reduce kOp>
 void reduce(const OpCall& c) {
@@ -101,7 +151,7 @@ void reduce(const OpCall& c) {
   Tensor& y = *c.out[0];
   y.reset(ElemType::Float32, out_shape);
   const float init = kOp == Reduce::Max ? -std::numeric_limits<float>::infinity()
-                     : kOp == Reduce::Min ? std::numeric_limits<float>::infinity() : 0.0f;
+                     : kOp == Reduce::Min ? std::numeric_limits<float>::infinity() : kOp == Reduce::Prod ? 1.0f : 0.0f;
   std::fill(y.f.begin(), y.f.end(), init);
   std::vector<std::int64_t> out_strides(r, 0), index(r, 0);
   for (std::int64_t k = static_cast<std::int64_t>(r) - 1, s = 1; k >= 0; --k) {
@@ -113,8 +163,8 @@ void reduce(const OpCall& c) {
     std::int64_t o = 0;
     for (std::size_t k = 0; k < r; ++k) o += index[k] * out_strides[k];
     float& acc = y.f[static_cast<std::size_t>(o)];
-    const float v = x.f[static_cast<std::size_t>(e)];
-    acc = kOp == Reduce::Max ? std::max(acc, v) : kOp == Reduce::Min ? std::min(acc, v) : acc + v;
+    const float v = reduce_term<kOp>(x.f[static_cast<std::size_t>(e)]);
+    acc = kOp == Reduce::Max ? std::max(acc, v) : kOp == Reduce::Min ? std::min(acc, v) : kOp == Reduce::Prod ? acc * v : acc + v;
     for (std::size_t k = r; k-- > 0;) {
       if (++index[k] < x.shape[k]) break;
       index[k] = 0;
@@ -124,6 +174,7 @@ void reduce(const OpCall& c) {
     const float count = static_cast<float>(x.size() / y.size());
     for (auto& v : y.f) v /= count;
   }
+  for (auto& v : y.f) v = reduce_result<kOp>(v);
 }
 
 // Sum / Mean of inputs of one shape (the exporters' ensembles and skip connections).
@@ -151,6 +202,13 @@ SPMD_REGISTER_GRAPH_OP("ReduceMean", reduce<Reduce::Mean>);
 SPMD_REGISTER_GRAPH_OP("ReduceSum", reduce<Reduce::Sum>);
 SPMD_REGISTER_GRAPH_OP("ReduceMax", reduce<Reduce::Max>);
 SPMD_REGISTER_GRAPH_OP("ReduceMin", reduce<Reduce::Min>);
+SPMD_REGISTER_GRAPH_OP("ReduceProd", reduce<Reduce::Prod>);
+SPMD_REGISTER_GRAPH_OP("ReduceL1", reduce<Reduce::L1>);
+SPMD_REGISTER_GRAPH_OP("ReduceL2", reduce<Reduce::L2>);
+SPMD_REGISTER_GRAPH_OP("ReduceSumSquare", reduce<Reduce::SumSquare>);
+SPMD_REGISTER_GRAPH_OP("ReduceLogSum", reduce<Reduce::LogSum>);
+SPMD_REGISTER_GRAPH_OP("ReduceLogSumExp", reduce<Reduce::LogSumExp>);
+SPMD_REGISTER_GRAPH_OP("InstanceNormalization", instance_norm);
 SPMD_REGISTER_GRAPH_OP("Sum", variadic<false>);
 SPMD_REGISTER_GRAPH_OP("Mean", variadic<true>);
 

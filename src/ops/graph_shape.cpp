@@ -1,6 +1,7 @@
 // Graph ops that move or select elements, and the shape arithmetic exporters emit (Shape,
 // Gather, Slice, Concat, Cast, ConstantOfShape on small int64 tensors).
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include "spmd/ops/graph_op.hpp"
@@ -166,6 +167,72 @@ void concat(const OpCall& c) {
   }
 }
 
+// Split along an axis: sizes from the `split` input (opset 13) or attribute, else equal parts
+// (the last smaller when opset 18's num_outputs does not divide the dimension).
+void split(const OpCall& c) {
+  const Tensor& x = c.input(0);
+  const std::size_t axis = c.axis(c.node.attrs.i("axis", 0), x.shape.size());
+  const std::int64_t dim = x.shape[axis], parts = static_cast<std::int64_t>(c.out.size());
+  std::vector<std::int64_t> sizes = c.node.opset < 13 ? c.node.attrs.ints_or("split", {})
+                                    : c.has_input(1) ? c.input(1).as_ints() : std::vector<std::int64_t>{};
+  if (sizes.empty()) {
+    const std::int64_t each = (dim + parts - 1) / parts;
+    for (std::int64_t k = 0; k < parts; ++k) sizes.push_back(std::clamp<std::int64_t>(dim - k * each, 0, each));
+  }
+  if (static_cast<std::int64_t>(sizes.size()) != parts || std::accumulate(sizes.begin(), sizes.end(), std::int64_t{0}) != dim)
+    c.fail("split sizes do not add up to dimension " + std::to_string(axis) + " of " + to_string(x.shape) +
+           " over " + std::to_string(parts) + " outputs");
+  const auto in_strides = strides_of(x.shape);
+  std::int64_t at = 0;
+  for (std::size_t k = 0; k < c.out.size(); ++k) {
+    auto shape = x.shape;
+    shape[axis] = sizes[k];
+    Tensor& y = *c.out[k];
+    y.reset(x.type, shape);
+    gather_into(x, y, [&](const std::vector<std::int64_t>& index) {
+      std::int64_t off = at * in_strides[axis];
+      for (std::size_t d = 0; d < index.size(); ++d) off += index[d] * in_strides[d];
+      return off;
+    });
+    at += sizes[k];
+  }
+}
+
+// Tile: the input repeated `repeats[d]` times along each dimension d.
+void tile(const OpCall& c) {
+  const Tensor& x = c.input(0);
+  const auto repeats = c.input(1).as_ints();
+  if (repeats.size() != x.shape.size()) c.fail("repeats has " + std::to_string(repeats.size()) + " values for rank " + std::to_string(x.shape.size()));
+  auto shape = x.shape;
+  for (std::size_t d = 0; d < shape.size(); ++d) shape[d] *= repeats[d];
+  const auto in_strides = strides_of(x.shape);
+  Tensor& y = *c.out[0];
+  y.reset(x.type, shape);
+  gather_into(x, y, [&](const std::vector<std::int64_t>& index) {
+    std::int64_t off = 0;
+    for (std::size_t d = 0; d < index.size(); ++d) off += index[d] % x.shape[d] * in_strides[d];
+    return off;
+  });
+}
+
+// Range(start, limit, delta): scalars of one type; max(ceil((limit - start) / delta), 0) values.
+void range(const OpCall& c) {
+  const Tensor& start = c.input(0);
+  Tensor& y = *c.out[0];
+  if (start.type == ElemType::Float32) {
+    const float s = start.f.at(0), l = c.float_input(1).f.at(0), d = c.float_input(2).f.at(0);
+    const auto n = std::max<std::int64_t>(0, static_cast<std::int64_t>(std::ceil((l - s) / d)));
+    y.reset(ElemType::Float32, {n});
+    for (std::int64_t k = 0; k < n; ++k) y.f[static_cast<std::size_t>(k)] = s + static_cast<float>(k) * d;
+  } else {
+    const std::int64_t s = start.i.at(0), l = c.input(1).as_ints().at(0), d = c.input(2).as_ints().at(0);
+    if (d == 0) c.fail("a delta of 0");
+    const std::int64_t n = std::max<std::int64_t>(0, (l - s + d + (d > 0 ? -1 : 1)) / d);
+    y.reset(ElemType::Int64, {n});
+    for (std::int64_t k = 0; k < n; ++k) y.i[static_cast<std::size_t>(k)] = s + k * d;
+  }
+}
+
 void shape_op(const OpCall& c) {
   const Tensor& x = c.input(0);
   const auto r = static_cast<std::int64_t>(x.shape.size());
@@ -243,13 +310,14 @@ void slice(const OpCall& c) {
 
 void cast(const OpCall& c) {
   const Tensor& x = c.input(0);
-  const std::int64_t to = c.node.attrs.i("to", 1);  // TensorProto: 1 float, 7 int64, 6 int32, 11 double
+  const std::int64_t to = c.node.attrs.i("to", 1);  // TensorProto: 1 float, 7 int64, 6 int32, 9 bool, 11 double
   Tensor& y = *c.out[0];
-  const bool to_float = to == 1 || to == 10 || to == 11 || to == 16;
+  const bool to_float = to == 1 || to == 10 || to == 11 || to == 16, to_bool = to == 9;
   y.reset(to_float ? ElemType::Float32 : ElemType::Int64, x.shape);
   for (std::int64_t k = 0; k < x.size(); ++k) {
     const auto u = static_cast<std::size_t>(k);
     if (to_float) y.f[u] = x.type == ElemType::Float32 ? x.f[u] : static_cast<float>(x.i[u]);
+    else if (to_bool) y.i[u] = x.type == ElemType::Int64 ? x.i[u] != 0 : x.f[u] != 0.0f;
     else y.i[u] = x.type == ElemType::Int64 ? x.i[u] : static_cast<std::int64_t>(x.f[u]);
   }
 }
@@ -315,6 +383,9 @@ SPMD_REGISTER_GRAPH_OP("Squeeze", squeeze);
 SPMD_REGISTER_GRAPH_OP("Unsqueeze", unsqueeze);
 SPMD_REGISTER_GRAPH_OP("Transpose", transpose);
 SPMD_REGISTER_GRAPH_OP("Concat", concat);
+SPMD_REGISTER_GRAPH_OP("Split", split);
+SPMD_REGISTER_GRAPH_OP("Tile", tile);
+SPMD_REGISTER_GRAPH_OP("Range", range);
 SPMD_REGISTER_GRAPH_OP("Shape", shape_op);
 SPMD_REGISTER_GRAPH_OP("Gather", gather);
 SPMD_REGISTER_GRAPH_OP("Slice", slice);

@@ -5,10 +5,9 @@
 //
 // Row independence: axis 0 is the batch. Every op computes an output row from its input row
 // alone, in an order that does not depend on how many rows the call has, so a row's result is
-// the same bits whichever rows share its batch (what eval promises on every layout). Ops that
-// mix rows (a Transpose or Concat over axis 0, a reduction or normalisation over it) compute
-// correctly but break that promise: nothing refuses them yet (README says so); classifiers as
-// PyTorch exports them have none.
+// the same bits whichever rows share its batch (what eval promises on every layout). A graph
+// that mixes rows (a reduction or normalisation over axis 0) computes correctly but breaks that
+// promise: eval's trial runs at load find it and refuse the model (models/onnx_classifier.cpp).
 #include <cstdint>
 #include <map>
 #include <memory>

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# spmd eval --model onnx on more kinds of classifiers users train, as PyTorch exports them at
+# opsets 13 and 17 (tests/support/torch_zoo.py: a ViT with nn.TransformerEncoder and a class
+# token, hand-written attention, a ConvNeXt block, a MobileNetV3-style squeeze-excite net with
+# Hardswish, GroupNorm + SiLU, a Conv1d sequence net, DenseNet and SqueezeNet blocks, a gated MLP
+# with chunk, normalize and where). Against PyTorch's outputs (and ONNX Runtime's where
+# installed): probabilities within 1e-4 and the same classes (but for ties within 1e-4); the
+# predictions file byte-identical on 1x1 and 3x2 ranks x devices. A graph that mixes the rows
+# of a batch is refused on every rank, naming the node, nothing written.
+source "$(dirname "$0")/../support/cli_lib.sh"
+source "$(dirname "$0")/../support/rank_exits.sh"
+PY=/usr/bin/python3
+SUB=$WORK/sub.h5
+OUT=$WORK/out
+RC=$WORK/rc
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+ZOO="$ROOT/tests/support/torch_zoo.py"
+ORT_RUN="$ROOT/tools/onnx/ort_run.js"
+
+run inputs 0 60 fashion_subset 401 "$SUB"
+run torch_export 0 300 $PY "$ZOO" export "$WORK"
+run torch_outputs 0 120 $PY "$ZOO" outputs "$WORK" "$SUB"
+run names 0 30 $PY "$ZOO" names
+mapfile -t MODELS < "$LAST_OUT"
+
+compare() {  # NAME INPUT_SHAPE PREDICTIONS ONNX
+  $PY - "$WORK" "$SUB" "$ORT_RUN" "$@" <<'PYEOF'
+import os, sys, subprocess, h5py, numpy as np
+work, sub, ort_run, name, shape, predictions, model = sys.argv[1:8]
+with h5py.File(predictions) as f:
+    probs, predicted = f["probabilities"][...], f["predicted"][...]
+refs = {"PyTorch": np.load(f"{work}/{name}.torch.npy")}
+if os.path.isdir(os.path.join(os.path.dirname(ort_run), "node_modules", "onnxruntime-node")):
+    with h5py.File(sub) as f:
+        x = f["images"][...].astype(np.float32) / np.float32(255)
+    dims = [len(x)] + [int(d) for d in shape.split(",")]
+    (x.transpose(0, 3, 1, 2) if dims[1] == 1 else x).reshape(dims).astype("<f4").tofile(f"{work}/{name}.in")
+    subprocess.run(["node", ort_run, model, f"{work}/{name}.in", ",".join(map(str, dims)), f"{work}/{name}.ort"],
+                   check=True, stdout=subprocess.DEVNULL)
+    y = np.fromfile(f"{work}/{name}.ort", "<f4").reshape(len(x), -1)
+    if name == "gated": y = np.exp(y)
+    else: y = np.exp(y - y.max(1, keepdims=True)); y /= y.sum(1, keepdims=True)
+    refs["ONNX Runtime"] = y
+bad = False
+for ref_name, ref in refs.items():
+    top2 = np.sort(ref, axis=1)[:, -2:]
+    clear = top2[:, 1] - top2[:, 0] > 1e-4
+    diff = float(np.abs(ref - probs).max())
+    wrong = int(((ref.argmax(1) != predicted) & clear).sum())
+    print(f"{os.path.basename(model)} vs {ref_name}: max |diff| {diff:.2e}, {wrong} of {len(probs)} classes differ")
+    bad = bad or diff > 1e-4 or wrong > 0
+sys.exit(1 if bad else 0)
+PYEOF
+}
+
+for entry in "${MODELS[@]}"; do
+  m=${entry% *}
+  shape=${entry#* }
+  for opset in 13 17; do
+    model="$WORK/$m.opset$opset.onnx"
+    run "eval_${m}_$opset" 0 120 "$SPMD" eval --data "$SUB" --model onnx --weights "$model" --predictions "$WORK/$m.$opset.h5"
+    expect_in "eval_${m}_$opset counts every example" " pad +[0-9]+ +401 "
+    run "compare_${m}_$opset" 0 60 compare "$m" "$shape" "$WORK/$m.$opset.h5" "$model"
+    cat "$LAST_OUT"
+  done
+  run "eval_${m}_3x2" 0 180 mpi 3 "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/$m.opset17.onnx" --devices 2 \
+    --per-device-batch 23 --strategy infinite-pad --predictions "$WORK/$m.3x2.h5"
+  run "${m}_same_bytes" 0 10 cmp "$WORK/$m.17.h5" "$WORK/$m.3x2.h5"
+done
+
+# A graph whose rows are not independent (features centred by the batch's mean: ReduceMean over
+# axis 0) is refused at load on every rank, naming the first node whose row 0 changes.
+run mixing_model 0 60 $PY - "$WORK" <<'PYEOF'
+import sys, numpy as np, onnx
+from onnx import helper, numpy_helper, TensorProto as T
+w = numpy_helper.from_array(np.random.default_rng(1).normal(size=(784, 10)).astype(np.float32), "w")
+g = helper.make_graph([helper.make_node("Flatten", ["x"], ["f"]),
+                       helper.make_node("ReduceMean", ["f"], ["m"], axes=[0], keepdims=1),
+                       helper.make_node("Sub", ["f", "m"], ["centred"], name="centre_by_batch"),
+                       helper.make_node("MatMul", ["centred", "w"], ["y"])], "mixing",
+                      [helper.make_tensor_value_info("x", T.FLOAT, ["batch", 28, 28, 1])],
+                      [helper.make_tensor_value_info("y", T.FLOAT, ["batch", 10])], [w])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), f"{sys.argv[1]}/mixing.onnx")
+PYEOF
+refuse mixing_rows 2 "mixing.onnx' mixes the rows of a batch: .*first at node 'centre_by_batch' \(Sub\)" \
+  "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/mixing.onnx" --predictions "$OUT/p.h5"
+run mixing_info 0 60 "$SPMD" model info "$WORK/mixing.onnx"
+expect_in "spmd model info says eval would refuse it, and why" "spmd eval refuses it: .*mixes the rows of a batch"
+finish
