@@ -1,6 +1,7 @@
 #include "spmd/models/onnx_graph.hpp"
 
 #include <onnx/checker.h>
+#include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
@@ -138,9 +139,19 @@ std::string read_file_bytes(const std::string& path) {
   return bytes.str();
 }
 
+bool onnx_checker_knows(const onnx::ModelProto& model) {
+  const int newest_opset = onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map().at(onnx::ONNX_DOMAIN).second;
+  return model.ir_version() <= onnx::IR_VERSION && default_opset(model) <= newest_opset;
+}
+
 onnx::ModelProto read_onnx_model(const std::string& path, const std::string& what) {
   onnx::ModelProto model;
   if (!model.ParseFromString(read_file_bytes(path))) throw Error(what + " is not an ONNX model (its protobuf cannot be parsed)");
+  // A file newer than the library (PyTorch 2's exports: IR 9-10, opset 18 and later) would be
+  // refused for its version alone, or for ops the library has no schema of (Gelu, opset 20):
+  // such files are read without it, and the loader's own checks (every input produced, every
+  // op known and its inputs valid) stand in.
+  if (!onnx_checker_knows(model)) return model;
   try {
     onnx::checker::check_model(model);
   } catch (const std::exception& e) {
@@ -168,6 +179,10 @@ std::shared_ptr<const OnnxGraph> OnnxGraph::load(const std::string& path) {
   auto g = std::make_shared<OnnxGraph>();
   g->path_ = path;
   g->opset_ = default_opset(model);
+  if (g->opset_ < kOldestOpset || g->opset_ > kNewestOpset)
+    throw Error(what + " imports opset " + std::to_string(g->opset_) + " of the default domain; spmd knows the rules of opsets " +
+                std::to_string(kOldestOpset) + " to " + std::to_string(kNewestOpset) +
+                ": export it again with one of those (torch.onnx.export(..., opset_version=17))");
   const onnx::GraphProto& graph = model.graph();
   Builder b;
   for (const auto& init : graph.initializer()) {

@@ -23,6 +23,18 @@ inline std::vector<std::int64_t> broadcast_shape(const OpCall& c, const std::vec
   return out;
 }
 
+// Opsets before 7 broadcast B into A from attribute `axis` (B's dimensions aligned there), not
+// numpy's right alignment: B's shape with the trailing 1s under which numpy's rules say the same.
+inline std::vector<std::int64_t> legacy_aligned(const OpCall& c, const std::vector<std::int64_t>& a, std::vector<std::int64_t> b) {
+  if (c.node.opset >= 7 || c.node.attrs.i("broadcast", 0) == 0 || !c.node.attrs.ints.count("axis")) return b;
+  std::int64_t axis = c.node.attrs.i("axis", 0);
+  if (axis < 0) axis += static_cast<std::int64_t>(a.size());
+  const std::int64_t trailing = static_cast<std::int64_t>(a.size()) - axis - static_cast<std::int64_t>(b.size());
+  if (trailing < 0) c.fail("B " + to_string(b) + " does not fit into A " + to_string(a) + " from axis " + std::to_string(axis));
+  b.insert(b.end(), static_cast<std::size_t>(trailing), 1);
+  return b;
+}
+
 // Strides of `shape` read as broadcast to `out` (0 along broadcast dimensions).
 inline std::vector<std::int64_t> broadcast_strides(const std::vector<std::int64_t>& shape, const std::vector<std::int64_t>& out) {
   std::vector<std::int64_t> strides(out.size(), 0);

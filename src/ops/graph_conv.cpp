@@ -354,6 +354,7 @@ void global_pool(const OpCall& call) {
 void batch_norm(const OpCall& call) {
   const Tensor& x = call.float_input(0);
   if (call.node.attrs.i("training_mode", 0) != 0 || call.out.size() > 1) call.fail("training_mode: only inference is supported");
+  if (call.node.attrs.i("spatial", 1) == 0) call.fail("spatial = 0 (statistics per activation, opsets before 9) is not supported");
   const float eps = call.node.attrs.f("epsilon", 1e-5f);
   const auto& scale = call.float_input(1).f;
   const auto& bias = call.float_input(2).f;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
 
 #include "graph_broadcast.hpp"
 #include "spmd/ops/graph_op.hpp"
@@ -49,6 +50,18 @@ void hard_sigmoid(const OpCall& c) {
 void hard_swish(const OpCall& c) {
   unary(c, [](float v) { return v * std::clamp(v / 6.0f + 0.5f, 0.0f, 1.0f); });
 }
+// Gelu (opset 20, how newer exporters write F.gelu): exact with erf, or the tanh approximation.
+void gelu(const OpCall& c) {
+  const std::string approximate = c.node.attrs.s("approximate", "none");
+  if (approximate == "tanh") {
+    unary(c, [](float v) { return 0.5f * v * (1.0f + std::tanh(0.7978845608028654f * (v + 0.044715f * v * v * v))); });
+  } else if (approximate == "none") {
+    unary(c, [](float v) { return 0.5f * v * (1.0f + std::erf(v * 0.7071067811865476f)); });
+  } else {
+    c.fail("approximate '" + approximate + "' is not none or tanh");
+  }
+}
+void mish(const OpCall& c) { unary(c, [](float v) { return v * std::tanh(std::log1p(std::exp(v))); }); }
 void celu(const OpCall& c) {
   const float alpha = c.node.attrs.f("alpha", 1.0f);
   unary(c, [alpha](float v) { return std::max(0.0f, v) + std::min(0.0f, alpha * (std::exp(v / alpha) - 1.0f)); });
@@ -87,13 +100,14 @@ void clip(const OpCall& c) {
 template <class FloatFn, class IntFn>
 void binary_into(const OpCall& c, const Tensor& a, const Tensor& b, Tensor& y, FloatFn ff, IntFn fi) {
   if (a.type != b.type) c.fail("inputs of different element types");
-  const auto shape = broadcast_shape(c, a.shape, b.shape);
+  const auto b_shape = legacy_aligned(c, a.shape, b.shape);
+  const auto shape = broadcast_shape(c, a.shape, b_shape);
   y.reset(a.type, shape);
   // Operands of the output's shape: one flat row.
-  const bool flat = a.shape == shape && b.shape == shape && !shape.empty();
+  const bool flat = a.shape == shape && b_shape == shape && !shape.empty();
   const std::vector<std::int64_t> run = flat ? std::vector<std::int64_t>{y.size()} : shape;
   const auto sa = flat ? std::vector<std::int64_t>{1} : broadcast_strides(a.shape, shape);
-  const auto sb = flat ? std::vector<std::int64_t>{1} : broadcast_strides(b.shape, shape);
+  const auto sb = flat ? std::vector<std::int64_t>{1} : broadcast_strides(b_shape, shape);
   if (a.type == ElemType::Float32) broadcast_apply(run, a.f.data(), sa, b.f.data(), sb, y.f.data(), ff);
   else broadcast_apply(run, a.i.data(), sa, b.i.data(), sb, y.i.data(), fi);
 }
@@ -175,6 +189,8 @@ SPMD_REGISTER_GRAPH_OP("HardSigmoid", hard_sigmoid);
 SPMD_REGISTER_GRAPH_OP("Softplus", softplus);
 SPMD_REGISTER_GRAPH_OP("HardSwish", hard_swish);
 SPMD_REGISTER_GRAPH_OP("Celu", celu);
+SPMD_REGISTER_GRAPH_OP("Gelu", gelu);
+SPMD_REGISTER_GRAPH_OP("Mish", mish);
 SPMD_REGISTER_GRAPH_OP("ThresholdedRelu", thresholded_relu);
 SPMD_REGISTER_GRAPH_OP("Shrink", shrink);
 SPMD_REGISTER_GRAPH_OP("Sign", sign);

@@ -17,10 +17,11 @@ void compare(const OpCall& c, Fn fn) {
   const Tensor& a = c.input(0);
   const Tensor& b = c.input(1);
   if (a.type != b.type) c.fail("inputs of different element types");
-  const auto shape = broadcast_shape(c, a.shape, b.shape);
+  const auto b_shape = legacy_aligned(c, a.shape, b.shape);
+  const auto shape = broadcast_shape(c, a.shape, b_shape);
   Tensor& y = *c.out[0];
   y.reset(ElemType::Int64, shape);
-  const auto sa = broadcast_strides(a.shape, shape), sb = broadcast_strides(b.shape, shape);
+  const auto sa = broadcast_strides(a.shape, shape), sb = broadcast_strides(b_shape, shape);
   const auto as_int = [fn](auto x, auto z) { return static_cast<std::int64_t>(fn(x, z)); };
   if (a.type == ElemType::Float32) broadcast_apply(shape, a.f.data(), sa, b.f.data(), sb, y.i.data(), as_int);
   else broadcast_apply(shape, a.i.data(), sa, b.i.data(), sb, y.i.data(), as_int);

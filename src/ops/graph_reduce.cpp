@@ -115,6 +115,36 @@ void instance_norm(const OpCall& c) {
   }
 }
 
+// GroupNormalization (opset 18; 21 changed Scale and B from one value per group to one per
+// channel): each row's channels in num_groups groups, each group normalised as one block.
+void group_norm(const OpCall& c) {
+  const Tensor& x = c.float_input(0);
+  const Tensor& scale = c.float_input(1);
+  const Tensor& bias = c.float_input(2);
+  if (x.shape.size() < 2) c.fail("needs an input [N, C, ...], not " + to_string(x.shape));
+  const std::int64_t channels = x.shape[1], groups = c.node.attrs.i("num_groups", 0);
+  if (groups < 1 || channels % groups != 0)
+    c.fail("num_groups " + std::to_string(groups) + " does not divide the " + std::to_string(channels) + " channels");
+  const std::int64_t per_value = c.node.opset >= 21 ? channels : groups;
+  if (scale.size() != per_value || bias.size() != per_value)
+    c.fail("Scale / B hold " + std::to_string(scale.size()) + " / " + std::to_string(bias.size()) + " values; opset " +
+           std::to_string(c.node.opset) + " takes " + std::to_string(per_value));
+  const float eps = c.node.attrs.f("epsilon", 1e-5f);
+  const std::int64_t plane = x.size() / (x.shape[0] * channels), block = plane * (channels / groups);
+  Tensor& y = *c.out[0];
+  y.reset(ElemType::Float32, x.shape);
+  for (std::int64_t b = 0; b < x.shape[0] * groups; ++b) {
+    const float* in = x.f.data() + b * block;
+    float* out = y.f.data() + b * block;
+    const auto [mean, sd] = moments(in, block, eps);
+    for (std::int64_t k = 0; k < block; ++k) {
+      const std::int64_t channel = b % groups * (channels / groups) + k / plane;
+      const auto at = static_cast<std::size_t>(per_value == channels ? channel : b % groups);
+      out[k] = (in[k] - mean) / sd * scale.f[at] + bias.f[at];
+    }
+  }
+}
+
 enum class Reduce { Mean, Sum, Max, Min, Prod, L1, L2, SumSquare, LogSum, LogSumExp };
 
 // What a reduction adds up per element (|x| for L1, x^2 for L2 and SumSquare, e^x for
@@ -209,6 +239,7 @@ SPMD_REGISTER_GRAPH_OP("ReduceSumSquare", reduce<Reduce::SumSquare>);
 SPMD_REGISTER_GRAPH_OP("ReduceLogSum", reduce<Reduce::LogSum>);
 SPMD_REGISTER_GRAPH_OP("ReduceLogSumExp", reduce<Reduce::LogSumExp>);
 SPMD_REGISTER_GRAPH_OP("InstanceNormalization", instance_norm);
+SPMD_REGISTER_GRAPH_OP("GroupNormalization", group_norm);
 SPMD_REGISTER_GRAPH_OP("Sum", variadic<false>);
 SPMD_REGISTER_GRAPH_OP("Mean", variadic<true>);
 

@@ -140,7 +140,7 @@ void transpose(const OpCall& c) {
 
 void concat(const OpCall& c) {
   const Tensor& first = c.input(0);
-  const std::size_t axis = c.axis(c.node.attrs.i("axis", 0), first.shape.size());
+  const std::size_t axis = c.axis(c.node.attrs.i("axis", c.node.opset < 4 ? 1 : 0), first.shape.size());
   auto shape = first.shape;
   shape[axis] = 0;
   for (std::size_t k = 0; k < c.in.size(); ++k) {
@@ -173,8 +173,8 @@ void split(const OpCall& c) {
   const Tensor& x = c.input(0);
   const std::size_t axis = c.axis(c.node.attrs.i("axis", 0), x.shape.size());
   const std::int64_t dim = x.shape[axis], parts = static_cast<std::int64_t>(c.out.size());
-  std::vector<std::int64_t> sizes = c.node.opset < 13 ? c.node.attrs.ints_or("split", {})
-                                    : c.has_input(1) ? c.input(1).as_ints() : std::vector<std::int64_t>{};
+  // The sizes as an input in opsets 1 and 13 on, an attribute between.
+  std::vector<std::int64_t> sizes = c.has_input(1) ? c.input(1).as_ints() : c.node.attrs.ints_or("split", {});
   if (sizes.empty()) {
     const std::int64_t each = (dim + parts - 1) / parts;
     for (std::int64_t k = 0; k < parts; ++k) sizes.push_back(std::clamp<std::int64_t>(dim - k * each, 0, each));
@@ -201,6 +201,7 @@ void split(const OpCall& c) {
 // Tile: the input repeated `repeats[d]` times along each dimension d.
 void tile(const OpCall& c) {
   const Tensor& x = c.input(0);
+  if (c.node.opset < 6) c.fail("opset " + std::to_string(c.node.opset) + "'s Tile (tiles and axis inputs) is not supported; export with opset >= 7");
   const auto repeats = c.input(1).as_ints();
   if (repeats.size() != x.shape.size()) c.fail("repeats has " + std::to_string(repeats.size()) + " values for rank " + std::to_string(x.shape.size()));
   auto shape = x.shape;
@@ -310,6 +311,7 @@ void slice(const OpCall& c) {
 
 void cast(const OpCall& c) {
   const Tensor& x = c.input(0);
+  if (c.node.opset < 6) c.fail("opset " + std::to_string(c.node.opset) + "'s Cast (the type as a string) is not supported; export with opset >= 7");
   const std::int64_t to = c.node.attrs.i("to", 1);  // TensorProto: 1 float, 7 int64, 6 int32, 9 bool, 11 double
   Tensor& y = *c.out[0];
   const bool to_float = to == 1 || to == 10 || to == 11 || to == 16, to_bool = to == 9;
@@ -333,12 +335,25 @@ void constant_of_shape(const OpCall& c) {
 }
 
 // Pad: pads [x1_begin, x2_begin, ..., x1_end, x2_end, ...] as input (opset >= 11) or
-// attribute; negative pads crop. Modes constant, reflect (mirror without the edge) and edge.
+// attribute (opset 18: for the axes input's axes only); negative pads crop. Modes constant,
+// reflect (mirror without the edge), edge and wrap (opset 19).
 void pad(const OpCall& c) {
   const Tensor& x = c.input(0);
   const std::string mode = c.node.attrs.s("mode", "constant");
-  if (mode != "constant" && mode != "reflect" && mode != "edge") c.fail("mode '" + mode + "' is not constant, reflect or edge");
-  const auto pads = c.node.opset < 11 ? c.node.attrs.ints_or("pads", {}) : c.input(1).as_ints();
+  if (mode != "constant" && mode != "reflect" && mode != "edge" && mode != "wrap")
+    c.fail("mode '" + mode + "' is not constant, reflect, edge or wrap");
+  auto pads = c.node.opset < 2 ? c.node.attrs.ints_or("paddings", {}) : c.node.opset < 11 ? c.node.attrs.ints_or("pads", {}) : c.input(1).as_ints();
+  if (c.node.opset >= 18 && c.has_input(3)) {  // pads for the listed axes only
+    const auto axes = c.input(3).as_ints();
+    if (pads.size() != 2 * axes.size()) c.fail("pads has " + std::to_string(pads.size()) + " values for " + std::to_string(axes.size()) + " axes");
+    std::vector<std::int64_t> full(2 * x.shape.size(), 0);
+    for (std::size_t k = 0; k < axes.size(); ++k) {
+      const std::size_t a = c.axis(axes[k], x.shape.size());
+      full[a] = pads[k];
+      full[a + x.shape.size()] = pads[k + axes.size()];
+    }
+    pads = full;
+  }
   const Tensor* constant = c.node.opset >= 11 && c.has_input(2) ? &c.input(2) : nullptr;
   const float value = c.node.opset < 11 ? c.node.attrs.f("value", 0.0f) : constant && constant->type == ElemType::Float32 ? constant->f.at(0) : 0.0f;
   const std::int64_t int_value = constant && constant->type == ElemType::Int64 ? constant->i.at(0) : 0;
@@ -357,6 +372,7 @@ void pad(const OpCall& c) {
       std::int64_t v = index[k] - pads[k];
       const std::int64_t n = x.shape[k];
       if (mode == "edge") v = std::clamp<std::int64_t>(v, 0, n - 1);
+      if (mode == "wrap" && n > 0) v = (v % n + n) % n;
       if (mode == "reflect" && n > 1)
         while (v < 0 || v >= n) v = v < 0 ? -v : 2 * (n - 1) - v;
       if (mode == "reflect" && n == 1) v = 0;

@@ -1,7 +1,8 @@
 // Runs an ONNX model in ONNX Runtime (CPU, one thread, all graph optimisations) on one float32
-// input and writes its first output: the reference implementation beside spmd.
+// input and writes its outputs: the reference implementation beside spmd.
 //   node tools/onnx/ort_run.js MODEL.onnx INPUT.f32 DIM,DIM,... OUTPUT.f32
-// INPUT.f32 / OUTPUT.f32: raw little-endian float32, row-major. Prints the output's dims.
+// INPUT.f32 / OUTPUT.f32: raw little-endian float32, row-major; outputs after the first go to
+// OUTPUT.f32.1, OUTPUT.f32.2, ... Prints each output's name and dims, one line each.
 const fs = require('fs');
 const path = require('path');
 const ort = require(path.join(__dirname, 'node_modules', 'onnxruntime-node'));
@@ -18,8 +19,10 @@ async function main() {
   if (data.length !== expected) throw new Error(`${input}: ${data.length} floats, dims ${dimsText} need ${expected}`);
   const feeds = {[session.inputNames[0]]: new ort.Tensor('float32', data, dims)};
   const result = await session.run(feeds);
-  const out = result[session.outputNames[0]];
-  fs.writeFileSync(output, Buffer.from(out.data.buffer, out.data.byteOffset, out.data.byteLength));
-  console.log(`${session.outputNames[0]} ${out.dims.join(',')}`);
+  session.outputNames.forEach((name, k) => {
+    const out = result[name];
+    fs.writeFileSync(k ? `${output}.${k}` : output, Buffer.from(out.data.buffer, out.data.byteOffset, out.data.byteLength));
+    console.log(`${name} ${out.dims.join(',')}`);
+  });
 }
 main().catch((e) => { console.error(`ort_run: ${e.message}`); process.exit(1); });

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# ONNX files newer than Debian's ONNX library (1.12: IR 8, opset 17), as PyTorch 2 writes them:
+# the rules that changed in opsets 18-22 checked as node tests against ONNX Runtime's outputs
+# (tests/support/onnx_new_opsets.py; every test must pass, none unsupported); IR 9 and 10 files
+# read without the library's checker; opsets outside 1-22 refused on every rank naming the
+# opset, nothing written. Needs npm's onnxruntime-node (tools/setup.sh installs it); skipped
+# visibly without.
+source "$(dirname "$0")/../support/cli_lib.sh"
+source "$(dirname "$0")/../support/rank_exits.sh"
+PY=/usr/bin/python3
+SUB=$WORK/sub.h5
+OUT=$WORK/out
+RC=$WORK/rc
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+CONFORMANCE="$(dirname "$SPMD")/tests/spmd_onnx_conformance"
+
+if [ -d "$ROOT/tools/onnx/node_modules/onnxruntime-node" ]; then
+  run node_tests 0 120 $PY "$ROOT/tests/support/onnx_new_opsets.py" "$WORK/new" "$ROOT/tools/onnx/ort_run.js"
+  count=$(ls "$WORK/new/node" | wc -l)
+  run conformance 0 60 "$CONFORMANCE" "$WORK/new"
+  expect_in "every rule of opsets 18-22 as ONNX Runtime computes it" "^$count tests: $count pass, 0 fail, 0 unsupported"
+else
+  echo "SKIP new_opsets: no ONNX Runtime here (tools/onnx/node_modules; tools/setup.sh installs it)"
+fi
+
+run inputs 0 60 fashion_subset 50 "$SUB"
+run models 0 60 $PY - "$WORK" <<'PYEOF'
+import sys, numpy as np, onnx
+from onnx import helper, numpy_helper, TensorProto as T
+work = sys.argv[1]
+w = numpy_helper.from_array(np.random.default_rng(1).normal(size=(784, 10)).astype(np.float32), "w")
+for opset, ir in ((20, 10), (23, 10), (0, 8)):
+    g = helper.make_graph([helper.make_node("Flatten", ["x"], ["f"]), helper.make_node("MatMul", ["f", "w"], ["l"]),
+                           helper.make_node("Gelu", ["l"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", T.FLOAT, ["batch", 28, 28, 1])],
+                          [helper.make_tensor_value_info("y", T.FLOAT, ["batch", 10])], [w])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)] if opset else [])
+    m.ir_version = ir
+    onnx.save(m, f"{work}/opset{opset}.onnx")
+PYEOF
+run eval_opset20 0 60 "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/opset20.onnx" --predictions "$WORK/p20.h5"
+expect_in "an IR 10, opset 20 file with Gelu runs" " pad +[0-9]+ +50 "
+refuse opset23 2 "opset23.onnx' imports opset 23 of the default domain; spmd knows the rules of opsets 1 to 22" \
+  "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/opset23.onnx" --predictions "$OUT/p.h5"
+refuse no_opset 2 "opset0.onnx' is refused by the ONNX checker: .*must specify opset_import" \
+  "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/opset0.onnx" --predictions "$OUT/p.h5"
+run info_opset23 0 60 "$SPMD" model info "$WORK/opset23.onnx"
+expect_in "spmd model info says why eval would refuse it" "spmd eval refuses it: .*imports opset 23"
+finish

@@ -1,0 +1,68 @@
+"""Node tests in ONNX's backend-test layout (DIR/node/test_NAME/model.onnx, test_data_set_0/
+input_0.pb, output_K.pb) for the rules that changed after opset 17, which Debian's ONNX 1.12
+test data predates: Gelu (20), Mish, GroupNormalization (18; 21 changed Scale and B), Pad's axes
+input (18) and wrap mode (19), the Reduce ops' axes input (18), Split's num_outputs (18),
+AveragePool's dilations (19), and files of IR versions 9 and 10 as PyTorch 2 writes them. The
+expected outputs are ONNX Runtime's (the reference implementation, npm's onnxruntime-node).
+
+  onnx_new_opsets.py DIR ORT_RUN_JS"""
+import os, subprocess, sys
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper, TensorProto as T
+
+out_dir, ort_run = sys.argv[1], sys.argv[2]
+rng = np.random.default_rng(7)
+
+
+def case(name, opset, nodes, x_shape, outputs, inits=(), ir=8):
+    """One test: input 'x' float [x_shape] (random), the graph's outputs by name."""
+    graph = helper.make_graph(nodes, name, [helper.make_tensor_value_info("x", T.FLOAT, x_shape)],
+                              [helper.make_tensor_value_info(o, T.FLOAT, None) for o in outputs],
+                              [numpy_helper.from_array(np.asarray(v), k) for k, v in inits])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = ir
+    folder = os.path.join(out_dir, "node", f"test_{name}")
+    os.makedirs(os.path.join(folder, "test_data_set_0"), exist_ok=True)
+    onnx.save(model, os.path.join(folder, "model.onnx"))
+    x = rng.normal(size=x_shape).astype(np.float32)
+    with open(os.path.join(folder, "test_data_set_0", "input_0.pb"), "wb") as f:
+        f.write(numpy_helper.from_array(x, "x").SerializeToString())
+    raw = os.path.join(folder, "x.f32")
+    x.tofile(raw)
+    lines = subprocess.run(["node", ort_run, os.path.join(folder, "model.onnx"), raw, ",".join(map(str, x_shape)),
+                            os.path.join(folder, "y.f32")], check=True, capture_output=True, text=True).stdout.split("\n")
+    for k, line in enumerate(l for l in lines if l.strip()):
+        dims = [int(d) for d in line.split()[1].split(",") if d] if len(line.split()) > 1 else []
+        y = np.fromfile(os.path.join(folder, "y.f32" + (f".{k}" if k else "")), "<f4").reshape(dims)
+        with open(os.path.join(folder, "test_data_set_0", f"output_{k}.pb"), "wb") as f:
+            f.write(numpy_helper.from_array(y, outputs[k]).SerializeToString())
+
+
+n = helper.make_node
+i64 = lambda *v: np.array(v, np.int64)
+case("gelu_20", 20, [n("Gelu", ["x"], ["y"])], [3, 4, 5], ["y"])
+case("gelu_tanh_20", 20, [n("Gelu", ["x"], ["y"], approximate="tanh")], [3, 4, 5], ["y"])
+case("mish_18", 18, [n("Mish", ["x"], ["y"])], [3, 4, 5], ["y"], ir=9)
+case("group_norm_18", 18, [n("GroupNormalization", ["x", "s", "b"], ["y"], num_groups=2, epsilon=1e-4)], [2, 6, 3, 4], ["y"],
+     [("s", rng.normal(size=2).astype(np.float32)), ("b", rng.normal(size=2).astype(np.float32))])
+case("group_norm_21", 21, [n("GroupNormalization", ["x", "s", "b"], ["y"], num_groups=3)], [2, 6, 3, 4], ["y"],
+     [("s", rng.normal(size=6).astype(np.float32)), ("b", rng.normal(size=6).astype(np.float32))], ir=10)
+case("pad_axes_18", 18, [n("Pad", ["x", "p", "v", "a"], ["y"])], [2, 3, 4, 5], ["y"],
+     [("p", i64(1, 2, 0, 3)), ("v", np.array(0.5, np.float32)), ("a", i64(1, -1))])
+case("pad_reflect_axes_18", 18, [n("Pad", ["x", "p", "", "a"], ["y"], mode="reflect")], [2, 3, 4, 5], ["y"],
+     [("p", i64(2, 1)), ("a", i64(2))])
+case("pad_wrap_19", 19, [n("Pad", ["x", "p"], ["y"], mode="wrap")], [2, 3, 4, 5], ["y"], [("p", i64(0, 1, 2, 3, 0, 2, 1, 4))])
+for op in ("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2", "ReduceSumSquare",
+           "ReduceLogSumExp"):
+    case(f"{op.lower()}_axes_input_18", 18, [n(op, ["x", "a"], ["y"], keepdims=0)], [3, 4, 5], ["y"], [("a", i64(0, -1))])
+case("reduce_mean_noop_18", 18, [n("ReduceMean", ["x"], ["y"], noop_with_empty_axes=1)], [3, 4], ["y"])
+case("split_num_outputs_18", 18, [n("Split", ["x"], ["y0", "y1", "y2"], axis=1, num_outputs=3)], [2, 7, 3], ["y0", "y1", "y2"])
+case("split_sizes_18", 18, [n("Split", ["x", "s"], ["y0", "y1"], axis=-1)], [2, 3, 9], ["y0", "y1"], [("s", i64(4, 5))])
+case("averagepool_dilations_19", 19, [n("AveragePool", ["x"], ["y"], kernel_shape=[2, 2], dilations=[2, 2], pads=[1, 1, 1, 1])],
+     [1, 2, 7, 7], ["y"])
+case("maxpool_dilations_19", 19, [n("MaxPool", ["x"], ["y"], kernel_shape=[3, 3], dilations=[2, 1], strides=[2, 2])],
+     [1, 2, 9, 8], ["y"])
+case("conv_relu_22", 22, [n("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]), n("Relu", ["c"], ["y"])], [2, 3, 6, 6], ["y"],
+     [("w", rng.normal(size=(4, 3, 3, 3)).astype(np.float32))], ir=10)
+case("softmax_flatten_21", 21, [n("Flatten", ["x"], ["f"]), n("Softmax", ["f"], ["y"])], [2, 3, 4], ["y"], ir=10)
