@@ -78,7 +78,8 @@ ops::Attrs attrs_from(const onnx::NodeProto& n, const std::string& what) {
       case onnx::AttributeProto::FLOAT: a.floats[at.name()] = at.f(); break;
       case onnx::AttributeProto::STRING: a.strings[at.name()] = at.s(); break;
       case onnx::AttributeProto::INTS: a.int_lists[at.name()] = {at.ints().begin(), at.ints().end()}; break;
-      case onnx::AttributeProto::FLOATS:  // Constant's value_floats: kept as a tensor
+      case onnx::AttributeProto::STRINGS: a.string_lists[at.name()] = {at.strings().begin(), at.strings().end()}; break;
+      case onnx::AttributeProto::FLOATS:  // Constant's value_floats, an RNN's activation_alpha: kept as a tensor
         a.tensors[at.name()].reset(ElemType::Float32, {at.floats_size()});
         std::copy(at.floats().begin(), at.floats().end(), a.tensors[at.name()].f.begin());
         break;

@@ -70,7 +70,8 @@ std::string expected_features(const OnnxModelInfo::Value& in) {
   return text;
 }
 
-// FLOPs of one example: 2 per multiply-add of the Conv, Gemm and MatMul nodes of a 1-row run.
+// FLOPs of one example: 2 per multiply-add of the Conv, Gemm and MatMul nodes of a 1-row run,
+// and of the recurrent nodes' GEMMs (every step's X W^T and H R^T).
 std::int64_t flops_per_example(const std::shared_ptr<const OnnxGraph>& graph) {
   OnnxRunner runner(graph);
   std::vector<std::int64_t> shape{1};
@@ -91,6 +92,10 @@ std::int64_t flops_per_example(const std::shared_ptr<const OnnxGraph>& graph) {
       macs += out * (call.node.attrs.i("transA", 0) ? a[0] : a[1]);
     } else if (op == "MatMul") {
       macs += out * call.input(0).shape.back();
+    } else if (op == "LSTM" || op == "GRU" || op == "RNN") {  // Y: [steps, directions, batch, hidden]
+      const auto& w = call.input(1).shape;                    // [directions, gates * hidden, input]
+      const std::int64_t hidden = call.input(2).shape.back();
+      macs += out / hidden * w[1] * (w[2] + hidden);
     }
   });
   return 2 * macs;

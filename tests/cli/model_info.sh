@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # spmd model info (issue 28, section 1): on PyTorch's exports (tests/support/torch_models.py),
 # parameters and bytes as ONNX's own reader counts the initializers, FLOPs per example as
-# PyTorch's modules count them (forward hooks on Conv2d and Linear: 2 per multiply-add), the
-# shapes, layout, opset and producer; a model with ops spmd lacks is described (listed, not
-# thrown) with exit 0; a model eval would refuse says why; a file that is no model is an error
+# PyTorch's modules count them (forward hooks on Conv2d, Linear and the recurrent layers: 2 per
+# multiply-add), the shapes, layout, opset and producer; a model with ops spmd lacks is described
+# (listed, not thrown) with exit 0; a model eval would refuse says why; a file that is no model is an error
 # naming it; --json carries the same.
 source "$(dirname "$0")/../support/cli_lib.sh"
 PY=/usr/bin/python3
@@ -25,11 +25,16 @@ for name, (_, shape) in tm.MODELS.items():
     def hook(mod, inp, out):
         if isinstance(mod, torch.nn.Conv2d):
             macs[0] += out.numel() * mod.in_channels // mod.groups * mod.kernel_size[0] * mod.kernel_size[1]
+        elif isinstance(mod, torch.nn.RNNBase):  # every step's X W^T and H R^T, each layer and direction
+            gates, dirs = {"LSTM": 4, "GRU": 3}.get(mod.mode, 1), 2 if mod.bidirectional else 1
+            for layer in range(mod.num_layers):
+                width = mod.input_size if layer == 0 else mod.hidden_size * dirs
+                macs[0] += inp[0].shape[1] * dirs * gates * mod.hidden_size * (width + mod.hidden_size)
         else:
             macs[0] += out.numel() * mod.in_features
     model = tm.build(name)
     for mod in model.modules():
-        if isinstance(mod, (torch.nn.Conv2d, torch.nn.Linear)):
+        if isinstance(mod, (torch.nn.Conv2d, torch.nn.Linear, torch.nn.RNNBase)):
             mod.register_forward_hook(hook)
     with torch.no_grad():
         model(torch.zeros([1] + shape))
@@ -41,7 +46,7 @@ PYEOF
 }
 run references 0 120 references
 
-for m in lenet resnet mlp channels_last mobile; do
+for m in lenet resnet mlp channels_last mobile lstm gru rnn; do
   run "info_$m" 0 60 "$SPMD" model info "$WORK/$m.onnx" --json "$WORK/$m.json"
   run "info_${m}_matches" 0 30 $PY - "$WORK" "$m" <<'PYEOF'
 import json, sys

@@ -3,8 +3,9 @@
 # PyTorch's (Debian's python3-torch, torch.onnx.export, opset 13, dynamic batch; a LeNet, a
 # ResNet with BatchNorm and skip connections, an MLP with LayerNorm and GELU ending in
 # LogSoftmax, a channels-last net with Concat, Sigmoid, AvgPool and Softmax, a MobileNet-style
-# net with depthwise and grouped strided convolutions, ReLU6, a padded max-pool and Hardswish; builders in
-# tests/support/torch_models.py) and spmd's own exports (spmd export). Against PyTorch's
+# net with depthwise and grouped strided convolutions, ReLU6, a padded max-pool and Hardswish; and
+# recurrent ones over the image's rows: an LSTM, a bidirectional 2-layer GRU, a ReLU RNN, also
+# exported at opset 14; builders in tests/support/torch_models.py) and spmd's own exports (spmd export). Against PyTorch's
 # outputs and ONNX Runtime's: probabilities within 1e-4, the same argmax except where the top
 # two lie within 1e-4; the predictions file byte-identical on 1x1 and 3x2 ranks x devices
 # and other batch sizes; refusals that name the file, the op, the input or the shape.
@@ -16,7 +17,9 @@ OUT=$WORK/out
 RC=$WORK/rc
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 ORT_RUN="$ROOT/tools/onnx/ort_run.js"
-MODELS="lenet resnet mlp channels_last mobile"
+GPU_MODELS="lenet resnet mlp channels_last mobile"
+RECURRENT="lstm gru rnn"  # CPU only: the CUDA backend lacks LSTM, GRU and RNN
+MODELS="$GPU_MODELS $RECURRENT"
 
 run inputs 0 60 fashion_subset 1003 "$SUB"
 run torch_export 0 120 $PY "$ROOT/tests/support/torch_models.py" export "$WORK"
@@ -39,20 +42,22 @@ compare() {
   $PY - "$WORK" "$SUB" "$ORT_RUN" "$1" <<'PYEOF'
 import os, sys, subprocess, h5py, numpy as np
 work, sub, ort_run, name = sys.argv[1:5]
+base = name.split("_opset")[0]  # an export at another opset: its model's PyTorch outputs and input shape
 with h5py.File(f"{work}/{name}.1x1.h5") as f:
     probs, predicted = f["probabilities"][...], f["predicted"][...]
-refs = {"PyTorch": np.load(f"{work}/{name}.torch.npy")}
+refs = {"PyTorch": np.load(f"{work}/{base}.torch.npy")}
 if os.path.isdir(os.path.join(os.path.dirname(ort_run), "node_modules", "onnxruntime-node")):
     with h5py.File(sub) as f:
         x = f["images"][...].astype(np.float32) / np.float32(255)
     shape = {"lenet": (len(x), 1, 28, 28), "resnet": (len(x), 1, 28, 28), "mlp": (len(x), 28, 28),
-             "channels_last": (len(x), 28, 28, 1), "mobile": (len(x), 1, 28, 28)}[name]
+             "channels_last": (len(x), 28, 28, 1), "mobile": (len(x), 1, 28, 28), "lstm": (len(x), 28, 28),
+             "gru": (len(x), 28, 28), "rnn": (len(x), 28, 28)}[base]
     (x.transpose(0, 3, 1, 2) if shape[1] == 1 else x).reshape(shape).astype("<f4").tofile(f"{work}/{name}.in")
     subprocess.run(["node", ort_run, f"{work}/{name}.onnx", f"{work}/{name}.in", ",".join(map(str, shape)),
                     f"{work}/{name}.ort"], check=True, stdout=subprocess.DEVNULL)
     y = np.fromfile(f"{work}/{name}.ort", "<f4").reshape(len(x), -1)
-    if name == "mlp": y = np.exp(y)
-    elif name != "channels_last": y = np.exp(y - y.max(1, keepdims=True)); y /= y.sum(1, keepdims=True)
+    if base == "mlp": y = np.exp(y)
+    elif base != "channels_last": y = np.exp(y - y.max(1, keepdims=True)); y /= y.sum(1, keepdims=True)
     refs["ONNX Runtime"] = y
 bad = False
 for ref_name, ref in refs.items():
@@ -71,25 +76,13 @@ for m in $MODELS; do
   cat "$LAST_OUT"
 done
 
-# The MLP exported at opset 17 (LayerNorm as one LayerNormalization node): PyTorch's outputs.
-run eval_mlp_opset17 0 120 "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/mlp_opset17.onnx" \
-  --predictions "$WORK/mlp_opset17.1x1.h5"
-opset17() {
-  $PY - "$WORK" <<'PYEOF'
-import sys, h5py, numpy as np
-work = sys.argv[1]
-ref = np.load(f"{work}/mlp.torch.npy")
-with h5py.File(f"{work}/mlp_opset17.1x1.h5") as f:
-    probs = f["probabilities"][...]
-diff = float(np.abs(ref - probs).max())
-print(f"mlp at opset 17 (LayerNormalization) vs PyTorch: max |diff| {diff:.2e}")
-top2 = np.sort(ref, axis=1)[:, -2:]
-wrong = int(((probs.argmax(1) != ref.argmax(1)) & (top2[:, 1] - top2[:, 0] > 1e-4)).sum())
-sys.exit(0 if diff < 1e-4 and wrong == 0 else 1)
-PYEOF
-}
-run compare_mlp_opset17 0 60 opset17
-cat "$LAST_OUT"
+# Other opsets, against PyTorch and ONNX Runtime as above: the MLP at 17 (LayerNorm as one
+# LayerNormalization node), the recurrent models at 14 (where LSTM and GRU gained `layout`).
+for m in mlp_opset17 lstm_opset14 gru_opset14 rnn_opset14; do
+  run "eval_$m" 0 120 "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/$m.onnx" --predictions "$WORK/$m.1x1.h5"
+  run "compare_$m" 0 60 compare "$m"
+  cat "$LAST_OUT"
+done
 
 # spmd's own exports read back: the same classes as the native models, probabilities within 1e-5.
 run ensemble 0 300 mpi 2 "$SPMD" ensemble --train "$SUB" --test "$SUB" --train-limit 300 --test-limit 64 \
@@ -154,10 +147,10 @@ cat "$LAST_OUT"
 
 # The same on the GPU (needs one; skipped visibly without): every model and the normalised
 # LeNet within 1e-5 of the CPU's probabilities, the same classes; a graph the CUDA backend cannot
-# run (a Cast of float data to int64) is refused by --backend cuda naming the node and the op,
-# and --backend auto runs it on the CPU, saying so. Without a GPU, --backend cuda gives its usual error.
+# run (a Cast of float data to int64, the LSTM) is refused by --backend cuda naming the node and
+# the op, and --backend auto runs it on the CPU, saying so. Without a GPU, --backend cuda gives its usual error.
 if "$SPMD" info --backend cuda >/dev/null 2>&1; then
-  for m in $MODELS; do
+  for m in $GPU_MODELS; do
     run "eval_${m}_cuda" 0 120 "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/$m.onnx" --backend cuda \
       --predictions "$WORK/$m.cuda.h5"
     run "${m}_cuda_vs_cpu" 0 30 same_within "$WORK/$m.1x1.h5" "$WORK/$m.cuda.h5" 1e-5
@@ -177,6 +170,12 @@ onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid('', 13)]), '$W
   expect_in "--backend cuda names the node and what it cannot run" "node 'c' \\(Cast giving int64 from float data, which the CUDA backend does not run\\)"
   run cast_auto 0 60 "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/cast.onnx" --backend auto
   expect_in "--backend auto runs it on the CPU, saying why" "--backend auto: --model onnx runs on the CPU \\(node 'c' \\(Cast giving int64"
+  run lstm_cuda nonzero 60 "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/lstm.onnx" --backend cuda
+  expect_in "--backend cuda names the recurrent node it lacks" "node '/lstm/LSTM' \\(LSTM, which the CUDA backend lacks\\)"
+  run lstm_auto 0 120 "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/lstm.onnx" --backend auto \
+    --predictions "$WORK/lstm.auto.h5"
+  expect_in "--backend auto runs the LSTM on the CPU" "--backend auto: --model onnx runs on the CPU \\(node '/lstm/LSTM' \\(LSTM"
+  run lstm_auto_same_bytes 0 10 cmp "$WORK/lstm.1x1.h5" "$WORK/lstm.auto.h5"
 else
   echo "SKIP onnx_on_cuda: no GPU here (spmd info --backend cuda fails)"
   run cuda_without_gpu nonzero 60 "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/lenet.onnx" --backend cuda

@@ -1,7 +1,7 @@
 """Small classifiers of the kinds users train, exported the way users export them
 (torch.onnx.export, opset 13, dynamic batch), and PyTorch's own outputs on a data file.
 
-  torch_models.py export DIR          writes DIR/{lenet,resnet,mlp,channels_last}.onnx
+  torch_models.py export DIR          writes DIR/NAME.onnx per model (and a few at other opsets)
   torch_models.py outputs DIR DATA    writes DIR/NAME.torch.npy: probabilities [N, C] per model
 
 Weights are PyTorch's initialisation with a fixed seed (BatchNorm's running statistics set to
@@ -89,8 +89,52 @@ class Mobile(nn.Module):  # input NCHW [N, 1, 28, 28]; MobileNet-style: depthwis
         return self.head(torch.flatten(nn.functional.adaptive_avg_pool2d(self.dw(self.stem(x)), 1), 1))
 
 
+def sharpen(rnn, head):
+    """Twice PyTorch's initial recurrent weights and ten times its head's: states that use the
+    activations' range and probabilities far from uniform, so that the comparisons see errors."""
+    with torch.no_grad():
+        for p in rnn.parameters():
+            p.mul_(2)
+        head.weight.mul_(10)
+
+
+class LstmLast(nn.Module):  # input [N, 28, 28]: the image's rows as a sequence; the last step's output classified
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(28, 32, batch_first=True)
+        self.fc = nn.Linear(32, 10)
+        sharpen(self.lstm, self.fc)
+
+    def forward(self, x):
+        return self.fc(self.lstm(x)[0][:, -1, :])
+
+
+class BiGru(nn.Module):  # input [N, 28, 28]; a bidirectional 2-layer GRU, its last layer's h_n classified
+    def __init__(self):
+        super().__init__()
+        self.gru = nn.GRU(28, 12, num_layers=2, batch_first=True, bidirectional=True)
+        self.fc = nn.Linear(24, 10)
+        sharpen(self.gru, self.fc)
+
+    def forward(self, x):
+        h = self.gru(x)[1]
+        return self.fc(torch.cat([h[-2], h[-1]], dim=1))
+
+
+class ReluRnn(nn.Module):  # input [N, 28, 28]; an Elman RNN with ReLU, the last step's output classified
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.RNN(28, 24, batch_first=True, nonlinearity="relu")
+        self.fc = nn.Linear(24, 10)
+        sharpen(self.rnn, self.fc)
+
+    def forward(self, x):
+        return self.fc(self.rnn(x)[0][:, -1, :])
+
+
 MODELS = {"lenet": (LeNet, [1, 28, 28]), "resnet": (ResNet, [1, 28, 28]), "mlp": (Mlp, [28, 28]),
-          "channels_last": (ChannelsLast, [28, 28, 1]), "mobile": (Mobile, [1, 28, 28])}
+          "channels_last": (ChannelsLast, [28, 28, 1]), "mobile": (Mobile, [1, 28, 28]),
+          "lstm": (LstmLast, [28, 28]), "gru": (BiGru, [28, 28]), "rnn": (ReluRnn, [28, 28])}
 
 
 def build(name):
@@ -126,12 +170,18 @@ def main():
         torch.onnx.export(build("mlp"), torch.zeros([2] + MODELS["mlp"][1]), f"{sys.argv[2]}/mlp_opset17.onnx",
                           opset_version=17, input_names=["input"], output_names=["output"],
                           dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}})
+        # The recurrent models at opset 14 too (ONNX's LSTM / GRU gained the layout attribute there).
+        for name in ("lstm", "gru", "rnn"):
+            torch.onnx.export(build(name), torch.zeros([2] + MODELS[name][1]), f"{sys.argv[2]}/{name}_opset14.onnx",
+                              opset_version=14, input_names=["input"], output_names=["output"],
+                              dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}})
     else:
         import h5py
         with h5py.File(sys.argv[3]) as f:
             images = torch.from_numpy(f["images"][...].astype(np.float32) / np.float32(255))  # [N, 28, 28, 1]
         inputs = {"lenet": images.permute(0, 3, 1, 2), "resnet": images.permute(0, 3, 1, 2),
-                  "mlp": images.reshape(-1, 28, 28), "channels_last": images, "mobile": images.permute(0, 3, 1, 2)}
+                  "mlp": images.reshape(-1, 28, 28), "channels_last": images, "mobile": images.permute(0, 3, 1, 2),
+                  "lstm": images.reshape(-1, 28, 28), "gru": images.reshape(-1, 28, 28), "rnn": images.reshape(-1, 28, 28)}
         for name in MODELS:
             np.save(f"{sys.argv[2]}/{name}.torch.npy", probabilities(name, build(name), inputs[name]).numpy())
 

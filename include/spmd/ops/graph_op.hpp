@@ -64,7 +64,8 @@ struct Attrs {
   std::map<std::string, float> floats;
   std::map<std::string, std::vector<std::int64_t>> int_lists;
   std::map<std::string, std::string> strings;
-  std::map<std::string, Tensor> tensors;
+  std::map<std::string, std::vector<std::string>> string_lists;  // an RNN's activations
+  std::map<std::string, Tensor> tensors;  // TENSOR, and FLOATS as a 1-D float tensor
 
   std::int64_t i(const std::string& name, std::int64_t fallback) const;
   float f(const std::string& name, float fallback) const;
@@ -103,7 +104,7 @@ using GraphOpFn = void (*)(const OpCall& call);
 // Scratch buffers the ops keep per thread between calls (an im2col matrix, a convolution's
 // padded planes): no allocation once the largest shape has run. scratch_bytes() is what the
 // calling thread's hold now, which a model's memory estimate counts.
-enum class Scratch { Im2col, ConvPlanes, ConvWide, TransposedB, Count };
+enum class Scratch { Im2col, ConvPlanes, ConvWide, TransposedB, Recurrent, Count };
 FloatBuffer& scratch(Scratch which);
 std::int64_t scratch_bytes();
 
