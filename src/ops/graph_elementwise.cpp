@@ -6,6 +6,7 @@
 #include <string>
 
 #include "graph_broadcast.hpp"
+#include "vector_math.hpp"
 #include "spmd/ops/graph_op.hpp"
 
 namespace spmd::ops {
@@ -22,10 +23,10 @@ void unary(const OpCall& c, Fn fn) {
 }
 
 void relu(const OpCall& c) { unary(c, [](float v) { return v > 0.0f ? v : 0.0f; }); }
-void sigmoid(const OpCall& c) { unary(c, [](float v) { return 1.0f / (1.0f + std::exp(-v)); }); }
-void tanh_op(const OpCall& c) { unary(c, [](float v) { return std::tanh(v); }); }
-void erf_op(const OpCall& c) { unary(c, [](float v) { return std::erf(v); }); }
-void exp_op(const OpCall& c) { unary(c, [](float v) { return std::exp(v); }); }
+void sigmoid(const OpCall& c) { unary(c, [](float v) { return fast_sigmoid(v); }); }
+void tanh_op(const OpCall& c) { unary(c, [](float v) { return fast_tanh(v); }); }
+void erf_op(const OpCall& c) { unary(c, [](float v) { return fast_erf(v); }); }
+void exp_op(const OpCall& c) { unary(c, [](float v) { return fast_exp(v); }); }
 void log_op(const OpCall& c) { unary(c, [](float v) { return std::log(v); }); }
 void sqrt_op(const OpCall& c) { unary(c, [](float v) { return std::sqrt(v); }); }
 void neg(const OpCall& c) { unary(c, [](float v) { return -v; }); }
@@ -39,7 +40,7 @@ void leaky_relu(const OpCall& c) {
 }
 void elu(const OpCall& c) {
   const float alpha = c.node.attrs.f("alpha", 1.0f);
-  unary(c, [alpha](float v) { return v >= 0.0f ? v : alpha * (std::exp(v) - 1.0f); });
+  unary(c, [alpha](float v) { return v >= 0.0f ? v : alpha * (fast_exp(v) - 1.0f); });
 }
 void hard_sigmoid(const OpCall& c) {
   const float alpha = c.node.attrs.f("alpha", 0.2f), beta = c.node.attrs.f("beta", 0.5f);
@@ -54,9 +55,9 @@ void hard_swish(const OpCall& c) {
 void gelu(const OpCall& c) {
   const std::string approximate = c.node.attrs.s("approximate", "none");
   if (approximate == "tanh") {
-    unary(c, [](float v) { return 0.5f * v * (1.0f + std::tanh(0.7978845608028654f * (v + 0.044715f * v * v * v))); });
+    unary(c, [](float v) { return 0.5f * v * (1.0f + fast_tanh(0.7978845608028654f * (v + 0.044715f * v * v * v))); });
   } else if (approximate == "none") {
-    unary(c, [](float v) { return 0.5f * v * (1.0f + std::erf(v * 0.7071067811865476f)); });
+    unary(c, [](float v) { return 0.5f * v * (1.0f + fast_erf(v * 0.7071067811865476f)); });
   } else {
     c.fail("approximate '" + approximate + "' is not none or tanh");
   }
@@ -64,7 +65,7 @@ void gelu(const OpCall& c) {
 void mish(const OpCall& c) { unary(c, [](float v) { return v * std::tanh(std::log1p(std::exp(v))); }); }
 void celu(const OpCall& c) {
   const float alpha = c.node.attrs.f("alpha", 1.0f);
-  unary(c, [alpha](float v) { return std::max(0.0f, v) + std::min(0.0f, alpha * (std::exp(v / alpha) - 1.0f)); });
+  unary(c, [alpha](float v) { return std::max(0.0f, v) + std::min(0.0f, alpha * (fast_exp(v / alpha) - 1.0f)); });
 }
 void thresholded_relu(const OpCall& c) {
   const float alpha = c.node.attrs.f("alpha", 1.0f);
@@ -81,7 +82,7 @@ void softplus(const OpCall& c) { unary(c, [](float v) { return std::log1p(std::e
 void softsign(const OpCall& c) { unary(c, [](float v) { return v / (1.0f + std::fabs(v)); }); }
 void selu(const OpCall& c) {
   const float alpha = c.node.attrs.f("alpha", 1.67326319217681884765625f), gamma = c.node.attrs.f("gamma", 1.05070102214813232421875f);
-  unary(c, [=](float v) { return v > 0.0f ? gamma * v : gamma * (alpha * std::exp(v) - alpha); });
+  unary(c, [=](float v) { return v > 0.0f ? gamma * v : gamma * (alpha * fast_exp(v) - alpha); });
 }
 
 // Clip: bounds as attributes (opset < 11) or optional inputs 1 and 2.

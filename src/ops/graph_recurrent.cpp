@@ -17,6 +17,7 @@
 
 #include "spmd/models/cnn_kernels.hpp"
 #include "spmd/ops/graph_op.hpp"
+#include "vector_math.hpp"
 
 namespace spmd::ops {
 namespace {
@@ -53,8 +54,8 @@ constexpr FnInfo kFns[] = {
 void apply(const Activation& a, float* v, std::int64_t n) {
   const float al = a.alpha, be = a.beta;
   switch (a.fn) {
-    case Fn::Sigmoid: for (std::int64_t k = 0; k < n; ++k) v[k] = 1.0f / (1.0f + std::exp(-v[k])); break;
-    case Fn::Tanh: for (std::int64_t k = 0; k < n; ++k) v[k] = std::tanh(v[k]); break;
+    case Fn::Sigmoid: for (std::int64_t k = 0; k < n; ++k) v[k] = fast_sigmoid(v[k]); break;
+    case Fn::Tanh: for (std::int64_t k = 0; k < n; ++k) v[k] = fast_tanh(v[k]); break;
     case Fn::Relu: for (std::int64_t k = 0; k < n; ++k) v[k] = std::max(v[k], 0.0f); break;
     case Fn::Affine: for (std::int64_t k = 0; k < n; ++k) v[k] = al * v[k] + be; break;
     case Fn::LeakyRelu: for (std::int64_t k = 0; k < n; ++k) v[k] = v[k] >= 0.0f ? v[k] : al * v[k]; break;

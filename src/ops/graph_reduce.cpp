@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "spmd/ops/graph_op.hpp"
+#include "vector_math.hpp"
 
 namespace spmd::ops {
 namespace {
@@ -36,11 +37,12 @@ void softmax(const OpCall& c) {
       float* out = y.f.data() + o * length * inner + i;
       float top = -std::numeric_limits<float>::infinity();
       for (std::int64_t k = 0; k < length; ++k) top = std::max(top, in[k * inner]);
+      // The exponentials first (a loop that vectorises), then their sum in index order.
+      for (std::int64_t k = 0; k < length; ++k) out[k * inner] = fast_exp(in[k * inner] - top);
       float sum = 0.0f;
-      for (std::int64_t k = 0; k < length; ++k) sum += std::exp(in[k * inner] - top);
+      for (std::int64_t k = 0; k < length; ++k) sum += out[k * inner];
       const float log_sum = std::log(sum);
-      for (std::int64_t k = 0; k < length; ++k)
-        out[k * inner] = kLog ? in[k * inner] - top - log_sum : std::exp(in[k * inner] - top) / sum;
+      for (std::int64_t k = 0; k < length; ++k) out[k * inner] = kLog ? in[k * inner] - top - log_sum : out[k * inner] / sum;
     }
 }
 
@@ -51,11 +53,19 @@ struct Moments {
   float mean, sd;
 };
 Moments moments(const float* in, std::int64_t n, float eps) {
-  double sum = 0.0;
-  for (std::int64_t k = 0; k < n; ++k) sum += in[k];
-  const double mean = sum / static_cast<double>(n);
-  double squares = 0.0;
-  for (std::int64_t k = 0; k < n; ++k) squares += (in[k] - mean) * (in[k] - mean);
+  // Eight partial sums (element k into lane k % 8), then the lanes in a fixed order: a loop the
+  // compiler vectorises, where one running double sum would not.
+  constexpr int kLanes = 8;
+  const auto lanes_sum = [&](auto term) {
+    double lane[kLanes] = {};
+    std::int64_t k = 0;
+    for (; k + kLanes <= n; k += kLanes)
+      for (int j = 0; j < kLanes; ++j) lane[j] += term(in[k + j]);
+    for (; k < n; ++k) lane[k % kLanes] += term(in[k]);
+    return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+  };
+  const double mean = lanes_sum([](float v) { return static_cast<double>(v); }) / static_cast<double>(n);
+  const double squares = lanes_sum([mean](float v) { return (v - mean) * (v - mean); });
   return {static_cast<float>(mean), static_cast<float>(std::sqrt(squares / static_cast<double>(n) + eps))};
 }
 
@@ -163,6 +173,21 @@ float reduce_result(float acc) {
   else return acc;
 }
 
+// Whether the reduced dimensions (1-sized ones aside) are one run of adjacent dimensions: the
+// input is then [outer, length, inner] with `length` reduced.
+bool reduced_block(const std::vector<std::int64_t>& shape, const std::vector<bool>& reduced, std::int64_t& outer,
+                   std::int64_t& length, std::int64_t& inner) {
+  int phase = 0;  // 0 before the run, 1 in it, 2 after it
+  for (std::size_t k = 0; k < shape.size(); ++k) {
+    if (shape[k] == 1) continue;
+    if (reduced[k] && phase == 2) return false;
+    if (reduced[k]) phase = 1;
+    else if (phase == 1) phase = 2;
+    (phase == 0 ? outer : phase == 1 ? length : inner) *= shape[k];
+  }
+  return true;
+}
+
 template <Reduce kOp>
 void reduce(const OpCall& c) {
   const Tensor& x = c.float_input(0);
@@ -170,6 +195,10 @@ void reduce(const OpCall& c) {
   std::vector<std::int64_t> axes = c.node.attrs.ints_or("axes", {});
   if (axes.empty() && c.has_input(1)) axes = c.input(1).as_ints();  // ReduceSum 13's, the others' 18's input form
   const bool noop = axes.empty() && c.node.attrs.i("noop_with_empty_axes", 0) != 0;
+  if (noop) {  // the input unchanged (not even squared or exponentiated)
+    *c.out[0] = x;
+    return;
+  }
   std::vector<bool> reduced(r, axes.empty() && !noop);
   for (const auto a : axes) reduced[c.axis(a, r)] = true;
   const bool keep = c.node.attrs.i("keepdims", 1) != 0;
@@ -183,21 +212,35 @@ void reduce(const OpCall& c) {
   const float init = kOp == Reduce::Max ? -std::numeric_limits<float>::infinity()
                      : kOp == Reduce::Min ? std::numeric_limits<float>::infinity() : kOp == Reduce::Prod ? 1.0f : 0.0f;
   std::fill(y.f.begin(), y.f.end(), init);
-  std::vector<std::int64_t> out_strides(r, 0), index(r, 0);
-  for (std::int64_t k = static_cast<std::int64_t>(r) - 1, s = 1; k >= 0; --k) {
-    out_strides[static_cast<std::size_t>(k)] = reduced[static_cast<std::size_t>(k)] ? 0 : s;
-    s *= kept_shape[static_cast<std::size_t>(k)];
-  }
-  // In input order: each output's elements are combined in increasing index order.
-  for (std::int64_t e = 0; e < x.size(); ++e) {
-    std::int64_t o = 0;
-    for (std::size_t k = 0; k < r; ++k) o += index[k] * out_strides[k];
-    float& acc = y.f[static_cast<std::size_t>(o)];
-    const float v = reduce_term<kOp>(x.f[static_cast<std::size_t>(e)]);
-    acc = kOp == Reduce::Max ? std::max(acc, v) : kOp == Reduce::Min ? std::min(acc, v) : kOp == Reduce::Prod ? acc * v : acc + v;
-    for (std::size_t k = r; k-- > 0;) {
-      if (++index[k] < x.shape[k]) break;
-      index[k] = 0;
+  const auto combine = [](float acc, float v) {
+    return kOp == Reduce::Max ? std::max(acc, v) : kOp == Reduce::Min ? std::min(acc, v) : kOp == Reduce::Prod ? acc * v : acc + v;
+  };
+  // Each output's elements are combined in increasing index order, by either path.
+  std::int64_t outer = 1, length = 1, inner = 1;
+  if (reduced_block(x.shape, reduced, outer, length, inner)) {  // [outer, length, inner]: rows of `inner` at a time
+    for (std::int64_t o = 0; o < outer; ++o) {
+      float* acc = y.f.data() + o * inner;
+      for (std::int64_t l = 0; l < length; ++l) {
+        const float* in = x.f.data() + (o * length + l) * inner;
+        for (std::int64_t i = 0; i < inner; ++i) acc[i] = combine(acc[i], reduce_term<kOp>(in[i]));
+      }
+    }
+  } else {
+    std::vector<std::int64_t> out_strides(r, 0), index(r, 0);
+    for (std::int64_t k = static_cast<std::int64_t>(r) - 1, s = 1; k >= 0; --k) {
+      out_strides[static_cast<std::size_t>(k)] = reduced[static_cast<std::size_t>(k)] ? 0 : s;
+      s *= kept_shape[static_cast<std::size_t>(k)];
+    }
+    const std::int64_t n = x.size();
+    for (std::int64_t e = 0; e < n; ++e) {
+      std::int64_t o = 0;
+      for (std::size_t k = 0; k < r; ++k) o += index[k] * out_strides[k];
+      float& acc = y.f[static_cast<std::size_t>(o)];
+      acc = combine(acc, reduce_term<kOp>(x.f[static_cast<std::size_t>(e)]));
+      for (std::size_t k = r; k-- > 0;) {
+        if (++index[k] < x.shape[k]) break;
+        index[k] = 0;
+      }
     }
   }
   if (kOp == Reduce::Mean && y.size() > 0) {

@@ -120,6 +120,53 @@ void gather_into(const Tensor& x, Tensor& y, Offset offset) {
   else gather_elements(y.shape, x.i.data(), y.i.data(), offset);
 }
 
+// y[i] = x[base + sum_k i_k * strides[k]] over y's shape: what Transpose, Slice and Split are.
+// Dimensions that are contiguous in both are merged and 1-sized ones dropped, so the innermost
+// loop is as long as it can be (a plain copy where its stride is 1): an index computed per
+// element costs more than the copy itself.
+template <class T>
+void strided_copy(const std::vector<std::int64_t>& shape, const std::vector<std::int64_t>& strides, std::int64_t base,
+                  const T* src, T* dst) {
+  std::vector<std::int64_t> dims, steps;
+  for (std::size_t k = 0; k < shape.size(); ++k) {
+    if (shape[k] == 0) return;
+    if (shape[k] == 1) continue;
+    if (!dims.empty() && steps.back() == strides[k] * shape[k]) {
+      dims.back() *= shape[k];
+      steps.back() = strides[k];
+    } else {
+      dims.push_back(shape[k]);
+      steps.push_back(strides[k]);
+    }
+  }
+  if (dims.empty()) {
+    dst[0] = src[base];
+    return;
+  }
+  const std::size_t outer_rank = dims.size() - 1;
+  const std::int64_t inner = dims.back(), step = steps.back();
+  std::int64_t outer = 1;
+  for (std::size_t k = 0; k < outer_rank; ++k) outer *= dims[k];
+  std::vector<std::int64_t> index(outer_rank, 0);
+  std::int64_t from = base;
+  for (std::int64_t o = 0; o < outer; ++o, dst += inner) {
+    const T* s = src + from;
+    if (step == 1) std::copy_n(s, inner, dst);
+    else for (std::int64_t j = 0; j < inner; ++j) dst[j] = s[j * step];
+    for (std::size_t k = outer_rank; k-- > 0;) {  // odometer, the source offset kept up to date
+      from += steps[k];
+      if (++index[k] < dims[k]) break;
+      from -= steps[k] * dims[k];
+      index[k] = 0;
+    }
+  }
+}
+
+void strided_copy_into(const Tensor& x, Tensor& y, const std::vector<std::int64_t>& strides, std::int64_t base) {
+  if (x.type == ElemType::Float32) strided_copy(y.shape, strides, base, x.f.data(), y.f.data());
+  else strided_copy(y.shape, strides, base, x.i.data(), y.i.data());
+}
+
 void transpose(const OpCall& c) {
   const Tensor& x = c.input(0);
   std::vector<std::int64_t> perm(x.shape.size());
@@ -129,13 +176,11 @@ void transpose(const OpCall& c) {
   std::vector<std::int64_t> shape(perm.size());
   for (std::size_t k = 0; k < perm.size(); ++k) shape[k] = x.shape[c.axis(perm[k], x.shape.size())];
   const auto in_strides = strides_of(x.shape);
+  std::vector<std::int64_t> strides(perm.size());
+  for (std::size_t k = 0; k < perm.size(); ++k) strides[k] = in_strides[static_cast<std::size_t>(perm[k])];
   Tensor& y = *c.out[0];
   y.reset(x.type, shape);
-  gather_into(x, y, [&](const std::vector<std::int64_t>& index) {
-    std::int64_t off = 0;
-    for (std::size_t k = 0; k < perm.size(); ++k) off += index[k] * in_strides[static_cast<std::size_t>(perm[k])];
-    return off;
-  });
+  strided_copy_into(x, y, strides, 0);
 }
 
 void concat(const OpCall& c) {
@@ -189,11 +234,7 @@ void split(const OpCall& c) {
     shape[axis] = sizes[k];
     Tensor& y = *c.out[k];
     y.reset(x.type, shape);
-    gather_into(x, y, [&](const std::vector<std::int64_t>& index) {
-      std::int64_t off = at * in_strides[axis];
-      for (std::size_t d = 0; d < index.size(); ++d) off += index[d] * in_strides[d];
-      return off;
-    });
+    strided_copy_into(x, y, in_strides, at * in_strides[axis]);
     at += sizes[k];
   }
 }
@@ -299,14 +340,15 @@ void slice(const OpCall& c) {
     shape[a] = std::max<std::int64_t>(0, s > 0 ? (e - b + s - 1) / s : (b - e - s - 1) / -s);
   }
   const auto in_strides = strides_of(x.shape);
+  std::vector<std::int64_t> strides(shape.size());
+  std::int64_t base = 0;
+  for (std::size_t k = 0; k < shape.size(); ++k) {
+    strides[k] = step[k] * in_strides[k];
+    base += first[k] * in_strides[k];
+  }
   Tensor& y = *c.out[0];
   y.reset(x.type, shape);
-  if (y.size() == 0) return;
-  gather_into(x, y, [&](const std::vector<std::int64_t>& index) {
-    std::int64_t off = 0;
-    for (std::size_t k = 0; k < index.size(); ++k) off += (first[k] + index[k] * step[k]) * in_strides[k];
-    return off;
-  });
+  strided_copy_into(x, y, strides, base);
 }
 
 void cast(const OpCall& c) {
