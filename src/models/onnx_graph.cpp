@@ -347,7 +347,13 @@ void OnnxRunner::run(const NodeObserver& after_each) {
       if (t.f.capacity() == 0 && !pool_.empty()) take_from_pool(t.f, last_size_[static_cast<std::size_t>(k)]);
       out_.push_back(&t);
     }
-    const ops::OpCall call{node, in_, out_};
+    ops::OpCall call{node, in_, out_};
+    // Input 0 dies here when this node is its last reader and reads it once.
+    const auto& released = g.release_after_[n];
+    if (!node.inputs.empty() && node.inputs[0] >= 0 &&
+        std::find(released.begin(), released.end(), node.inputs[0]) != released.end() &&
+        std::count(node.inputs.begin(), node.inputs.end(), node.inputs[0]) == 1)
+      call.dying_input0 = &tensors_[static_cast<std::size_t>(node.inputs[0])];
     g.fns_[n](call);
     if (after_each) after_each(call);
     for (const int k : node.outputs) last_size_[static_cast<std::size_t>(k)] = tensors_[static_cast<std::size_t>(k)].f.size();

@@ -10,12 +10,20 @@ namespace spmd::ops {
 namespace {
 
 
-// Output 0 = input 0's data under another shape.
+// Output 0 = input 0's data under another shape: its storage, where no later node reads it.
 void copy_as(const OpCall& c, std::vector<std::int64_t> shape) {
   const Tensor& x = c.input(0);
   Tensor& y = *c.out[0];
-  y.reset(x.type, std::move(shape));
-  if (y.size() != x.size()) c.fail("cannot view " + to_string(x.shape) + " as " + to_string(y.shape));
+  if (c.dying_input0 && &y != c.dying_input0) {
+    y.f.swap(c.dying_input0->f);
+    y.i.swap(c.dying_input0->i);
+  }
+  const std::vector<std::int64_t> from = x.shape;
+  const ElemType type = x.type;
+  const std::int64_t size = x.size();
+  y.reset(type, std::move(shape));  // same size: the data stays
+  if (y.size() != size) c.fail("cannot view " + to_string(from) + " as " + to_string(y.shape));
+  if (c.dying_input0) return;
   if (x.type == ElemType::Float32) std::copy_n(x.f.begin(), x.size(), y.f.begin());
   else std::copy_n(x.i.begin(), x.size(), y.i.begin());
 }

@@ -68,7 +68,7 @@ cat "$LAST_OUT"
 
 # A model whose activations do not fit: refused before anything runs, the model's share named,
 # no predictions file.
-run does_not_fit 1 60 bash -c 'ulimit -v 900000; "$0" eval --data "$1" --model onnx --weights "$2" --per-device-batch 3000 \
+run does_not_fit 1 60 bash -c 'ulimit -v 780000; "$0" eval --data "$1" --model onnx --weights "$2" --per-device-batch 3000 \
   --predictions "$3"' "$SPMD" "$BIG" "$WORK/wide.onnx" "$WORK/unfit.h5"
 expect_in "the refusal names what the model needs" "not enough memory for this run: rank 0 .* model [0-9.]+ MiB"
 run does_not_fit_wrote_nothing 1 5 test -e "$WORK/unfit.h5"

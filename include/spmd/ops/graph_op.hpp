@@ -87,6 +87,9 @@ struct OpCall {
   const GraphNode& node;
   std::span<const Tensor* const> in;
   std::span<Tensor* const> out;
+  // Input 0 when no later node reads it: an op that passes its data on (Reshape, Flatten,
+  // Squeeze, Identity, ...) may take its storage instead of copying it. nullptr otherwise.
+  Tensor* dying_input0 = nullptr;
 
   // Input k, or spmd::Error naming the node when it is absent.
   const Tensor& input(std::size_t k) const;
