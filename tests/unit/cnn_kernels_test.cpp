@@ -172,9 +172,10 @@ TEST_P(CnnKernels, GemmTailColumnsMatchScalarReferenceAndStayInsideC) {
 TEST_P(CnnKernels, GemmOffsetRowsMatchesScalarReferenceAndStaysInsideC) {
   // B's rows at arbitrary offsets into one buffer (overlapping, out of order: a direct
   // convolution's taps), A given transposed; every m the tile choice treats differently
-  // (multiples of 8 take 8-row tiles), n with and without a masked tail.
+  // (multiples of 8 take 8-row tiles; from 32 rows B, and with n wide enough A, are packed
+  // per block), n with and without a masked tail. The same bits as gemm on B written out.
   std::mt19937 rng(17);
-  for (int m : {1, 3, 6, 8, 13, 16, 24})
+  for (int m : {1, 3, 6, 8, 13, 16, 24, 37, 64})
     for (int n : {1, 7, 16, 33, 100, 300})
       for (int kk : {1, 9, 25, 200}) {
         const long ldc = n + 3;
@@ -189,6 +190,11 @@ TEST_P(CnnKernels, GemmOffsetRowsMatchesScalarReferenceAndStaysInsideC) {
         const bool relu = (m + n + kk) % 2 == 0;
         k().gemm_offset_rows(m, n, kk, a_t.data(), buffer.data(), offsets.data(), c.data(), ldc,
                              {bias.data(), relu, row_bias.data()});
+        std::vector<float> b_dense(static_cast<std::size_t>(kk * n)), c_dense(static_cast<std::size_t>(m * ldc), 42.0f);
+        for (int p = 0; p < kk; ++p)
+          std::copy_n(buffer.begin() + offsets[static_cast<std::size_t>(p)], n, b_dense.begin() + p * n);
+        k().gemm(true, m, n, kk, a_t.data(), m, b_dense.data(), n, c_dense.data(), ldc, false, {bias.data(), relu, row_bias.data()});
+        ASSERT_EQ(c, c_dense) << "m=" << m << " n=" << n << " k=" << kk << ": not the bits of gemm on B written out";
         for (int i = 0; i < m; ++i)
           for (long j = 0; j < ldc; ++j) {
             const float got = c[static_cast<std::size_t>(i * ldc + j)];
