@@ -99,7 +99,7 @@ class OnnxPredictor final : public DevicePredictor {
           v = (v - in.mean[static_cast<std::size_t>(e)]) * in.inv_std[static_cast<std::size_t>(e)];
         }
     runner_.run();
-    onnx_outputs_to_predictions(spec_.output, runner_.output(0).f.data(), rows, spec_.classes, classes_out, probs_out);
+    onnx_outputs_to_predictions(spec_.output, runner_.output(0).f.data(), rows, spec_.width, spec_.classes, classes_out, probs_out);
   }
 
  private:
@@ -160,10 +160,11 @@ class OnnxClassifier final : public Classifier {
   std::int64_t fixed_bytes_, row_bytes_;
 };
 
-// What trial runs with 1 and 2 rows show: the classes ([rows, C] or [rows, C, 1, 1]) and the
-// bytes of the run's tensors, fixed and per row (for --dry-run's memory).
+// What trial runs with 1 and 2 rows show: the classes ([rows, C] or [rows, C, 1, 1]; [rows]
+// or [rows, 1] is a binary classifier's one score) and the bytes of the run's tensors, fixed and
+// per row (for --dry-run's memory).
 struct Trial {
-  int classes = 0;
+  int classes = 0, width = 0;
   std::int64_t fixed_bytes = 0, row_bytes = 0;
 };
 
@@ -202,15 +203,18 @@ Trial trial_runs(const std::shared_ptr<const OnnxGraph>& graph, const Dims& row)
     std::size_t node = 0;
     runner.run([&](const ops::OpCall& call) { trace.observe(rows, node++, call); });
     const ops::Tensor& y = runner.output(0);
-    const bool ok = y.type == ops::ElemType::Float32 && y.shape.size() >= 2 && y.shape[0] == rows &&
-                    std::all_of(y.shape.begin() + 2, y.shape.end(), [](std::int64_t d) { return d == 1; });
-    if (!ok || y.shape[1] < 2)
+    const bool ok = y.type == ops::ElemType::Float32 && !y.shape.empty() && y.shape[0] == rows &&
+                    std::all_of(y.shape.begin() + std::min<std::size_t>(2, y.shape.size()), y.shape.end(),
+                                [](std::int64_t d) { return d == 1; });
+    const std::int64_t width = y.shape.size() < 2 ? 1 : y.shape[1];
+    if (!ok || width < 1)
       throw Error("ONNX model '" + graph->path() + "': output '" + graph->outputs().front().name + "' is " +
                   ops::to_string(y.shape) + " for a batch of " + std::to_string(rows) +
-                  "; a classifier gives [batch, classes >= 2] (or [batch, classes, 1, 1])");
-    if (classes && y.shape[1] != classes)
+                  "; a classifier gives [batch, classes >= 2] (or [batch, classes, 1, 1]), or [batch] / [batch, 1]: "
+                  "a binary classifier's one score");
+    if (classes && width != classes)
       throw Error("ONNX model '" + graph->path() + "': its classes change with the batch size");
-    classes = y.shape[1];
+    classes = width;
     const std::size_t per_row = static_cast<std::size_t>(y.size() / rows);
     if (rows == 1) first_output.assign(y.f.begin(), y.f.begin() + static_cast<std::ptrdiff_t>(per_row));
     else if (std::memcmp(first_output.data(), y.f.data(), per_row * sizeof(float)) != 0)
@@ -221,7 +225,8 @@ Trial trial_runs(const std::shared_ptr<const OnnxGraph>& graph, const Dims& row)
     bytes[rows - 1] = runner.tensor_bytes() + ops::scratch_bytes();  // the ops' scratch is per image: fixed
   }
   const std::int64_t per_row = std::max<std::int64_t>(0, bytes[1] - bytes[0]);
-  return {static_cast<int>(classes), std::max<std::int64_t>(0, bytes[0] - per_row), per_row};
+  // classes holds the output's width here: 1 means a binary classifier's score.
+  return {classes == 1 ? 2 : static_cast<int>(classes), static_cast<int>(classes), std::max<std::int64_t>(0, bytes[0] - per_row), per_row};
 }
 
 }  // namespace
@@ -245,13 +250,20 @@ std::string onnx_file_unsupported_on(const std::string& path, const runtime::Dev
   return onnx_unsupported_on(*graph, device);
 }
 
-void onnx_outputs_to_predictions(OnnxOutput output, const float* y, std::int64_t rows, int classes,
+void onnx_outputs_to_predictions(OnnxOutput output, const float* y, std::int64_t rows, int width, int classes,
                                  std::int32_t* classes_out, float* probs_out) {
   thread_local std::vector<float> probs;
   probs.resize(static_cast<std::size_t>(classes));
   for (std::int64_t r = 0; r < rows; ++r) {
-    const float* v = y + r * classes;
-    if (output == OnnxOutput::Probabilities) {
+    const float* v = y + r * width;
+    if (width == 1) {  // a binary classifier's one score; sigmoid(-s) rather than 1 - sigmoid(s) keeps P(0)'s digits
+      const float s = v[0];
+      const float p1 = output == OnnxOutput::Probabilities      ? s
+                       : output == OnnxOutput::LogProbabilities ? std::exp(s)
+                                                                : 1.0f / (1.0f + std::exp(-s));
+      probs[0] = output == OnnxOutput::Logits ? 1.0f / (1.0f + std::exp(s)) : 1.0f - p1;
+      probs[1] = p1;
+    } else if (output == OnnxOutput::Probabilities) {
       std::copy_n(v, classes, probs.begin());
     } else if (output == OnnxOutput::LogProbabilities) {
       for (int k = 0; k < classes; ++k) probs[static_cast<std::size_t>(k)] = std::exp(v[k]);
@@ -285,14 +297,19 @@ std::unique_ptr<Classifier> make_onnx_classifier(const std::string& path, OnnxOu
   const int classes = trial.classes;
   std::string said = "as the file says: ";
   const std::string last = graph->output_kind(0);
+  const bool binary = trial.width == 1;
+  // A probability-giving last op: Softmax over classes, or Sigmoid on a binary classifier's score.
+  const std::string gives_probabilities = binary ? "Sigmoid" : "Softmax";
   if (output == OnnxOutput::Auto) {
-    output = last == "Softmax" ? OnnxOutput::Probabilities : last == "LogSoftmax" ? OnnxOutput::LogProbabilities : OnnxOutput::Logits;
-    said += last == "Softmax" || last == "LogSoftmax" ? "the graph ends in " + last
-                                                      : "the graph ends in " + (last.empty() ? std::string("a constant") : last) + ": logits";
+    output = last == gives_probabilities ? OnnxOutput::Probabilities
+             : last == "LogSoftmax" && !binary ? OnnxOutput::LogProbabilities : OnnxOutput::Logits;
+    said += output != OnnxOutput::Logits ? "the graph ends in " + last
+                                         : "the graph ends in " + (last.empty() ? std::string("a constant") : last) + ": logits";
   } else {
     said = "--model-output";
   }
-  OnnxPredictorSpec spec{graph, plan_normalisation(norm, row, path), output, classes};
+  if (binary) said += "; one score per example: a binary classifier, the score is class 1's, class 0 its complement";
+  OnnxPredictorSpec spec{graph, plan_normalisation(norm, row, path), output, classes, trial.width};
   if (device != nullptr && !device->is_host()) {
     const std::string why = onnx_unsupported_on(*graph, *device);
     if (!why.empty())

@@ -142,7 +142,11 @@ OnnxModelInfo describe_onnx_model(const std::string& path) {
     const auto loaded = OnnxGraph::load(path);
     info.classes = classifier->classes();
     const std::string last = loaded->output_kind(0);
-    info.output_reading = last == "Softmax" ? "probabilities" : last == "LogSoftmax" ? "log-probabilities" : "logits";
+    const auto& out_dims = info.outputs.front().dims;
+    if (out_dims.size() < 2 || out_dims[1] == "1")  // one score per example: a binary classifier
+      info.output_reading = last == "Sigmoid" ? "probability of class 1" : "logit of class 1";
+    else
+      info.output_reading = last == "Softmax" ? "probabilities" : last == "LogSoftmax" ? "log-probabilities" : "logits";
     info.expects = expected_features(info.inputs.front());
     info.flops_per_example = flops_per_example(loaded);
     info.evaluable = true;

@@ -68,6 +68,68 @@ for entry in "${MODELS[@]}"; do
   run "${m}_same_bytes" 0 10 cmp "$WORK/$m.17.h5" "$WORK/$m.3x2.h5"
 done
 
+# Binary classifiers with one score per example (PyTorch's BCEWithLogitsLoss habit): a logit
+# [batch, 1], a sigmoid probability [batch, 1], a logit squeezed to [batch]. Class 1's
+# probability within 1e-6 of PyTorch's, the two probabilities summing to 1, the same bytes on
+# 1x1 and 2x2 ranks x devices, the start-up line saying how the score is read.
+run binary_models 0 120 $PY - "$WORK" "$SUB" <<'PYEOF'
+import sys, numpy as np, h5py, torch
+from torch import nn
+work, sub = sys.argv[1:3]
+class Logit(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv, self.fc = nn.Conv2d(1, 4, 3), nn.Linear(4 * 26 * 26, 1)
+    def forward(self, x):
+        return self.fc(torch.relu(self.conv(x)).flatten(1))
+class Probability(Logit):
+    def forward(self, x):
+        return torch.sigmoid(super().forward(x))
+class Squeezed(Logit):
+    def forward(self, x):
+        return super().forward(x).squeeze(1)
+with h5py.File(sub) as f, h5py.File(f"{work}/binary.h5", "w") as g:
+    g["images"] = f["images"][...]
+    g["labels"] = (f["labels"][...] >= 5).astype(np.int64)  # Fashion-MNIST: footwear and bags vs the rest
+x = torch.from_numpy(h5py.File(f"{work}/binary.h5")["images"][...].astype(np.float32) / 255).permute(0, 3, 1, 2).contiguous()
+for name, cls in (("logit", Logit), ("probability", Probability), ("squeezed", Squeezed)):
+    torch.manual_seed(3)
+    m = cls().eval()
+    torch.onnx.export(m, torch.zeros(2, 1, 28, 28), f"{work}/binary_{name}.onnx", opset_version=13, input_names=["input"],
+                      output_names=["output"], dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}})
+    with torch.no_grad():
+        y = m(x).reshape(-1)
+    np.save(f"{work}/binary_{name}.torch.npy", (y if name == "probability" else torch.sigmoid(y)).numpy())
+PYEOF
+binary_compare() {
+  $PY - "$1" "$2" <<'PYEOF'
+import sys, h5py, numpy as np
+ref = np.load(sys.argv[2])
+with h5py.File(sys.argv[1]) as f:
+    p, predicted = f["probabilities"][...], f["predicted"][...]
+d, s = float(np.abs(p[:, 1] - ref).max()), float(np.abs(p.sum(1) - 1).max())
+clear = np.abs(ref - 0.5) > 1e-6
+wrong = int(((predicted == 1) != (ref > 0.5))[clear].sum())
+print(f"{sys.argv[1]}: P(class 1) max |diff| {d:.2e}, |P0 + P1 - 1| <= {s:.1e}, {wrong} classes differ")
+sys.exit(0 if p.shape[1] == 2 and d <= 1e-6 and s <= 1e-6 and wrong == 0 else 1)
+PYEOF
+}
+for b in logit probability squeezed; do
+  run "eval_binary_$b" 0 60 "$SPMD" eval --data "$WORK/binary.h5" --model onnx --weights "$WORK/binary_$b.onnx" \
+    --predictions "$WORK/binary_$b.1x1.h5"
+  expect_in "the start-up line says the one score is class 1's" "one score per example: a binary classifier"
+  run "compare_binary_$b" 0 60 binary_compare "$WORK/binary_$b.1x1.h5" "$WORK/binary_$b.torch.npy"
+  cat "$LAST_OUT"
+  run "eval_binary_${b}_2x2" 0 120 mpi 2 "$SPMD" eval --data "$WORK/binary.h5" --model onnx --weights "$WORK/binary_$b.onnx" \
+    --devices 2 --per-device-batch 29 --predictions "$WORK/binary_$b.2x2.h5"
+  run "binary_${b}_same_bytes" 0 10 cmp "$WORK/binary_$b.1x1.h5" "$WORK/binary_$b.2x2.h5"
+done
+run eval_binary_probability_reading 0 60 "$SPMD" eval --data "$WORK/binary.h5" --model onnx \
+  --weights "$WORK/binary_probability.onnx" --dry-run
+expect_in "a Sigmoid at the end is read as the probability" "probabilities \(as the file says: the graph ends in Sigmoid"
+refuse binary_labels_beyond 1 "label [0-9], outside \[0, 2\) \(classes = 2\)" \
+  "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/binary_logit.onnx" --predictions "$OUT/p.h5"
+
 # A graph whose rows are not independent (features centred by the batch's mean: ReduceMean over
 # axis 0) is refused at load on every rank, naming the first node whose row 0 changes.
 run mixing_model 0 60 $PY - "$WORK" <<'PYEOF'

@@ -61,7 +61,7 @@ std::vector<float> run_cpu(const std::shared_ptr<const spmd::models::OnnxGraph>&
 // The same through the CUDA eval predictor, its output read as is (as "probabilities").
 std::vector<float> run_gpu(const std::shared_ptr<const spmd::models::OnnxGraph>& graph, const Dims& row,
                            const std::vector<float>& x, std::int64_t rows, int classes) {
-  spmd::models::OnnxPredictorSpec spec{graph, {}, spmd::models::OnnxOutput::Probabilities, classes};
+  spmd::models::OnnxPredictorSpec spec{graph, {}, spmd::models::OnnxOutput::Probabilities, classes, classes};
   spec.input.row = row;
   auto predictor = spmd::backends::cuda::make_onnx_predictor_cuda(spmd::test::cuda_device(), spec, rows);
   std::vector<std::int32_t> predicted(static_cast<std::size_t>(rows));

@@ -32,7 +32,9 @@ struct OnnxModelInfo {
   bool evaluable = false;
   std::string refusal;  // why eval would refuse it, when it would
   int classes = 0;
-  std::string output_reading;  // "logits", "probabilities", "log-probabilities"
+  // "logits", "probabilities", "log-probabilities"; "logit of class 1" or "probability of
+  // class 1" for a binary classifier's one score
+  std::string output_reading;
   std::string expects;         // "features [N, 1, 28, 28] as stored, or images [N, 28, 28, 1] (NHWC) ..."
   std::optional<std::int64_t> flops_per_example;
 };

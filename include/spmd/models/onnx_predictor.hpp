@@ -29,12 +29,16 @@ struct OnnxPredictorSpec {
   OnnxInputPlan input;
   OnnxOutput output = OnnxOutput::Logits;  // never Auto here: what the output holds
   int classes = 0;
+  // Values per output row: `classes`, or 1 for a binary classifier's one score (class 1's
+  // logit or probability; classes is 2 then).
+  int width = 0;
 };
 
-// The predictor's last step on every backend, on the host: output rows y [rows, classes] as
+// The predictor's last step on every backend, on the host: output rows y [rows, width] as
 // `output` says they are -> classes_out [rows] and, when probs_out, probabilities [rows,
-// classes]. The same bits for the same y wherever the graph ran.
-void onnx_outputs_to_predictions(OnnxOutput output, const float* y, std::int64_t rows, int classes,
+// classes]. A one-score row s gives P(class 1) = sigmoid(s) (a logit), s (a probability) or
+// e^s, and P(class 0) its complement. The same bits for the same y wherever the graph ran.
+void onnx_outputs_to_predictions(OnnxOutput output, const float* y, std::int64_t rows, int width, int classes,
                                  std::int32_t* classes_out, float* probs_out);
 
 struct OnnxPredictorKind {

@@ -47,7 +47,7 @@ class CudaOnnxPredictor final : public models::DevicePredictor {
         stored_(mapped_ ? static_cast<std::size_t>(tile_rows_ * size_) : 0, "ONNX predictor rows as stored"),
         mean_(spec.input.mean.size(), "ONNX predictor input mean"),
         inv_std_(spec.input.inv_std.size(), "ONNX predictor input 1/std"),
-        y_host_(static_cast<std::size_t>(tile_rows_ * spec.classes), "ONNX predictor outputs (host)") {
+        y_host_(static_cast<std::size_t>(tile_rows_ * spec.width), "ONNX predictor outputs (host)") {
     mean_.upload(spec.input.mean.data(), spec.input.mean.size(), stream_.get());
     inv_std_.upload(spec.input.inv_std.data(), spec.input.inv_std.size(), stream_.get());
     // A first run at the largest tile sizes the scratch: later runs allocate nothing.
@@ -105,14 +105,14 @@ class CudaOnnxPredictor final : public models::DevicePredictor {
     }
     graph_.run(n);
     const DeviceTensor& y = graph_.output();
-    if (y.size() != n * spec_.classes)
+    if (y.size() != n * spec_.width)
       throw Error("CUDA ONNX predictor: the output " + ops::to_string(y.shape) + " is not [" + std::to_string(n) + ", " +
-                  std::to_string(spec_.classes) + "]");
+                  std::to_string(spec_.width) + "]");
     SPMD_CHECK_CUDA(cudaMemcpyAsync(y_host_.data(), y.data, static_cast<std::size_t>(y.size()) * sizeof(float),
                                     cudaMemcpyDeviceToHost, s),
                     "copying the ONNX graph's outputs to the host");
     stream_.synchronize("running the ONNX graph on the GPU");
-    models::onnx_outputs_to_predictions(spec_.output, y_host_.data(), n, spec_.classes, classes_out + first,
+    models::onnx_outputs_to_predictions(spec_.output, y_host_.data(), n, spec_.width, spec_.classes, classes_out + first,
                                         probs_out ? probs_out + first * spec_.classes : nullptr);
   }
 
