@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -140,6 +141,57 @@ std::string read_file_bytes(const std::string& path) {
   return bytes.str();
 }
 
+namespace {
+
+// A tensor whose data lives in a file beside the model (ONNX's external data: PyTorch writes
+// models over 2 GB so, onnx.save(..., save_as_external_data=True) any): the bytes read into
+// raw_data, as if the model held them.
+void read_external_data(onnx::TensorProto& t, const std::filesystem::path& dir, const std::string& what) {
+  std::string location;
+  std::int64_t offset = 0, length = -1;
+  for (const auto& kv : t.external_data()) {
+    try {
+      if (kv.key() == "location") location = kv.value();
+      else if (kv.key() == "offset") offset = std::stoll(kv.value());
+      else if (kv.key() == "length") length = std::stoll(kv.value());
+    } catch (const std::exception&) {
+      throw Error(what + ": tensor '" + t.name() + "' has external data " + kv.key() + " '" + kv.value() + "', not a number");
+    }
+  }
+  const std::filesystem::path rel(location);
+  if (location.empty() || rel.is_absolute() || std::find(rel.begin(), rel.end(), "..") != rel.end())
+    throw Error(what + ": tensor '" + t.name() + "' names its external data file as '" + location +
+                "'; ONNX takes a path relative to the model's folder, inside it");
+  const std::filesystem::path file = dir / rel;
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw Error(what + ": cannot read '" + file.string() + "', the external data of tensor '" + t.name() + "'");
+  in.seekg(0, std::ios::end);
+  const std::int64_t size = in.tellg();
+  if (length < 0) length = size - offset;
+  if (offset < 0 || length < 0 || offset + length > size)
+    throw Error(what + ": '" + file.string() + "' holds " + std::to_string(size) + " bytes; tensor '" + t.name() +
+                "' needs bytes " + std::to_string(offset) + " to " + std::to_string(offset + length) + " of it");
+  std::string bytes(static_cast<std::size_t>(length), '\0');
+  in.seekg(offset);
+  in.read(bytes.data(), length);
+  if (!in) throw Error(what + ": reading tensor '" + t.name() + "' from '" + file.string() + "' failed");
+  t.set_raw_data(std::move(bytes));
+  t.clear_external_data();
+  t.set_data_location(onnx::TensorProto::DEFAULT);
+}
+
+void read_all_external_data(onnx::ModelProto& model, const std::string& path, const std::string& what) {
+  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  auto* graph = model.mutable_graph();
+  for (auto& t : *graph->mutable_initializer())
+    if (t.data_location() == onnx::TensorProto::EXTERNAL) read_external_data(t, dir, what);
+  for (auto& n : *graph->mutable_node())
+    for (auto& a : *n.mutable_attribute())
+      if (a.has_t() && a.t().data_location() == onnx::TensorProto::EXTERNAL) read_external_data(*a.mutable_t(), dir, what);
+}
+
+}  // namespace
+
 bool onnx_checker_knows(const onnx::ModelProto& model) {
   const int newest_opset = onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map().at(onnx::ONNX_DOMAIN).second;
   return model.ir_version() <= onnx::IR_VERSION && default_opset(model) <= newest_opset;
@@ -148,6 +200,7 @@ bool onnx_checker_knows(const onnx::ModelProto& model) {
 onnx::ModelProto read_onnx_model(const std::string& path, const std::string& what) {
   onnx::ModelProto model;
   if (!model.ParseFromString(read_file_bytes(path))) throw Error(what + " is not an ONNX model (its protobuf cannot be parsed)");
+  read_all_external_data(model, path, what);
   // A file newer than the library (PyTorch 2's exports: IR 9-10, opset 18 and later) would be
   // refused for its version alone, or for ops the library has no schema of (Gelu, opset 20):
   // such files are read without it, and the loader's own checks (every input produced, every

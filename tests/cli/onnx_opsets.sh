@@ -3,7 +3,7 @@
 # the rules that changed in opsets 18-22 checked as node tests against ONNX Runtime's outputs
 # (tests/support/onnx_new_opsets.py; every test must pass, none unsupported); IR 9 and 10 files
 # read without the library's checker; opsets outside 1-22 refused on every rank naming the
-# opset, nothing written. Needs npm's onnxruntime-node (tools/setup.sh installs it); skipped
+# opset, nothing written; weights in an external data file read as if inline. Needs npm's onnxruntime-node (tools/setup.sh installs it); skipped
 # visibly without.
 source "$(dirname "$0")/../support/cli_lib.sh"
 source "$(dirname "$0")/../support/rank_exits.sh"
@@ -44,6 +44,47 @@ refuse opset23 2 "opset23.onnx' imports opset 23 of the default domain; spmd kno
   "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/opset23.onnx" --predictions "$OUT/p.h5"
 refuse no_opset 2 "opset0.onnx' is refused by the ONNX checker: .*must specify opset_import" \
   "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/opset0.onnx" --predictions "$OUT/p.h5"
+# Weights as external data (a file beside the model, as PyTorch writes models over 2 GB): the
+# same predictions as the model holding them; a missing or short data file refused naming it.
+run external_data 0 60 $PY - "$WORK" <<'PYEOF'
+import sys, os, numpy as np, onnx
+from onnx import helper, numpy_helper, TensorProto as T
+work = sys.argv[1]
+rng = np.random.default_rng(2)
+inits = [numpy_helper.from_array(rng.normal(size=(8, 1, 3, 3)).astype(np.float32), "w"),
+         numpy_helper.from_array(rng.normal(size=8).astype(np.float32), "b"),
+         numpy_helper.from_array(rng.normal(size=(8 * 26 * 26, 10)).astype(np.float32) * 0.01, "fc")]
+g = helper.make_graph([helper.make_node("Transpose", ["x"], ["t"], perm=[0, 3, 1, 2]), helper.make_node("Conv", ["t", "w", "b"], ["c"]),
+                       helper.make_node("Relu", ["c"], ["r"]), helper.make_node("Flatten", ["r"], ["f"]),
+                       helper.make_node("MatMul", ["f", "fc"], ["y"])], "ext",
+                      [helper.make_tensor_value_info("x", T.FLOAT, ["batch", 28, 28, 1])],
+                      [helper.make_tensor_value_info("y", T.FLOAT, ["batch", 10])], inits)
+m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+onnx.save(m, f"{work}/inline.onnx")
+os.makedirs(f"{work}/ext", exist_ok=True)
+onnx.save_model(m, f"{work}/ext/model.onnx", save_as_external_data=True, all_tensors_to_one_file=True,
+                location="weights.bin", size_threshold=0)
+assert os.path.getsize(f"{work}/ext/model.onnx") < 2000, "the weights should live in weights.bin"
+PYEOF
+run eval_inline 0 60 "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/inline.onnx" --predictions "$WORK/inline.h5"
+run eval_external 0 60 "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/ext/model.onnx" --predictions "$WORK/external.h5"
+same_predictions() {
+  $PY - "$1" "$2" <<'PYEOF'
+import sys, h5py, numpy as np
+a, b = h5py.File(sys.argv[1]), h5py.File(sys.argv[2])
+same = all(np.array_equal(a[k][...], b[k][...]) for k in ("probabilities", "predicted"))
+print("the same probabilities and classes, bit for bit" if same else "predictions differ")
+sys.exit(0 if same else 1)
+PYEOF
+}
+run external_same_bits 0 30 same_predictions "$WORK/inline.h5" "$WORK/external.h5"
+run truncate_data 0 10 truncate -s 1000 "$WORK/ext/weights.bin"
+refuse external_short 2 "weights.bin' holds 1000 bytes; tensor '[a-z]+' needs bytes" \
+  "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/ext/model.onnx" --predictions "$OUT/p.h5"
+run remove_data 0 10 rm "$WORK/ext/weights.bin"
+refuse external_missing 2 "cannot read '.*ext/weights.bin', the external data of tensor" \
+  "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/ext/model.onnx" --predictions "$OUT/p.h5"
+
 run info_opset23 0 60 "$SPMD" model info "$WORK/opset23.onnx"
 expect_in "spmd model info says why eval would refuse it" "spmd eval refuses it: .*imports opset 23"
 finish
