@@ -119,6 +119,7 @@ class OnnxClassifier final : public Classifier {
                        " nodes): input '" + g.inputs().front().name + "' [batch, " + ops::to_string(in.row).substr(1);
     if (in.nhwc_to_nchw) text += " from stored NHWC [" + std::to_string(in.h) + ", " + std::to_string(in.w) + ", " +
                                  std::to_string(in.c) + "] transposed to NCHW";
+    else if (in.stored.size() == 1 && in.row.size() > 1) text += " from stored flat [" + std::to_string(in.stored[0]) + "], read row-major";
     if (!in.mean.empty()) text += ", normalised by --input-mean / --input-std";
     return text + ", output '" + g.outputs().front().name + "' " + to_string(spec_.output) + " (" + said_ + ")";
   }
@@ -129,6 +130,7 @@ class OnnxClassifier final : public Classifier {
     OnnxInputPlan& in = spec_.input;
     const Dims& row = in.row;
     in.nhwc_to_nchw = false;
+    in.stored = stored;
     if (stored == row) return;
     if (stored.size() == 3 && row.size() == 3 && stored[2] == row[0] && stored[0] == row[1] && stored[1] == row[2]) {
       in.nhwc_to_nchw = true;
@@ -141,6 +143,10 @@ class OnnxClassifier final : public Classifier {
     for (const auto d : stored) if (d != 1) a.push_back(d);
     for (const auto d : row) if (d != 1) b.push_back(d);
     if (a == b || (row.size() == 1 && product(stored) == row[0])) return;
+    // Flat samples ([784] as sklearn's MNIST) for a model whose input has at most two
+    // dimensions beyond 1 ([1, 28, 28]): row-major is the only reading. With a third (channels
+    // beside height and width) HWC and CHW flattenings are both common: refused below.
+    if (a.size() == 1 && b.size() <= 2 && a[0] == product(row)) return;
     throw CollectiveError("'" + data_path + "' holds samples of shape " + ops::to_string(stored) + "; the ONNX model '" +
                           spec_.graph->path() + "' takes input '" + spec_.graph->inputs().front().name + "' [batch, " +
                           ops::to_string(row).substr(1) + " (as stored, flattened for a vector input, or NHWC images for an NCHW input)");

@@ -184,6 +184,30 @@ fi
 run output_override 0 60 "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/mlp.onnx" --model-output logits --dry-run
 expect_in "--model-output overrides the graph's LogSoftmax" "output 'output' logits \(--model-output\)"
 
+# Flat samples ([784], as sklearn's MNIST) for the LeNet's [1, 28, 28]: read row-major, the
+# bits of the images as stored; for a 3-channel input ([3, 16, 16] from [768]) HWC and CHW are
+# both plausible: refused.
+run flat_data 0 60 $PY - "$SUB" "$WORK" <<'PYEOF'
+import sys, h5py, numpy as np, onnx
+from onnx import helper, TensorProto as T
+sub, work = sys.argv[1:3]
+with h5py.File(sub) as f, h5py.File(f"{work}/flat.h5", "w") as g, h5py.File(f"{work}/flat768.h5", "w") as h:
+    g["images"] = f["images"][...].reshape(len(f["images"]), -1)
+    g["labels"] = f["labels"][...]
+    h["images"] = np.zeros((5, 768), np.uint8)
+    h["labels"] = np.zeros(5, np.int64)
+g = helper.make_graph([helper.make_node("Flatten", ["x"], ["f"]), helper.make_node("Slice", ["f", "s", "e", "a"], ["y"])], "rgb",
+                      [helper.make_tensor_value_info("x", T.FLOAT, ["batch", 3, 16, 16])],
+                      [helper.make_tensor_value_info("y", T.FLOAT, ["batch", 10])],
+                      [helper.make_tensor(n, T.INT64, [1], [v]) for n, v in (("s", 0), ("e", 10), ("a", 1))])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), f"{work}/rgb.onnx")
+PYEOF
+run eval_flat 0 60 "$SPMD" eval --data "$WORK/flat.h5" --model onnx --weights "$WORK/lenet.onnx" --predictions "$WORK/flat_pred.h5"
+expect_in "the start-up line says how flat samples are read" "from stored flat \[784\], read row-major"
+run flat_same_bits 0 30 same_within "$WORK/lenet.1x1.h5" "$WORK/flat_pred.h5" 0
+refuse flat_channels 1 "holds samples of shape \[768\]; the ONNX model .*takes input 'x' \[batch, 3, 16, 16\]" \
+  "$SPMD" eval --data "$WORK/flat768.h5" --model onnx --weights "$WORK/rgb.onnx" --predictions "$OUT/p.h5"
+
 # Refusals: every rank fails within seconds naming the culprit, nothing written.
 refuse model_output_not_onnx 2 "--model-output, --input-mean and --input-std apply to --model onnx" \
   "$SPMD" eval --data "$SUB" --model zero --model-output logits --predictions "$OUT/p.h5"

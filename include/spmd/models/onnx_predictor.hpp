@@ -21,6 +21,7 @@ struct OnnxInputPlan {
   std::vector<std::int64_t> row;  // the model's input without its batch dimension
   bool nhwc_to_nchw = false;
   std::int64_t h = 0, w = 0, c = 0;
+  std::vector<std::int64_t> stored;  // the data's sample shape, once check_sample_shape has seen it
   std::vector<float> mean, inv_std;  // per element of a row, or both empty
 };
 
