@@ -287,6 +287,50 @@ std::vector<Case> op_cases() {
     g.node("Expand", {"e", "ones"}, {"re"});  // of a GPU tensor: on the GPU
     g.node("Sum", {"t", "r", "re"}, {"h"});
   }), "Elu HardSigmoid Softplus Softsign Selu PRelu Max Min Sum Mean Expand"});
+  cases.push_back({flattened([](OnnxTestGraph& g) {
+    g.node("HardSwish", {"x"}, {"a"});
+    g.node("Mish", {"x"}, {"b"});
+    auto& celu = g.node("Celu", {"x"}, {"c"});
+    OnnxTestGraph::attr(celu, "alpha", 0.7f);
+    auto& thr = g.node("ThresholdedRelu", {"x"}, {"d"});
+    OnnxTestGraph::attr(thr, "alpha", 0.3f);
+    auto& shrink = g.node("Shrink", {"x"}, {"e"});
+    OnnxTestGraph::attr(shrink, "lambd", 0.4f);
+    OnnxTestGraph::attr(shrink, "bias", 0.1f);
+    g.node("Sign", {"x"}, {"f"});
+    g.weights("four", {}, 0, 0, {4.0f});
+    g.node("Mul", {"x", "four"}, {"x4"});
+    g.node("Round", {"x4"}, {"r"});
+    g.node("Gelu", {"x"}, {"ge"});
+    auto& gt = g.node("Gelu", {"x"}, {"gt"});
+    OnnxTestGraph::attr(gt, "approximate", std::string("tanh"));
+    auto& all = g.node("Concat", {"a", "b", "c", "d", "e", "f", "r", "ge", "gt"}, {"h"});
+    OnnxTestGraph::attr(all, "axis", std::int64_t{1});
+  }), "HardSwish Mish Celu ThresholdedRelu Shrink Sign Round Gelu (both)", 20});
+  cases.push_back({flattened([](OnnxTestGraph& g) {
+    g.weights("s", {8});
+    g.weights("b", {8});
+    auto& ln = g.node("LayerNormalization", {"x", "s", "b"}, {"l"});
+    OnnxTestGraph::attr(ln, "epsilon", 1e-3f);
+    g.weights("s1", {1});
+    auto& ln2 = g.node("LayerNormalization", {"x", "s1"}, {"l2"});
+    OnnxTestGraph::attr(ln2, "axis", std::int64_t{1});
+    g.weights("c", {3});
+    g.weights("d", {3});
+    g.node("InstanceNormalization", {"x", "c", "d"}, {"i"});
+    auto& all = g.node("Concat", {"l", "l2", "i"}, {"h"});
+    OnnxTestGraph::attr(all, "axis", std::int64_t{1});
+  }), "LayerNormalization (last axis; from axis 1, one Scale) InstanceNormalization", 17});
+  for (const int opset : {18, 21}) {
+    cases.push_back({flattened([opset](OnnxTestGraph& g) {
+      g.weights("W", {6, 3, 1, 1});
+      g.node("Conv", {"x", "W"}, {"c"});
+      g.weights("s", {opset >= 21 ? 6 : 3});
+      g.weights("b", {opset >= 21 ? 6 : 3});
+      auto& n = g.node("GroupNormalization", {"c", "s", "b"}, {"h"});
+      OnnxTestGraph::attr(n, "num_groups", std::int64_t{3});
+    }), "GroupNormalization (opset " + std::to_string(opset) + ")", opset});
+  }
   return cases;
 }
 

@@ -2,6 +2,7 @@
 // numpy broadcasting (and Expand, Max / Min folds, Sum / Mean of same-shaped inputs), each output element from its matching inputs only, as the
 // CPU ops compute it (CUDA's expf, erff, ... are within 2 ulp of the host's).
 #include <limits>
+#include <string>
 
 #include "graph_op.hpp"
 
@@ -10,7 +11,8 @@ namespace {
 
 enum class Unary {
   Relu, Sigmoid, Tanh, Erf, Exp, Log, Sqrt, Neg, Abs, Reciprocal, Floor, Ceil, Softplus, Softsign,
-  LeakyRelu, Elu, HardSigmoid, Selu, Clip, DivideBy
+  LeakyRelu, Elu, HardSigmoid, Selu, Clip, DivideBy, HardSwish, GeluErf, GeluTanh, Mish, Celu, ThresholdedRelu,
+  Shrink, Sign, Round
 };
 
 template <Unary kOp>
@@ -36,6 +38,15 @@ __device__ inline float apply(float v, float p, float q) {
     case Unary::Selu: return v > 0.0f ? q * v : q * (p * expf(v) - p);
     case Unary::Clip: return fminf(fmaxf(v, p), q);
     case Unary::DivideBy: return v / p;
+    case Unary::HardSwish: return v * fminf(fmaxf(v / 6.0f + 0.5f, 0.0f), 1.0f);
+    case Unary::GeluErf: return 0.5f * v * (1.0f + erff(v * 0.7071067811865476f));
+    case Unary::GeluTanh: return 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+    case Unary::Mish: return v * tanhf(log1pf(expf(v)));
+    case Unary::Celu: return fmaxf(0.0f, v) + fminf(0.0f, p * (expf(v / p) - 1.0f));
+    case Unary::ThresholdedRelu: return v > p ? v : 0.0f;
+    case Unary::Shrink: return v < -p ? v + q : v > p ? v - q : 0.0f;
+    case Unary::Sign: return v > 0.0f ? 1.0f : v < 0.0f ? -1.0f : v;
+    case Unary::Round: return rintf(v);  // halves to even, as ONNX rounds
   }
   return v;
 }
@@ -60,8 +71,18 @@ void unary(const CudaGraphCall& call) {
   if (kOp == Unary::Elu) p = a.f("alpha", 1.0f);
   if (kOp == Unary::HardSigmoid) p = a.f("alpha", 0.2f), q = a.f("beta", 0.5f);
   if (kOp == Unary::Selu) p = a.f("alpha", 1.67326319217681884765625f), q = a.f("gamma", 1.05070102214813232421875f);
+  if (kOp == Unary::Celu || kOp == Unary::ThresholdedRelu) p = a.f("alpha", 1.0f);
+  if (kOp == Unary::Shrink) p = a.f("lambd", 0.5f), q = a.f("bias", 0.0f);
   const DeviceTensor& x = call.input(0);
   launch_unary<kOp>(call, x.data, x.size(), p, q, call.out[0]->data);
+}
+
+// Gelu (opset 20): exact (erf) or the tanh approximation, as the attribute says.
+void gelu(const CudaGraphCall& call) {
+  const std::string approximate = call.node.attrs.s("approximate", "none");
+  if (approximate == "tanh") unary<Unary::GeluTanh>(call);
+  else if (approximate == "none") unary<Unary::GeluErf>(call);
+  else call.fail("approximate '" + approximate + "' is not none or tanh");
 }
 
 // A bound of Clip: the attribute (opset < 11) or the optional input.
@@ -169,6 +190,14 @@ SPMD_REGISTER_CUDA_GRAPH_OP("Elu", unary<Unary::Elu>);
 SPMD_REGISTER_CUDA_GRAPH_OP("HardSigmoid", unary<Unary::HardSigmoid>);
 SPMD_REGISTER_CUDA_GRAPH_OP("Selu", unary<Unary::Selu>);
 SPMD_REGISTER_CUDA_GRAPH_OP("Clip", clip);
+SPMD_REGISTER_CUDA_GRAPH_OP("HardSwish", unary<Unary::HardSwish>);
+SPMD_REGISTER_CUDA_GRAPH_OP("Gelu", gelu);
+SPMD_REGISTER_CUDA_GRAPH_OP("Mish", unary<Unary::Mish>);
+SPMD_REGISTER_CUDA_GRAPH_OP("Celu", unary<Unary::Celu>);
+SPMD_REGISTER_CUDA_GRAPH_OP("ThresholdedRelu", unary<Unary::ThresholdedRelu>);
+SPMD_REGISTER_CUDA_GRAPH_OP("Shrink", unary<Unary::Shrink>);
+SPMD_REGISTER_CUDA_GRAPH_OP("Sign", unary<Unary::Sign>);
+SPMD_REGISTER_CUDA_GRAPH_OP("Round", unary<Unary::Round>);
 SPMD_REGISTER_CUDA_GRAPH_OP("Add", add);
 SPMD_REGISTER_CUDA_GRAPH_OP("Sub", binary<Binary::Sub>);
 SPMD_REGISTER_CUDA_GRAPH_OP("Mul", binary<Binary::Mul>);
