@@ -47,6 +47,29 @@ inline std::vector<std::int64_t> broadcast_strides(const std::vector<std::int64_
   return strides;
 }
 
+// Merges adjacent dimensions along which both operands are contiguous together (or both
+// broadcast): [N, C, H, W] times [N, C, 1, 1] becomes [N * C, H * W] times [N * C, 1], so the
+// innermost loop runs over H * W instead of W. Shape and strides are rewritten in place.
+inline void coalesce(std::vector<std::int64_t>& shape, std::vector<std::int64_t>& sa, std::vector<std::int64_t>& sb) {
+  std::vector<std::int64_t> d, a, b;
+  for (std::size_t k = 0; k < shape.size(); ++k) {
+    if (shape[k] == 1) continue;
+    if (!d.empty() && a.back() == sa[k] * shape[k] && b.back() == sb[k] * shape[k]) {
+      d.back() *= shape[k];
+      a.back() = sa[k];
+      b.back() = sb[k];
+    } else {
+      d.push_back(shape[k]);
+      a.push_back(sa[k]);
+      b.push_back(sb[k]);
+    }
+  }
+  if (d.empty()) d = {1}, a = {0}, b = {0};
+  shape.swap(d);
+  sa.swap(a);
+  sb.swap(b);
+}
+
 // y = fn(a, b) over out_shape, a and b read through their broadcast strides.
 template <class A, class B, class Y, class Fn>
 void broadcast_apply(const std::vector<std::int64_t>& out_shape, const A* a, const std::vector<std::int64_t>& sa,

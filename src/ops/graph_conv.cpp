@@ -9,6 +9,7 @@
 
 #include "spmd/models/cnn_kernels.hpp"
 #include "spmd/ops/graph_op.hpp"
+#include "vector_math.hpp"
 
 namespace spmd::ops {
 namespace {
@@ -344,9 +345,7 @@ void global_pool(const OpCall& call) {
   y.reset(ElemType::Float32, shape);
   for (std::int64_t plane = 0; plane < x.shape[0] * x.shape[1]; ++plane) {
     const float* in = x.f.data() + plane * spatial;
-    float acc = kMax ? -std::numeric_limits<float>::infinity() : 0.0f;
-    for (std::int64_t p = 0; p < spatial; ++p) acc = kMax ? std::max(acc, in[p]) : acc + in[p];
-    y.f[static_cast<std::size_t>(plane)] = kMax ? acc : acc / static_cast<float>(spatial);
+    y.f[static_cast<std::size_t>(plane)] = kMax ? max_of(in, spatial) : lane_sum(in, spatial) / static_cast<float>(spatial);
   }
 }
 

@@ -104,11 +104,12 @@ void binary_into(const OpCall& c, const Tensor& a, const Tensor& b, Tensor& y, F
   const auto b_shape = legacy_aligned(c, a.shape, b.shape);
   const auto shape = broadcast_shape(c, a.shape, b_shape);
   y.reset(a.type, shape);
-  // Operands of the output's shape: one flat row.
+  // Operands of the output's shape: one flat row; else the dimensions merged where they can be.
   const bool flat = a.shape == shape && b_shape == shape && !shape.empty();
-  const std::vector<std::int64_t> run = flat ? std::vector<std::int64_t>{y.size()} : shape;
-  const auto sa = flat ? std::vector<std::int64_t>{1} : broadcast_strides(a.shape, shape);
-  const auto sb = flat ? std::vector<std::int64_t>{1} : broadcast_strides(b_shape, shape);
+  std::vector<std::int64_t> run = flat ? std::vector<std::int64_t>{y.size()} : shape;
+  auto sa = flat ? std::vector<std::int64_t>{1} : broadcast_strides(a.shape, shape);
+  auto sb = flat ? std::vector<std::int64_t>{1} : broadcast_strides(b_shape, shape);
+  if (!flat && !shape.empty()) coalesce(run, sa, sb);
   if (a.type == ElemType::Float32) broadcast_apply(run, a.f.data(), sa, b.f.data(), sb, y.f.data(), ff);
   else broadcast_apply(run, a.i.data(), sa, b.i.data(), sb, y.i.data(), fi);
 }

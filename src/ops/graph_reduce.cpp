@@ -13,26 +13,6 @@ namespace spmd::ops {
 namespace {
 
 
-// The largest of n contiguous values, in eight lanes (a vectorised loop; max is exact, so the
-// lanes change nothing but the speed). NaN wins, as a running std::max would not promise.
-float max_of(const float* v, std::int64_t n) {
-  float lane[8];
-  std::fill(lane, lane + 8, -std::numeric_limits<float>::infinity());
-  bool nan = false;
-  std::int64_t k = 0;
-  for (; k + 8 <= n; k += 8)
-    for (int j = 0; j < 8; ++j) {
-      lane[j] = v[k + j] > lane[j] ? v[k + j] : lane[j];
-      nan |= v[k + j] != v[k + j];
-    }
-  float top = *std::max_element(lane, lane + 8);
-  for (; k < n; ++k) {
-    top = v[k] > top ? v[k] : top;
-    nan |= v[k] != v[k];
-  }
-  return nan ? std::numeric_limits<float>::quiet_NaN() : top;
-}
-
 float strided_max(const float* v, std::int64_t n, std::int64_t stride) {
   float top = -std::numeric_limits<float>::infinity();
   for (std::int64_t k = 0; k < n; ++k) top = std::max(top, v[k * stride]);
@@ -245,9 +225,13 @@ void reduce(const OpCall& c) {
   const auto combine = [](float acc, float v) {
     return kOp == Reduce::Max ? std::max(acc, v) : kOp == Reduce::Min ? std::min(acc, v) : kOp == Reduce::Prod ? acc * v : acc + v;
   };
-  // Each output's elements are combined in increasing index order, by either path.
+  // Each output's elements are combined in increasing index order (a trailing sum in eight
+  // lanes, vector_math.hpp), whatever the batch.
   std::int64_t outer = 1, length = 1, inner = 1;
-  if (reduced_block(x.shape, reduced, outer, length, inner)) {  // [outer, length, inner]: rows of `inner` at a time
+  const bool blocked = reduced_block(x.shape, reduced, outer, length, inner);
+  if (blocked && inner == 1 && (kOp == Reduce::Sum || kOp == Reduce::Mean)) {  // trailing axes: vectorised lanes
+    for (std::int64_t o = 0; o < outer; ++o) y.f[static_cast<std::size_t>(o)] = lane_sum(x.f.data() + o * length, length);
+  } else if (blocked) {  // [outer, length, inner]: rows of `inner` at a time
     for (std::int64_t o = 0; o < outer; ++o) {
       float* acc = y.f.data() + o * inner;
       for (std::int64_t l = 0; l < length; ++l) {

@@ -8,6 +8,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <algorithm>
 #include <limits>
 
 namespace spmd::ops {
@@ -69,6 +70,38 @@ inline float fast_erf(float x) {
   q = std::fma(q, t, 0.254829592f);
   const float large = std::copysign(1.0f - q * t * fast_exp(-z), x);
   return a < 1.0f ? small : large;
+}
+
+// The sum of n contiguous values in eight lanes (value k into lane k % 8), the lanes added in a
+// fixed order: a loop the compiler vectorises (a single running sum is one add's latency per
+// value), and the same bits wherever the values sit in a batch.
+inline float lane_sum(const float* v, std::int64_t n) {
+  float lane[8] = {};
+  std::int64_t k = 0;
+  for (; k + 8 <= n; k += 8)
+    for (int j = 0; j < 8; ++j) lane[j] += v[k + j];
+  for (; k < n; ++k) lane[k % 8] += v[k];
+  return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+}
+
+// The largest of n contiguous values, in eight lanes (a vectorised loop; max is exact, so the
+// lanes change nothing but the speed). NaN wins, as a running std::max would not promise.
+inline float max_of(const float* v, std::int64_t n) {
+  float lane[8];
+  std::fill(lane, lane + 8, -std::numeric_limits<float>::infinity());
+  bool nan = false;
+  std::int64_t k = 0;
+  for (; k + 8 <= n; k += 8)
+    for (int j = 0; j < 8; ++j) {
+      lane[j] = v[k + j] > lane[j] ? v[k + j] : lane[j];
+      nan |= v[k + j] != v[k + j];
+    }
+  float top = *std::max_element(lane, lane + 8);
+  for (; k < n; ++k) {
+    top = v[k] > top ? v[k] : top;
+    nan |= v[k] != v[k];
+  }
+  return nan ? std::numeric_limits<float>::quiet_NaN() : top;
 }
 
 }  // namespace spmd::ops
