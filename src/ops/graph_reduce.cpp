@@ -46,7 +46,8 @@ void softmax(const OpCall& c) {
       if (inner == 1) for (std::int64_t k = 0; k < length; ++k) out[k] = fast_exp(in[k] - top);
       else for (std::int64_t k = 0; k < length; ++k) out[k * inner] = fast_exp(in[k * inner] - top);
       float sum = 0.0f;
-      for (std::int64_t k = 0; k < length; ++k) sum += out[k * inner];
+      if (inner == 1) sum = lane_sum(out, length);
+      else for (std::int64_t k = 0; k < length; ++k) sum += out[k * inner];
       const float log_sum = std::log(sum);
       for (std::int64_t k = 0; k < length; ++k) out[k * inner] = kLog ? in[k * inner] - top - log_sum : out[k * inner] / sum;
     }

@@ -414,24 +414,34 @@ void pad(const OpCall& c) {
   const auto in_strides = strides_of(x.shape);
   Tensor& y = *c.out[0];
   y.reset(x.type, shape);
-  std::vector<std::int64_t> index(r, 0);
-  for (std::int64_t o = 0; o < y.size(); ++o) {
-    std::int64_t off = 0;
-    bool inside = true;
-    for (std::size_t k = 0; k < r; ++k) {
-      std::int64_t v = index[k] - pads[k];
-      const std::int64_t n = x.shape[k];
+  // Per dimension, where each output index reads (an input offset along it), or -1 for the
+  // padding value: the mode's arithmetic done once per index, not once per element.
+  std::vector<std::vector<std::int64_t>> from(r);
+  for (std::size_t k = 0; k < r; ++k) {
+    const std::int64_t n = x.shape[k];
+    for (std::int64_t j = 0; j < shape[k]; ++j) {
+      std::int64_t v = j - pads[k];
       if (mode == "edge") v = std::clamp<std::int64_t>(v, 0, n - 1);
       if (mode == "wrap" && n > 0) v = (v % n + n) % n;
       if (mode == "reflect" && n > 1)
         while (v < 0 || v >= n) v = v < 0 ? -v : 2 * (n - 1) - v;
       if (mode == "reflect" && n == 1) v = 0;
-      inside = inside && v >= 0 && v < n;
-      off += v * in_strides[k];
+      from[k].push_back(v >= 0 && v < n ? v * in_strides[k] : -1);
     }
-    const auto u = static_cast<std::size_t>(o), from = static_cast<std::size_t>(off);
-    if (x.type == ElemType::Float32) y.f[u] = inside ? x.f[from] : value;
-    else y.i[u] = inside ? x.i[from] : int_value;
+  }
+  const std::int64_t total = y.size();
+  std::vector<std::int64_t> index(r, 0);
+  for (std::int64_t o = 0; o < total; ++o) {
+    std::int64_t off = 0;
+    bool inside = true;
+    for (std::size_t k = 0; k < r; ++k) {
+      const std::int64_t f = from[k][static_cast<std::size_t>(index[k])];
+      inside = inside && f >= 0;
+      off += f;
+    }
+    const auto u = static_cast<std::size_t>(o), at = static_cast<std::size_t>(off);
+    if (x.type == ElemType::Float32) y.f[u] = inside ? x.f[at] : value;
+    else y.i[u] = inside ? x.i[at] : int_value;
     for (std::size_t k = r; k-- > 0;) {
       if (++index[k] < shape[k]) break;
       index[k] = 0;
