@@ -287,6 +287,13 @@ void pool(const OpCall& call) {
   // ceil_mode): no bounds checks, the taps in the same order as below.
   const bool inside = g.top == 0 && g.left == 0 && g.bottom == 0 && g.right == 0 &&
                       (g.oh - 1) * g.sh + (kh - 1) * g.dh < g.h && (g.ow - 1) * g.sw + (kw - 1) * g.dw < g.w;
+  // The outputs whose windows lie wholly inside the image along each axis: [first, second).
+  const auto inner = [](std::int64_t pad, std::int64_t stride, std::int64_t span, std::int64_t size, std::int64_t outputs) {
+    const std::int64_t first = (pad + stride - 1) / stride;
+    const std::int64_t last = size - 1 - span + pad >= 0 ? (size - 1 - span + pad) / stride : -1;
+    return std::pair<std::int64_t, std::int64_t>{std::min(first, outputs), std::clamp<std::int64_t>(last + 1, 0, outputs)};
+  };
+  const auto rows = inner(g.top, g.sh, (kh - 1) * g.dh, g.h, g.oh), cols = inner(g.left, g.sw, (kw - 1) * g.dw, g.w, g.ow);
   for (std::int64_t plane = 0; plane < g.n * g.c; ++plane) {
     const float* in = x.f.data() + plane * g.h * g.w;
     float* out = y.f.data() + plane * g.oh * g.ow;
@@ -300,36 +307,40 @@ void pool(const OpCall& call) {
       }
       continue;
     }
-    if (inside) {
-      for (std::int64_t oy = 0; oy < g.oh; ++oy)
-        for (std::int64_t ox = 0; ox < g.ow; ++ox) {
-          const float* window = in + oy * g.sh * g.w + ox * g.sw;
-          float acc = kMax ? -std::numeric_limits<float>::infinity() : 0.0f;
-          for (std::int64_t ky = 0; ky < kh; ++ky)
-            for (std::int64_t kx = 0; kx < kw; ++kx) {
-              const float v = window[ky * g.dh * g.w + kx * g.dw];
-              acc = kMax ? std::max(acc, v) : acc + v;
-            }
-          out[oy * g.ow + ox] = kMax ? acc : acc / static_cast<float>(kh * kw);
+    // A window wholly inside the image: no bounds checks, every tap counted.
+    const auto interior = [&](std::int64_t oy, std::int64_t ox) {
+      const float* window = in + (oy * g.sh - g.top) * g.w + ox * g.sw - g.left;
+      float acc = kMax ? -std::numeric_limits<float>::infinity() : 0.0f;
+      for (std::int64_t ky = 0; ky < kh; ++ky)
+        for (std::int64_t kx = 0; kx < kw; ++kx) {
+          const float v = window[ky * g.dh * g.w + kx * g.dw];
+          acc = kMax ? std::max(acc, v) : acc + v;
         }
-      continue;
-    }
-    for (std::int64_t oy = 0; oy < g.oh; ++oy)
+      out[oy * g.ow + ox] = kMax ? acc : acc / static_cast<float>(kh * kw);
+    };
+    // A window over the border: the taps inside, in the same order.
+    const auto border = [&](std::int64_t oy, std::int64_t ox) {
+      float acc = kMax ? -std::numeric_limits<float>::infinity() : 0.0f;
+      std::int64_t count = 0, padded = 0;
+      for (std::int64_t ky = 0; ky < kh; ++ky)
+        for (std::int64_t kx = 0; kx < kw; ++kx) {
+          const std::int64_t iy = oy * g.sh - g.top + ky * g.dh, ix = ox * g.sw - g.left + kx * g.dw;
+          // Padding counts for count_include_pad, but not the part past it (ceil_mode).
+          if (iy >= -g.top && iy < g.h + g.bottom && ix >= -g.left && ix < g.w + g.right) ++padded;
+          if (iy < 0 || iy >= g.h || ix < 0 || ix >= g.w) continue;
+          const float v = in[iy * g.w + ix];
+          acc = kMax ? std::max(acc, v) : acc + v;
+          ++count;
+        }
+      out[oy * g.ow + ox] = kMax ? acc : acc / static_cast<float>(include_pad ? padded : count);
+    };
+    for (std::int64_t oy = 0; oy < g.oh; ++oy) {
+      const bool row_inside = oy >= rows.first && oy < rows.second;
       for (std::int64_t ox = 0; ox < g.ow; ++ox) {
-        float acc = kMax ? -std::numeric_limits<float>::infinity() : 0.0f;
-        std::int64_t count = 0, padded = 0;
-        for (std::int64_t ky = 0; ky < kh; ++ky)
-          for (std::int64_t kx = 0; kx < kw; ++kx) {
-            const std::int64_t iy = oy * g.sh - g.top + ky * g.dh, ix = ox * g.sw - g.left + kx * g.dw;
-            // Padding counts for count_include_pad, but not the part past it (ceil_mode).
-            if (iy >= -g.top && iy < g.h + g.bottom && ix >= -g.left && ix < g.w + g.right) ++padded;
-            if (iy < 0 || iy >= g.h || ix < 0 || ix >= g.w) continue;
-            const float v = in[iy * g.w + ix];
-            acc = kMax ? std::max(acc, v) : acc + v;
-            ++count;
-          }
-        out[oy * g.ow + ox] = kMax ? acc : acc / static_cast<float>(include_pad ? padded : count);
+        if (row_inside && ox >= cols.first && ox < cols.second) interior(oy, ox);
+        else border(oy, ox);
       }
+    }
   }
 }
 

@@ -429,20 +429,35 @@ void pad(const OpCall& c) {
       from[k].push_back(v >= 0 && v < n ? v * in_strides[k] : -1);
     }
   }
-  const std::int64_t total = y.size();
-  std::vector<std::int64_t> index(r, 0);
-  for (std::int64_t o = 0; o < total; ++o) {
+  if (y.size() == 0) return;
+  if (r == 0) {  // a scalar: nothing to pad
+    y = x;
+    return;
+  }
+  // Row by row along the last dimension: an odometer over the others finds the source row.
+  const std::int64_t width = shape[r - 1], rows = y.size() / width;
+  const std::vector<std::int64_t>& last = from[r - 1];
+  std::vector<std::int64_t> index(r - 1, 0);
+  for (std::int64_t row = 0; row < rows; ++row) {
     std::int64_t off = 0;
     bool inside = true;
-    for (std::size_t k = 0; k < r; ++k) {
+    for (std::size_t k = 0; k + 1 < r; ++k) {
       const std::int64_t f = from[k][static_cast<std::size_t>(index[k])];
       inside = inside && f >= 0;
       off += f;
     }
-    const auto u = static_cast<std::size_t>(o), at = static_cast<std::size_t>(off);
-    if (x.type == ElemType::Float32) y.f[u] = inside ? x.f[at] : value;
-    else y.i[u] = inside ? x.i[at] : int_value;
-    for (std::size_t k = r; k-- > 0;) {
+    const auto put = [&](auto* out, const auto* in, auto pad_value) {
+      out += row * width;
+      if (!inside) std::fill(out, out + width, pad_value);
+      else
+        for (std::int64_t j = 0; j < width; ++j) {
+          const std::int64_t f = last[static_cast<std::size_t>(j)];
+          out[j] = f >= 0 ? in[off + f] : pad_value;
+        }
+    };
+    if (x.type == ElemType::Float32) put(y.f.data(), x.f.data(), value);
+    else put(y.i.data(), x.i.data(), int_value);
+    for (std::size_t k = r - 1; k-- > 0;) {
       if (++index[k] < shape[k]) break;
       index[k] = 0;
     }
