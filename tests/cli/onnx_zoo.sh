@@ -68,6 +68,35 @@ for entry in "${MODELS[@]}"; do
   run "${m}_same_bytes" 0 10 cmp "$WORK/$m.17.h5" "$WORK/$m.3x2.h5"
 done
 
+# The same models on the GPU (needs one; skipped visibly without): --backend auto runs each on
+# the GPU, or on the CPU where the CUDA executor lacks one of its ops (saying which); the
+# probabilities within 1e-5 of the CPU's and the same classes.
+if "$SPMD" info --backend cuda >/dev/null 2>&1; then
+  gpu_close() {
+    $PY - "$1" "$2" <<'PYEOF'
+import sys, h5py, numpy as np
+a, b = h5py.File(sys.argv[1]), h5py.File(sys.argv[2])
+pa, pb = a["probabilities"][...], b["probabilities"][...]
+top2 = np.sort(pa, axis=1)[:, -2:]
+clear = top2[:, 1] - top2[:, 0] > 2e-5
+d = float(np.abs(pa - pb).max())
+wrong = int(((a["predicted"][...] != b["predicted"][...]) & clear).sum())
+print(f"{sys.argv[2]}: max |diff| {d:.2e} from the CPU's, {wrong} classes differ")
+sys.exit(0 if d <= 1e-5 and wrong == 0 else 1)
+PYEOF
+  }
+  for entry in "${MODELS[@]}"; do
+    m=${entry% *}
+    run "eval_${m}_gpu" 0 120 "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/$m.opset17.onnx" --backend auto \
+      --predictions "$WORK/$m.gpu.h5"
+    grep -o "backend auto: --model onnx runs on the CPU ([^)]*)" "$LAST_OUT" || echo "$m: on the GPU"
+    run "${m}_gpu_vs_cpu" 0 30 gpu_close "$WORK/$m.17.h5" "$WORK/$m.gpu.h5"
+    cat "$LAST_OUT"
+  done
+else
+  echo "SKIP onnx_zoo_on_cuda: no GPU here (spmd info --backend cuda fails)"
+fi
+
 # Binary classifiers with one score per example (PyTorch's BCEWithLogitsLoss habit): a logit
 # [batch, 1], a sigmoid probability [batch, 1], a logit squeezed to [batch]. Class 1's
 # probability within 1e-6 of PyTorch's, the two probabilities summing to 1, the same bytes on
