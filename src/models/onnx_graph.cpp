@@ -247,7 +247,8 @@ std::shared_ptr<const OnnxGraph> OnnxGraph::load(const std::string& path) {
     if (b.slot_of.count(in.name())) continue;  // an initializer listed as an input (IR < 4)
     const int type = in.type().tensor_type().elem_type();
     const bool integer = type == onnx::TensorProto::INT64 || type == onnx::TensorProto::INT32 || type == onnx::TensorProto::BOOL;
-    if (type != onnx::TensorProto::FLOAT && !integer)
+    // Double inputs are computed in float32, as double weights are read (tensor_from).
+    if (type != onnx::TensorProto::FLOAT && type != onnx::TensorProto::DOUBLE && !integer)
       throw Error(what + ": input '" + in.name() + "' has element type " + std::to_string(type) +
                   "; the graph ops take float, integer and bool inputs");
     g->inputs_.push_back({in.name(), dims_of(in), integer ? ElemType::Int64 : ElemType::Float32});

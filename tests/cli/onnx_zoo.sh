@@ -3,7 +3,7 @@
 # opsets 13 and 17 (tests/support/torch_zoo.py: a ViT with nn.TransformerEncoder and a class
 # token, hand-written attention, a ConvNeXt block, a MobileNetV3-style squeeze-excite net with
 # Hardswish, GroupNorm + SiLU, a Conv1d sequence net, DenseNet and SqueezeNet blocks, a gated MLP
-# with chunk, normalize and where). Against PyTorch's outputs (and ONNX Runtime's where
+# with chunk, normalize and where, attention written with torch.einsum). Against PyTorch's outputs (and ONNX Runtime's where
 # installed): probabilities within 1e-4 and the same classes (but for ties within 1e-4); the
 # predictions file byte-identical on 1x1 and 3x2 ranks x devices. A graph that mixes the rows
 # of a batch is refused on every rank, naming the node, nothing written.

@@ -140,10 +140,29 @@ class Gated(nn.Module):  # chunk (Split), F.normalize (ReduceL2), torch.where (G
         return F.log_softmax(self.head(torch.where(x > 0, x, 0.1 * x).clamp(-1, 1)), 1)
 
 
+class EinsumAttention(nn.Module):  # attention written with torch.einsum (Einsum nodes), a pooled einsum head
+    def __init__(self):
+        super().__init__()
+        self.patch = nn.Conv2d(1, 24, 4, 4)
+        self.qkv = nn.Linear(24, 72)
+        self.score = nn.Parameter(torch.randn(24))
+        self.head = nn.Linear(24, 10)
+
+    def forward(self, x):
+        x = self.patch(x).flatten(2).transpose(1, 2)  # [b, 49, 24]
+        b, n, _ = x.shape
+        q, k, v = self.qkv(x).reshape(b, n, 3, 3, 8).permute(2, 0, 3, 1, 4)
+        a = torch.einsum("bhid,bhjd->bhij", q, k).softmax(-1)
+        x = x + torch.einsum("bhij,bhjd->bhid", a, v).transpose(1, 2).reshape(b, n, 24)
+        w = torch.einsum("bnc,c->bn", x, self.score).softmax(-1)  # attention pooling
+        return self.head(torch.einsum("bn,bnc->bc", w, x))
+
+
 MODELS = {"vit": (ViT, [1, 28, 28]), "attention": (Attention, [1, 28, 28]), "convnext": (ConvNeXt, [1, 28, 28]),
           "squeeze_excite": (SqueezeExcite, [1, 28, 28]), "groupnorm_silu": (GroupNormSiLU, [1, 28, 28]),
           "sequence1d": (Sequence1d, [28, 28]), "densenet": (DenseNet, [1, 28, 28]),
-          "squeezenet": (SqueezeNet, [1, 28, 28]), "gated": (Gated, [1, 28, 28])}
+          "squeezenet": (SqueezeNet, [1, 28, 28]), "gated": (Gated, [1, 28, 28]),
+          "einsum_attention": (EinsumAttention, [1, 28, 28])}
 
 
 def build(name):
