@@ -74,15 +74,15 @@ work = sys.argv[1]
 x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])
 y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4])
 z = helper.make_tensor_value_info("z", TensorProto.FLOAT, ["batch", 4])
-g = helper.make_graph([helper.make_node("Hardmax", ["x"], ["h"]), helper.make_node("Relu", ["h"], ["y"])], "g", [x], [y])
-onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), f"{work}/hardmax.onnx")
+g = helper.make_graph([helper.make_node("GlobalLpPool", ["x"], ["h"]), helper.make_node("Relu", ["h"], ["y"])], "g", [x], [y])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), f"{work}/lp_pool.onnx")
 g = helper.make_graph([helper.make_node("Add", ["x", "z"], ["y"])], "g", [x, z], [y])
 onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), f"{work}/two_inputs.onnx")
 PYEOF
-run info_unsupported 0 60 "$SPMD" model info "$WORK/hardmax.onnx" --json "$WORK/hardmax.json"
-expect_in "an op spmd lacks is listed as unsupported" "Hardmax +1 +no"
-expect_in "eval's refusal is said" "spmd eval refuses it: it uses ops spmd does not run: Hardmax \(1\)"
-run info_unsupported_json 0 10 $PY -c "import json; j = json.load(open('$WORK/hardmax.json')); assert j['unsupported_ops'] == {'Hardmax': 1} and not j['all_supported'] and j['flops_per_example'] is None, j"
+run info_unsupported 0 60 "$SPMD" model info "$WORK/lp_pool.onnx" --json "$WORK/lp_pool.json"
+expect_in "an op spmd lacks is listed as unsupported" "GlobalLpPool +1 +no"
+expect_in "eval's refusal is said" "spmd eval refuses it: it uses ops spmd does not run: GlobalLpPool \(1\)"
+run info_unsupported_json 0 10 $PY -c "import json; j = json.load(open('$WORK/lp_pool.json')); assert j['unsupported_ops'] == {'GlobalLpPool': 1} and not j['all_supported'] and j['flops_per_example'] is None, j"
 run info_two_inputs 0 60 "$SPMD" model info "$WORK/two_inputs.onnx"
 expect_in "two inputs: eval's refusal" "spmd eval refuses it: .*has 2 inputs"
 printf 'not a model' >"$WORK/junk.onnx"

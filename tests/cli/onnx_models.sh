@@ -225,8 +225,8 @@ def save(name, nodes, inputs, outputs, inits=()):
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), f"{work}/{name}.onnx")
 x = helper.make_tensor_value_info("x", T.FLOAT, ["batch", 28, 28, 1])
 y = helper.make_tensor_value_info("y", T.FLOAT, ["batch", 10])
-save("unsupported", [helper.make_node("LRN", ["x"], ["e"], size=3),
-                     helper.make_node("Hardmax", ["e"], ["y"])], [x], [y])
+save("unsupported", [helper.make_node("GlobalLpPool", ["x"], ["e"]),
+                     helper.make_node("NonZero", ["e"], ["y"])], [x], [y])
 save("dynamic", [helper.make_node("Flatten", ["x"], ["y"])],
      [helper.make_tensor_value_info("x", T.FLOAT, ["batch", "h", 28, 1])], [y])
 save("wrong_input", [helper.make_node("Flatten", ["x"], ["y"])],
@@ -235,7 +235,7 @@ open(f"{work}/garbage.onnx", "wb").write(b"this is not a protobuf \xff\xfe")
 PYEOF
 }
 run bad_models 0 60 make_bad_models
-refuse unsupported_ops 2 "uses ops spmd does not run: Hardmax \(1 node\), LRN \(1 node\)" \
+refuse unsupported_ops 2 "uses ops spmd does not run: GlobalLpPool \(1 node\), NonZero \(1 node\)" \
   "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/unsupported.onnx" --predictions "$OUT/p.h5"
 refuse dynamic_dim 2 "dimension 1 of input 'x' is not a fixed size" \
   "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/dynamic.onnx" --predictions "$OUT/p.h5"

@@ -25,14 +25,6 @@
 
 namespace {
 
-// An op the CPU runs and the CUDA backend lacks, registered in this test binary only.
-void sin_op(const spmd::ops::OpCall& call) {
-  const auto& x = call.float_input(0);
-  call.out[0]->reset(spmd::ops::ElemType::Float32, x.shape);
-  for (std::size_t k = 0; k < x.f.size(); ++k) call.out[0]->f[k] = std::sin(x.f[k]);
-}
-SPMD_REGISTER_GRAPH_OP("Sin", sin_op);
-
 using spmd::test::OnnxTestGraph;
 using Dims = std::vector<std::int64_t>;
 const Dims kRow{3, 8, 8};
@@ -444,7 +436,7 @@ TEST(CudaOnnx, SupportCheckNamesTheNodeAndTheOpTheGpuLacks) {
   EXPECT_EQ(spmd::backends::cuda::onnx_unsupported_cuda(*supported), "");
   const auto lacking = load(flattened([](OnnxTestGraph& g) {
     g.node("Relu", {"x"}, {"r"});
-    g.node("Sin", {"r"}, {"h"});  // a CPU op of this test binary only (below)
+    g.node("Sin", {"r"}, {"h"});  // an op the CPU runs and the CUDA backend lacks
   }));
   EXPECT_EQ(spmd::backends::cuda::onnx_unsupported_cuda(*lacking), "node 'h' (Sin, which the CUDA backend lacks)");
   const auto to_ints = load([](OnnxTestGraph& g) {
