@@ -26,6 +26,10 @@ void softmax(const OpCall& c) {
   if (x.type != ElemType::Float32) c.fail("needs a float input");
   const std::size_t r = x.shape.size();
   std::int64_t outer = 1, length = 1, inner = 1;
+  // Whether the groups are contiguous by the shape's structure (the last axis, or the 2-D view
+  // before opset 13), not because the dimensions after the axis happen to be 1 (a batch of one
+  // there): the vectorised sum's order must not change with the batch size.
+  bool contiguous = true;
   if (c.node.opset < 13) {  // the input seen as 2-D at `axis` (default 1)
     std::int64_t a = c.node.attrs.i("axis", 1);
     if (a < 0) a += static_cast<std::int64_t>(r);  // negative axes count from the input's rank
@@ -34,6 +38,7 @@ void softmax(const OpCall& c) {
   } else {
     const std::size_t axis = c.axis(c.node.attrs.i("axis", -1), r);
     for (std::size_t k = 0; k < r; ++k) (k < axis ? outer : k == axis ? length : inner) *= x.shape[k];
+    contiguous = axis + 1 == r;
   }
   Tensor& y = *c.out[0];
   y.reset(ElemType::Float32, x.shape);
@@ -41,12 +46,12 @@ void softmax(const OpCall& c) {
     for (std::int64_t i = 0; i < inner; ++i) {
       const float* in = x.f.data() + o * length * inner + i;
       float* out = y.f.data() + o * length * inner + i;
-      const float top = inner == 1 ? max_of(in, length) : strided_max(in, length, inner);
+      const float top = contiguous ? max_of(in, length) : strided_max(in, length, inner);
       // The exponentials first (a loop that vectorises), then their sum in index order.
-      if (inner == 1) for (std::int64_t k = 0; k < length; ++k) out[k] = fast_exp(in[k] - top);
+      if (contiguous) for (std::int64_t k = 0; k < length; ++k) out[k] = fast_exp(in[k] - top);
       else for (std::int64_t k = 0; k < length; ++k) out[k * inner] = fast_exp(in[k * inner] - top);
       float sum = 0.0f;
-      if (inner == 1) sum = lane_sum(out, length);
+      if (contiguous) sum = lane_sum(out, length);
       else for (std::int64_t k = 0; k < length; ++k) sum += out[k * inner];
       const float log_sum = std::log(sum);
       for (std::int64_t k = 0; k < length; ++k) out[k * inner] = kLog ? in[k * inner] - top - log_sum : out[k * inner] / sum;
@@ -230,7 +235,13 @@ void reduce(const OpCall& c) {
   // lanes, vector_math.hpp), whatever the batch.
   std::int64_t outer = 1, length = 1, inner = 1;
   const bool blocked = reduced_block(x.shape, reduced, outer, length, inner);
-  if (blocked && inner == 1 && (kOp == Reduce::Sum || kOp == Reduce::Mean)) {  // trailing axes: vectorised lanes
+  // The lanes only where the reduced axes are the last ones by index, so that no 1-sized
+  // dimension (a batch of one) decides the summation order.
+  std::size_t first_reduced = r;
+  while (first_reduced > 0 && reduced[first_reduced - 1]) --first_reduced;
+  const bool trailing = first_reduced < r && std::none_of(reduced.begin(), reduced.begin() + static_cast<std::ptrdiff_t>(first_reduced),
+                                                          [](bool b) { return b; });
+  if (blocked && trailing && (kOp == Reduce::Sum || kOp == Reduce::Mean)) {  // trailing axes: vectorised lanes
     for (std::int64_t o = 0; o < outer; ++o) y.f[static_cast<std::size_t>(o)] = lane_sum(x.f.data() + o * length, length);
   } else if (blocked) {  // [outer, length, inner]: rows of `inner` at a time
     for (std::int64_t o = 0; o < outer; ++o) {
