@@ -46,6 +46,19 @@ void hard_sigmoid(const OpCall& c) {
   const float alpha = c.node.attrs.f("alpha", 0.2f), beta = c.node.attrs.f("beta", 0.5f);
   unary(c, [=](float v) { return std::clamp(alpha * v + beta, 0.0f, 1.0f); });
 }
+// The trigonometric and hyperbolic maps (positional encodings computed in the graph).
+void sin_op(const OpCall& c) { unary(c, [](float v) { return std::sin(v); }); }
+void cos_op(const OpCall& c) { unary(c, [](float v) { return std::cos(v); }); }
+void tan_op(const OpCall& c) { unary(c, [](float v) { return std::tan(v); }); }
+void asin_op(const OpCall& c) { unary(c, [](float v) { return std::asin(v); }); }
+void acos_op(const OpCall& c) { unary(c, [](float v) { return std::acos(v); }); }
+void atan_op(const OpCall& c) { unary(c, [](float v) { return std::atan(v); }); }
+void sinh_op(const OpCall& c) { unary(c, [](float v) { return std::sinh(v); }); }
+void cosh_op(const OpCall& c) { unary(c, [](float v) { return std::cosh(v); }); }
+void asinh_op(const OpCall& c) { unary(c, [](float v) { return std::asinh(v); }); }
+void acosh_op(const OpCall& c) { unary(c, [](float v) { return std::acosh(v); }); }
+void atanh_op(const OpCall& c) { unary(c, [](float v) { return std::atanh(v); }); }
+
 // HardSwish (opset 14, what PyTorch's nn.Hardswish exports there): x * HardSigmoid(x) with
 // alpha 1/6, beta 1/2.
 void hard_swish(const OpCall& c) {
@@ -197,6 +210,17 @@ SPMD_REGISTER_GRAPH_OP("ThresholdedRelu", thresholded_relu);
 SPMD_REGISTER_GRAPH_OP("Shrink", shrink);
 SPMD_REGISTER_GRAPH_OP("Sign", sign);
 SPMD_REGISTER_GRAPH_OP("Round", round_op);
+SPMD_REGISTER_GRAPH_OP("Sin", sin_op);
+SPMD_REGISTER_GRAPH_OP("Cos", cos_op);
+SPMD_REGISTER_GRAPH_OP("Tan", tan_op);
+SPMD_REGISTER_GRAPH_OP("Asin", asin_op);
+SPMD_REGISTER_GRAPH_OP("Acos", acos_op);
+SPMD_REGISTER_GRAPH_OP("Atan", atan_op);
+SPMD_REGISTER_GRAPH_OP("Sinh", sinh_op);
+SPMD_REGISTER_GRAPH_OP("Cosh", cosh_op);
+SPMD_REGISTER_GRAPH_OP("Asinh", asinh_op);
+SPMD_REGISTER_GRAPH_OP("Acosh", acosh_op);
+SPMD_REGISTER_GRAPH_OP("Atanh", atanh_op);
 SPMD_REGISTER_GRAPH_OP("Softsign", softsign);
 SPMD_REGISTER_GRAPH_OP("Selu", selu);
 SPMD_REGISTER_GRAPH_OP("PRelu", prelu);

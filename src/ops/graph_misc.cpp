@@ -1,7 +1,7 @@
-// Graph ops users' exports bring less often: the trigonometric and hyperbolic maps (positional
-// encodings computed in the graph), IsNaN / IsInf, Mod, ArgMax / ArgMin, Hardmax, CumSum, LRN
-// (AlexNet-era local response normalisation), MeanVarianceNormalization, LpNormalization and
-// Size. Each output element from its own row's inputs, in an order fixed by the shapes.
+// Graph ops users' exports bring less often: IsNaN / IsInf, Mod, ArgMax / ArgMin, Hardmax,
+// CumSum, LRN (AlexNet-era local response normalisation), MeanVarianceNormalization,
+// LpNormalization and Size. Each output element from its own row's inputs, in an order fixed
+// by the shapes.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -10,27 +10,6 @@
 
 namespace spmd::ops {
 namespace {
-
-template <class Fn>
-void unary(const OpCall& c, Fn fn) {
-  const Tensor& x = c.float_input(0);
-  Tensor& y = *c.out[0];
-  y.reset(ElemType::Float32, x.shape);
-  const std::size_t n = static_cast<std::size_t>(x.size());
-  for (std::size_t k = 0; k < n; ++k) y.f[k] = fn(x.f[k]);
-}
-
-void sin_op(const OpCall& c) { unary(c, [](float v) { return std::sin(v); }); }
-void cos_op(const OpCall& c) { unary(c, [](float v) { return std::cos(v); }); }
-void tan_op(const OpCall& c) { unary(c, [](float v) { return std::tan(v); }); }
-void asin_op(const OpCall& c) { unary(c, [](float v) { return std::asin(v); }); }
-void acos_op(const OpCall& c) { unary(c, [](float v) { return std::acos(v); }); }
-void atan_op(const OpCall& c) { unary(c, [](float v) { return std::atan(v); }); }
-void sinh_op(const OpCall& c) { unary(c, [](float v) { return std::sinh(v); }); }
-void cosh_op(const OpCall& c) { unary(c, [](float v) { return std::cosh(v); }); }
-void asinh_op(const OpCall& c) { unary(c, [](float v) { return std::asinh(v); }); }
-void acosh_op(const OpCall& c) { unary(c, [](float v) { return std::acosh(v); }); }
-void atanh_op(const OpCall& c) { unary(c, [](float v) { return std::atanh(v); }); }
 
 // IsNaN / IsInf (detect_positive / detect_negative): bool (int64 0 / 1) of float data.
 void isnan_op(const OpCall& c) {
@@ -247,17 +226,6 @@ void size_op(const OpCall& c) {
 
 }  // namespace
 
-SPMD_REGISTER_GRAPH_OP("Sin", sin_op);
-SPMD_REGISTER_GRAPH_OP("Cos", cos_op);
-SPMD_REGISTER_GRAPH_OP("Tan", tan_op);
-SPMD_REGISTER_GRAPH_OP("Asin", asin_op);
-SPMD_REGISTER_GRAPH_OP("Acos", acos_op);
-SPMD_REGISTER_GRAPH_OP("Atan", atan_op);
-SPMD_REGISTER_GRAPH_OP("Sinh", sinh_op);
-SPMD_REGISTER_GRAPH_OP("Cosh", cosh_op);
-SPMD_REGISTER_GRAPH_OP("Asinh", asinh_op);
-SPMD_REGISTER_GRAPH_OP("Acosh", acosh_op);
-SPMD_REGISTER_GRAPH_OP("Atanh", atanh_op);
 SPMD_REGISTER_GRAPH_OP("IsNaN", isnan_op);
 SPMD_REGISTER_GRAPH_OP("IsInf", isinf_op);
 SPMD_REGISTER_GRAPH_OP("ArgMax", arg_extreme<true>);
