@@ -340,6 +340,13 @@ void OnnxGraph::place_constants_first(const std::vector<bool>& constant, std::ve
   release_after_.assign(nodes_.size(), {});
   for (std::size_t k = constants_.size(); k < tensor_count_; ++k)
     if (last[k] >= 0) release_after_[static_cast<std::size_t>(last[k])].push_back(static_cast<int>(k));
+  input0_dies_.assign(nodes_.size(), 0);
+  for (std::size_t n = 0; n < nodes_.size(); ++n) {
+    const auto& in = nodes_[n].inputs;
+    const auto& released = release_after_[n];
+    input0_dies_[n] = !in.empty() && in[0] >= 0 && std::find(released.begin(), released.end(), in[0]) != released.end() &&
+                      std::count(in.begin(), in.end(), in[0]) == 1;
+  }
 }
 
 std::string OnnxGraph::output_kind(std::size_t k) const {
@@ -402,12 +409,7 @@ void OnnxRunner::run(const NodeObserver& after_each) {
       out_.push_back(&t);
     }
     ops::OpCall call{node, in_, out_};
-    // Input 0 dies here when this node is its last reader and reads it once.
-    const auto& released = g.release_after_[n];
-    if (!node.inputs.empty() && node.inputs[0] >= 0 &&
-        std::find(released.begin(), released.end(), node.inputs[0]) != released.end() &&
-        std::count(node.inputs.begin(), node.inputs.end(), node.inputs[0]) == 1)
-      call.dying_input0 = &tensors_[static_cast<std::size_t>(node.inputs[0])];
+    if (g.input0_dies_[n]) call.dying_input0 = &tensors_[static_cast<std::size_t>(node.inputs[0])];
     g.fns_[n](call);
     if (after_each) after_each(call);
     for (const int k : node.outputs) last_size_[static_cast<std::size_t>(k)] = tensors_[static_cast<std::size_t>(k)].f.size();

@@ -68,6 +68,9 @@ class OnnxGraph {
   // Per node, the run tensors no later node reads (neither graph inputs nor outputs): their
   // storage goes back to the runner's pool after the node, for the nodes after it.
   std::vector<std::vector<int>> release_after_;
+  // Per node: its input 0 is a run tensor no later node reads and it reads it once (the op may
+  // take its storage: OpCall::dying_input0). Planned with the liveness, once.
+  std::vector<char> input0_dies_;
   std::size_t tensor_count_ = 0;
   std::int64_t parameter_floats_ = 0;
 };
