@@ -39,7 +39,6 @@ int cmd_eval(const Args& args) {
   s.startup(backend_line + keys_line("data", o.data, keys));
   const auto model = eval_model.load(ctx, o);
   nlohmann::json j = workloads::startup_json(ctx);
-  j["model"] = model->describe();
   j["data"] = o.data;
   j["keys"] = data::to_json(keys);
   // Before anything is allocated: the batch within the data, the memory within the node's.
@@ -50,10 +49,12 @@ int cmd_eval(const Args& args) {
       "lower --per-device-batch or --min-device-batch, or spread the rows over more ranks or nodes");
   if (o.dry_run) {
     print_root(workloads::eval_dry_run(ctx, o, *model, &j) + memory);
+    j["model"] = model->describe();  // with the input mapping, decided by the data's sample shape
     if (ctx.is_root() && !s.json.empty()) workloads::write_json(s.json, j);
     return 0;
   }
   const auto shard = workloads::load_eval_shard(ctx, o, *model);
+  j["model"] = model->describe();
   print_root(workloads::eval_header(o, shard, *model));
   std::optional<workloads::PredictionRecorder> predictions;
   if (!o.predictions.empty()) predictions.emplace(shard, model->classes());

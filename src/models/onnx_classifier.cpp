@@ -39,6 +39,37 @@ std::int64_t product(const Dims& d) {
   return n;
 }
 
+// The model's input row with its symbolic dimensions (-1) taken from the stored samples, read
+// the ways check_sample_shape feeds them: as stored, NHWC images for a [C, H, W] input, or with
+// 1-sized dimensions aside. The first reading whose fixed dimensions agree wins; where every
+// dimension is symbolic, as stored and NHWC are both possible: refused.
+Dims bind_symbolic_dims(const Dims& row, const Dims& stored, const std::string& path, const std::string& input) {
+  const auto agrees = [](const Dims& want, const Dims& have) {
+    if (want.size() != have.size()) return false;
+    for (std::size_t k = 0; k < want.size(); ++k)
+      if (want[k] >= 1 && want[k] != have[k]) return false;
+    return true;
+  };
+  const bool any_fixed = std::any_of(row.begin(), row.end(), [](std::int64_t d) { return d >= 1; });
+  if (any_fixed || row.size() == 1) {
+    if (agrees(row, stored)) return stored;
+    if (stored.size() == 3 && agrees(row, {stored[2], stored[0], stored[1]})) return {stored[2], stored[0], stored[1]};
+    Dims squeezed_row, squeezed_stored;  // [1, h, w] for stored [28, 28]
+    for (const auto d : row) if (d != 1) squeezed_row.push_back(d);
+    for (const auto d : stored) if (d != 1) squeezed_stored.push_back(d);
+    if (agrees(squeezed_row, squeezed_stored)) {
+      Dims out = row;
+      for (std::size_t k = 0, j = 0; k < out.size(); ++k)
+        if (out[k] != 1) out[k] = squeezed_stored[j++];
+      return out;
+    }
+  }
+  throw Error("ONNX model '" + path + "': input '" + input + "' [batch, " + ops::to_string(row).substr(1) +
+              " (-1: symbolic) cannot take its sizes from the data's samples " + ops::to_string(stored) +
+              (any_fixed ? "" : ": with every dimension symbolic, as stored and NHWC-to-NCHW are both readings") +
+              "; export it with those dimensions fixed");
+}
+
 // The normalisation as one (shift, 1 / std) pair per element of a model row: empty for none.
 OnnxInputPlan plan_normalisation(const OnnxInputNorm& norm, const Dims& row, const std::string& path) {
   OnnxInputPlan n;
@@ -107,20 +138,57 @@ class OnnxPredictor final : public DevicePredictor {
   OnnxRunner runner_;
 };
 
+// Runs a graph that holds its batch size in fixed_batch rows per call: a device batch in
+// chunks, the last one padded with copies of its first row (whose outputs are dropped).
+class FixedBatchPredictor final : public DevicePredictor {
+ public:
+  FixedBatchPredictor(std::unique_ptr<DevicePredictor> inner, std::int64_t fixed_batch, std::int64_t sample_size, int classes)
+      : inner_(std::move(inner)), batch_(fixed_batch), size_(sample_size), classes_(classes),
+        staging_(static_cast<std::size_t>(fixed_batch * sample_size)), chunk_classes_(static_cast<std::size_t>(fixed_batch)),
+        chunk_probs_(static_cast<std::size_t>(fixed_batch * classes)) {}
+
+  void predict(const float* samples, std::int64_t rows, std::int32_t* classes_out, float* probs_out) override {
+    for (std::int64_t first = 0; first < rows; first += batch_) {
+      const std::int64_t real = std::min(batch_, rows - first);
+      const float* chunk = samples + first * size_;
+      if (real < batch_) {
+        std::copy_n(chunk, real * size_, staging_.begin());
+        for (std::int64_t r = real; r < batch_; ++r) std::copy_n(chunk, size_, staging_.begin() + r * size_);
+        chunk = staging_.data();
+      }
+      inner_->predict(chunk, batch_, chunk_classes_.data(), probs_out ? chunk_probs_.data() : nullptr);
+      std::copy_n(chunk_classes_.begin(), real, classes_out + first);
+      if (probs_out) std::copy_n(chunk_probs_.begin(), real * classes_, probs_out + first * classes_);
+    }
+  }
+
+ private:
+  std::unique_ptr<DevicePredictor> inner_;
+  std::int64_t batch_, size_;
+  int classes_;
+  std::vector<float> staging_;
+  std::vector<std::int32_t> chunk_classes_;
+  std::vector<float> chunk_probs_;
+};
+
 class OnnxClassifier final : public Classifier {
  public:
-  OnnxClassifier(OnnxPredictorSpec spec, std::string said, std::int64_t fixed_bytes, std::int64_t row_bytes)
-      : spec_(std::move(spec)), said_(std::move(said)), fixed_bytes_(fixed_bytes), row_bytes_(row_bytes) {}
+  OnnxClassifier(OnnxPredictorSpec spec, std::string said, std::string bound, std::int64_t fixed_bytes, std::int64_t row_bytes)
+      : spec_(std::move(spec)), said_(std::move(said)), bound_(std::move(bound)), fixed_bytes_(fixed_bytes), row_bytes_(row_bytes) {}
 
   std::string describe() const override {
     const OnnxGraph& g = *spec_.graph;
     const OnnxInputPlan& in = spec_.input;
     std::string text = "onnx " + g.path() + " (opset " + std::to_string(g.opset()) + ", " + std::to_string(g.node_count()) +
-                       " nodes): input '" + g.inputs().front().name + "' [batch, " + ops::to_string(in.row).substr(1);
+                       " nodes): input '" + g.inputs().front().name + "' [batch, " + ops::to_string(in.row).substr(1) + bound_;
     if (in.nhwc_to_nchw) text += " from stored NHWC [" + std::to_string(in.h) + ", " + std::to_string(in.w) + ", " +
                                  std::to_string(in.c) + "] transposed to NCHW";
     else if (in.stored.size() == 1 && in.row.size() > 1) text += " from stored flat [" + std::to_string(in.stored[0]) + "], read row-major";
     if (!in.mean.empty()) text += ", normalised by --input-mean / --input-std";
+    if (spec_.fixed_batch > 0)
+      text += "; the graph holds the batch size the file fixes: " + std::to_string(spec_.fixed_batch) +
+              (spec_.fixed_batch == 1 ? " row" : " rows") + " per run, the last padded (export with dynamic_axes=" +
+              "{'" + g.inputs().front().name + "': {0: 'batch'}} to run whole batches)";
     return text + ", output '" + g.outputs().front().name + "' " + to_string(spec_.output) + " (" + said_ + ")";
   }
   int classes() const override { return spec_.classes; }
@@ -153,8 +221,11 @@ class OnnxClassifier final : public Classifier {
   }
 
   std::unique_ptr<DevicePredictor> make_predictor(const runtime::DeviceInfo& device, std::int64_t max_rows) const override {
-    if (device.is_host()) return std::make_unique<OnnxPredictor>(spec_);
-    return make_on_device<OnnxPredictorKind>(device, spec_, max_rows);
+    const std::int64_t fixed = spec_.fixed_batch;
+    std::unique_ptr<DevicePredictor> inner = device.is_host() ? std::make_unique<OnnxPredictor>(spec_)
+                                                              : make_on_device<OnnxPredictorKind>(device, spec_, fixed > 0 ? fixed : max_rows);
+    if (fixed == 0) return inner;
+    return std::make_unique<FixedBatchPredictor>(std::move(inner), fixed, product(spec_.input.row), spec_.classes);
   }
   std::int64_t parameter_bytes() const override { return spec_.graph->parameter_floats() * 4; }
   // The run's tensors (storage reused by liveness) and the ops' scratch, from trial runs at load.
@@ -162,7 +233,7 @@ class OnnxClassifier final : public Classifier {
 
  private:
   mutable OnnxPredictorSpec spec_;  // its input mapping is set by check_sample_shape
-  std::string said_;
+  std::string said_, bound_;
   std::int64_t fixed_bytes_, row_bytes_;
 };
 
@@ -174,17 +245,17 @@ struct Trial {
   std::int64_t fixed_bytes = 0, row_bytes = 0;
 };
 
-// Row 0 of each node's first output in the 1-row trial, to find where the 2-row trial's
-// row 0 first differs: a tensor [1, ...] then [2, ...] holds the batch on axis 0.
+// Row 0 of each node's first output in the first trial run, to find where the second run's
+// row 0 first differs: a tensor [rows, ...] holds the batch on axis 0.
 struct RowTrace {
   std::vector<std::vector<float>> first_row;
   std::string first_difference;  // "node 'NAME' (OP)", or empty
-  void observe(std::int64_t rows, std::size_t node, const ops::OpCall& call) {
+  void observe(int pass, std::int64_t rows, std::size_t node, const ops::OpCall& call) {
     const ops::Tensor& t = *call.out[0];
     const bool batch_first = t.type == ops::ElemType::Float32 && !t.shape.empty() && t.shape[0] == rows;
-    if (rows == 1) {
+    if (pass == 0) {
       first_row.resize(node + 1);
-      if (batch_first) first_row[node].assign(t.f.begin(), t.f.begin() + t.size());
+      if (batch_first) first_row[node].assign(t.f.begin(), t.f.begin() + t.size() / rows);
       return;
     }
     const std::vector<float>& one = first_row.at(node);
@@ -194,20 +265,29 @@ struct RowTrace {
   }
 };
 
-Trial trial_runs(const std::shared_ptr<const OnnxGraph>& graph, const Dims& row) {
+// Two trial runs whose row 0 is the same and whose other rows differ: 1 then 2 rows where the
+// batch is free (fixed_batch 0), else fixed_batch rows, the others copies of row 0 (as
+// FixedBatchPredictor pads) then other values. Throws spmd::Error for an output that is no
+// classifier's, classes that change, or a row 0 whose output changes (rows that mix).
+Trial trial_runs(const std::shared_ptr<const OnnxGraph>& graph, const Dims& row, std::int64_t fixed_batch) {
   OnnxRunner runner(graph);
   RowTrace trace;
   std::vector<float> first_output;
   std::int64_t classes = 0, bytes[2] = {0, 0};
-  for (const std::int64_t rows : {1, 2}) {
+  for (const int pass : {0, 1}) {
+    const std::int64_t rows = fixed_batch > 0 ? fixed_batch : pass + 1;
     Dims shape{rows};
     shape.insert(shape.end(), row.begin(), row.end());
-    runner.input(0).reset(ops::ElemType::Float32, shape);
-    // Row 0 the same in both runs, row 1 different from it: values in [0, 1) from a fixed LCG.
+    ops::Tensor& x = runner.input(0);
+    x.reset(ops::ElemType::Float32, shape);
+    // Values in [0, 1) from a fixed LCG: row 0 the same in both runs.
     std::uint32_t state = 12345;
-    for (auto& v : runner.input(0).f) v = static_cast<float>((state = state * 1664525u + 1013904223u) >> 8) * 0x1p-24f;
+    for (auto& v : x.f) v = static_cast<float>((state = state * 1664525u + 1013904223u) >> 8) * 0x1p-24f;
+    const std::int64_t size = product(row);
+    if (fixed_batch > 0 && pass == 0)
+      for (std::int64_t r = 1; r < rows; ++r) std::copy_n(x.f.begin(), size, x.f.begin() + r * size);
     std::size_t node = 0;
-    runner.run([&](const ops::OpCall& call) { trace.observe(rows, node++, call); });
+    runner.run([&](const ops::OpCall& call) { trace.observe(pass, rows, node++, call); });
     const ops::Tensor& y = runner.output(0);
     const bool ok = y.type == ops::ElemType::Float32 && !y.shape.empty() && y.shape[0] == rows &&
                     std::all_of(y.shape.begin() + std::min<std::size_t>(2, y.shape.size()), y.shape.end(),
@@ -222,17 +302,39 @@ Trial trial_runs(const std::shared_ptr<const OnnxGraph>& graph, const Dims& row)
       throw Error("ONNX model '" + graph->path() + "': its classes change with the batch size");
     classes = width;
     const std::size_t per_row = static_cast<std::size_t>(y.size() / rows);
-    if (rows == 1) first_output.assign(y.f.begin(), y.f.begin() + static_cast<std::ptrdiff_t>(per_row));
+    if (pass == 0) first_output.assign(y.f.begin(), y.f.begin() + static_cast<std::ptrdiff_t>(per_row));
     else if (std::memcmp(first_output.data(), y.f.data(), per_row * sizeof(float)) != 0)
       throw Error("ONNX model '" + graph->path() + "' mixes the rows of a batch: an example's output changes when another "
                   "example shares its batch (first at " + (trace.first_difference.empty() ? "its output" : trace.first_difference) +
                   ": a reduction or normalisation over the batch axis?). "
                   "spmd eval needs each example's result to depend on that example alone, whatever its batch, padding and layout");
-    bytes[rows - 1] = runner.tensor_bytes() + ops::scratch_bytes();  // the ops' scratch is per image: fixed
+    bytes[pass] = runner.tensor_bytes() + ops::scratch_bytes();  // the ops' scratch is per image: fixed
   }
-  const std::int64_t per_row = std::max<std::int64_t>(0, bytes[1] - bytes[0]);
   // classes holds the output's width here: 1 means a binary classifier's score.
-  return {classes == 1 ? 2 : static_cast<int>(classes), static_cast<int>(classes), std::max<std::int64_t>(0, bytes[0] - per_row), per_row};
+  Trial trial{classes == 1 ? 2 : static_cast<int>(classes), static_cast<int>(classes), 0, 0};
+  if (fixed_batch > 0) {  // the same whatever the rows asked for, with the chunk's staging
+    trial.fixed_bytes = std::max(bytes[0], bytes[1]) + fixed_batch * product(row) * 4;
+  } else {
+    trial.row_bytes = std::max<std::int64_t>(0, bytes[1] - bytes[0]);
+    trial.fixed_bytes = std::max<std::int64_t>(0, bytes[0] - trial.row_bytes);
+  }
+  return trial;
+}
+
+// The trials where the batch is free, else (a file whose input fixes its batch, as
+// torch.onnx.export writes it without dynamic_axes: often a Reshape holds that number) at the
+// batch the file fixes; fixed_batch says which held (0: free).
+Trial load_trials(const std::shared_ptr<const OnnxGraph>& graph, const Dims& row, std::int64_t& fixed_batch) {
+  fixed_batch = 0;
+  const std::int64_t file_batch = graph->inputs().front().dims.at(0);
+  try {
+    return trial_runs(graph, row, 0);
+  } catch (const std::exception&) {
+    if (file_batch < 1) throw;
+  }
+  Trial trial = trial_runs(graph, row, file_batch);
+  fixed_batch = file_batch;
+  return trial;
 }
 
 }  // namespace
@@ -285,7 +387,8 @@ void onnx_outputs_to_predictions(OnnxOutput output, const float* y, std::int64_t
 }
 
 std::unique_ptr<Classifier> make_onnx_classifier(const std::string& path, OnnxOutput output, const OnnxInputNorm& norm,
-                                                 const runtime::DeviceInfo* device) {
+                                                 const runtime::DeviceInfo* device,
+                                                 const std::function<std::vector<std::int64_t>()>& data_sample_shape) {
   auto graph = OnnxGraph::load(path);
   if (graph->inputs().size() != 1)
     throw Error("ONNX model '" + path + "' has " + std::to_string(graph->inputs().size()) +
@@ -294,12 +397,20 @@ std::unique_ptr<Classifier> make_onnx_classifier(const std::string& path, OnnxOu
   if (in.type != ops::ElemType::Float32)
     throw Error("ONNX model '" + path + "': input '" + in.name + "' is not float; spmd eval feeds float32 features");
   if (in.dims.empty()) throw Error("ONNX model '" + path + "': input '" + in.name + "' has no batch dimension");
-  const Dims row(in.dims.begin() + 1, in.dims.end());
-  for (std::size_t k = 0; k < row.size(); ++k)
-    if (row[k] < 1)
+  Dims row(in.dims.begin() + 1, in.dims.end());
+  std::string bound;  // what the data's sample shape gave the symbolic dimensions, for the start-up line
+  if (std::any_of(row.begin(), row.end(), [](std::int64_t d) { return d < 1; })) {
+    if (!data_sample_shape) {
+      const auto k = std::find_if(row.begin(), row.end(), [](std::int64_t d) { return d < 1; }) - row.begin();
       throw Error("ONNX model '" + path + "': dimension " + std::to_string(k + 1) + " of input '" + in.name +
-                  "' is not a fixed size; only the batch dimension (0) may be dynamic");
-  const Trial trial = trial_runs(graph, row);
+                  "' is not a fixed size; spmd eval takes it from the data's sample shape");
+    }
+    const Dims stored = data_sample_shape();
+    row = bind_symbolic_dims(row, stored, path, in.name);
+    bound = " (its symbolic sizes from the data's samples)";
+  }
+  std::int64_t fixed_batch = 0;
+  const Trial trial = load_trials(graph, row, fixed_batch);
   const int classes = trial.classes;
   std::string said = "as the file says: ";
   const std::string last = graph->output_kind(0);
@@ -315,14 +426,14 @@ std::unique_ptr<Classifier> make_onnx_classifier(const std::string& path, OnnxOu
     said = "--model-output";
   }
   if (binary) said += "; one score per example: a binary classifier, the score is class 1's, class 0 its complement";
-  OnnxPredictorSpec spec{graph, plan_normalisation(norm, row, path), output, classes, trial.width};
+  OnnxPredictorSpec spec{graph, plan_normalisation(norm, row, path), output, classes, trial.width, fixed_batch};
   if (device != nullptr && !device->is_host()) {
     const std::string why = onnx_unsupported_on(*graph, *device);
     if (!why.empty())
       throw Error("ONNX model '" + path + "' cannot run on the " + std::string(device->backend()) + " backend: " + why +
                   ". Run it with --backend cpu (or auto, which then takes the CPU)");
   }
-  return std::make_unique<OnnxClassifier>(std::move(spec), said, trial.fixed_bytes, trial.row_bytes);
+  return std::make_unique<OnnxClassifier>(std::move(spec), said, bound, trial.fixed_bytes, trial.row_bytes);
 }
 
 }  // namespace spmd::models

@@ -70,11 +70,13 @@ std::string expected_features(const OnnxModelInfo::Value& in) {
   return text;
 }
 
-// FLOPs of one example: 2 per multiply-add of the Conv, Gemm and MatMul nodes of a 1-row run,
-// and of the recurrent nodes' GEMMs (every step's X W^T and H R^T).
+// FLOPs of one example: 2 per multiply-add of the Conv, Gemm and MatMul nodes of a run (of the
+// batch the file fixes, else of 1 row) per row, and of the recurrent nodes' GEMMs (every step's
+// X W^T and H R^T).
 std::int64_t flops_per_example(const std::shared_ptr<const OnnxGraph>& graph) {
   OnnxRunner runner(graph);
-  std::vector<std::int64_t> shape{1};
+  const std::int64_t rows = std::max<std::int64_t>(1, graph->inputs().front().dims.at(0));
+  std::vector<std::int64_t> shape{rows};
   for (std::size_t k = 1; k < graph->inputs().front().dims.size(); ++k) shape.push_back(graph->inputs().front().dims[k]);
   runner.input(0).reset(ops::ElemType::Float32, shape);
   std::fill(runner.input(0).f.begin(), runner.input(0).f.end(), 0.0f);
@@ -98,6 +100,7 @@ std::int64_t flops_per_example(const std::shared_ptr<const OnnxGraph>& graph) {
       macs += out / hidden * w[1] * (w[2] + hidden);
     }
   });
+  macs /= rows;
   return 2 * macs;
 }
 
@@ -135,6 +138,15 @@ OnnxModelInfo describe_onnx_model(const std::string& path) {
   if (!info.unsupported.empty()) {
     info.refusal = "it uses ops spmd does not run:";
     for (const auto& [op, count] : info.unsupported) info.refusal += " " + op + " (" + std::to_string(count) + ")";
+    return info;
+  }
+  const auto& in_dims = info.inputs.empty() ? std::vector<std::string>{} : info.inputs.front().dims;
+  std::string symbolic;
+  for (std::size_t k = 1; k < in_dims.size(); ++k)
+    if (in_dims[k].empty() || !std::isdigit(static_cast<unsigned char>(in_dims[k][0]))) symbolic += (symbolic.empty() ? "" : ", ") + in_dims[k];
+  if (info.inputs.size() == 1 && !symbolic.empty()) {  // eval's load checks need the data's sizes
+    info.data_sized = symbolic;
+    info.expects = expected_features(info.inputs.front());
     return info;
   }
   try {

@@ -1,6 +1,7 @@
 #include "spmd/workloads/eval_models.hpp"
 
 #include "spmd/backends/backend.hpp"
+#include "spmd/data/dataset.hpp"
 #include "spmd/models/cnn_classifier.hpp"
 #include "spmd/models/logreg_classifier.hpp"
 #include "spmd/models/onnx_classifier.hpp"
@@ -49,7 +50,8 @@ const std::vector<EvalModel>& eval_models() {
          std::unique_ptr<models::Classifier> model;  // every rank reads the file; a failure anywhere ends all
          runtime::agree_on(ctx.comm(), [&] {
            model = models::make_onnx_classifier(o.weights, o.model_output, {o.input_mean, o.input_std},
-                                                &ctx.devices().front());
+                                                &ctx.devices().front(),
+                                                [&] { return data::probe_shape(o.data, o.keys).sample_shape; });
          });
          return model;
        },

@@ -30,6 +30,8 @@ std::string model_info_text(const OnnxModelInfo& info) {
   if (info.evaluable)
     t += format("#   spmd eval runs it: %d classes, output read as %s; expects %s\n", info.classes,
                 info.output_reading.c_str(), info.expects.c_str());
+  else if (!info.data_sized.empty())
+    t += "#   spmd eval takes " + info.data_sized + " from the data's samples, then checks it; expects " + info.expects + "\n";
   else
     t += "#   spmd eval refuses it: " + info.refusal + "\n";
   t += format("# %-24s %6s  %s\n", "op", "nodes", "supported");
@@ -49,7 +51,7 @@ nlohmann::json model_info_json(const OnnxModelInfo& info) {
                       {"inputs", values(info.inputs)}, {"outputs", values(info.outputs)}, {"ops", info.op_counts},
                       {"unsupported_ops", info.unsupported}, {"all_supported", info.unsupported.empty()},
                       {"parameters", info.parameters}, {"parameter_bytes", info.parameter_bytes},
-                      {"evaluable", info.evaluable}, {"refusal", info.refusal}, {"classes", info.classes},
+                      {"evaluable", info.evaluable}, {"refusal", info.refusal}, {"data_sized", info.data_sized}, {"classes", info.classes},
                       {"output_reading", info.output_reading}, {"expects", info.expects}};
   j["flops_per_example"] = info.flops_per_example ? nlohmann::json(*info.flops_per_example) : nlohmann::json(nullptr);
   return j;

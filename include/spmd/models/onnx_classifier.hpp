@@ -1,17 +1,18 @@
 #pragma once
 // A user's ONNX classifier as spmd eval runs it (onnx_graph.hpp): one float input [batch, ...]
-// whose batch dimension is the only dynamic one, the first output [batch, C] (or
+// (other symbolic dimensions taken from the data), the first output [batch, C] (or
 // [batch, C, 1, 1]). The stored features meet the input as stored when their trailing shape
 // is the model's, or transposed from NHWC to NCHW (images as stored, a PyTorch model);
 // anything else is refused with both shapes. A graph ending in Softmax gives probabilities,
 // in LogSoftmax log-probabilities, otherwise logits (made probabilities by a softmax);
 // OnnxOutput overrides what the file says.
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "spmd/models/classifier.hpp"
-#include "spmd/runtime/devices.hpp"
 #include "spmd/runtime/devices.hpp"
 
 namespace spmd::models {
@@ -33,9 +34,13 @@ struct OnnxInputNorm {
 // channel axis (or both: an input [3, 32, 3] is ambiguous) or a std that is not positive.
 // With a device of a backend other than the CPU, also when that backend cannot run the graph
 // (onnx_unsupported_on), naming the node and the op.
+// Symbolic dimensions of the input beyond the batch (a fully convolutional net exported with
+// dynamic height and width) take their sizes from data_sample_shape() (the stored samples'
+// shape, read as check_sample_shape feeds them); without it they are refused.
 std::unique_ptr<Classifier> make_onnx_classifier(const std::string& path, OnnxOutput output = OnnxOutput::Auto,
                                                  const OnnxInputNorm& norm = {},
-                                                 const runtime::DeviceInfo* device = nullptr);
+                                                 const runtime::DeviceInfo* device = nullptr,
+                                                 const std::function<std::vector<std::int64_t>()>& data_sample_shape = {});
 
 class OnnxGraph;
 // "" when `device`'s backend runs every node of the graph (the CPU always does), else why not:

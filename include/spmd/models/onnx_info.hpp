@@ -31,6 +31,9 @@ struct OnnxModelInfo {
   // after BatchNormalization is folded).
   bool evaluable = false;
   std::string refusal;  // why eval would refuse it, when it would
+  // The input's symbolic dimensions beyond the batch ("h, w"), which spmd eval takes from the
+  // data's samples: its load checks (classes, FLOPs) wait for them; empty when there are none.
+  std::string data_sized;
   int classes = 0;
   // "logits", "probabilities", "log-probabilities"; "logit of class 1" or "probability of
   // class 1" for a binary classifier's one score

@@ -33,6 +33,9 @@ struct OnnxPredictorSpec {
   // Values per output row: `classes`, or 1 for a binary classifier's one score (class 1's
   // logit or probability; classes is 2 then).
   int width = 0;
+  // 0, or the batch size the graph holds (a file exported with a fixed batch whose graph breaks
+  // at another): every run has exactly this many rows (onnx_classifier.cpp pads the last).
+  std::int64_t fixed_batch = 0;
 };
 
 // The predictor's last step on every backend, on the host: output rows y [rows, width] as

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# spmd eval --model onnx on PyTorch exports made the other ways users make them
+# (tests/support/torch_export_styles.py): without dynamic_axes, so the file fixes the batch of
+# the example input (1, 64; a Keras-style NHWC model at 32) and, where the model reads
+# x.size(0), a Reshape holds it too; a file that fixes a batch its graph does not hold
+# (torch.flatten); a fully convolutional net with dynamic height and width (the sizes taken from
+# the data; refused where they cannot be); two outputs. Each against PyTorch's outputs: probabilities within 1e-4, the
+# same classes (but for ties within 1e-4); the predictions file byte-identical on 1x1 and 3x2
+# ranks x devices with a per-device batch that is no multiple of the fixed one.
+source "$(dirname "$0")/../support/cli_lib.sh"
+PY=/usr/bin/python3
+SUB=$WORK/sub.h5
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+STYLES="$ROOT/tests/support/torch_export_styles.py"
+
+run inputs 0 60 fashion_subset 203 "$SUB"
+run torch_export 0 300 $PY "$STYLES" export "$WORK"
+run torch_outputs 0 120 $PY "$STYLES" outputs "$WORK" "$SUB"
+
+compare() {  # PREDICTIONS TORCH_NPY
+  $PY - "$@" <<'PYEOF'
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[1]) as f:
+    probs, predicted = f["probabilities"][...], f["predicted"][...]
+ref = np.load(sys.argv[2])
+top2 = np.sort(ref, axis=1)[:, -2:]
+clear = top2[:, 1] - top2[:, 0] > 1e-4
+diff = float(np.abs(ref - probs).max())
+wrong = int(((ref.argmax(1) != predicted) & clear).sum())
+print(f"{sys.argv[1]} vs PyTorch: max |diff| {diff:.2e}, {wrong} of {len(probs)} classes differ")
+sys.exit(1 if diff > 1e-4 or wrong > 0 else 0)
+PYEOF
+}
+
+# name, then what the start-up line must say of its batch
+check() {
+  local m=$1 said=$2
+  run "eval_$m" 0 120 "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/$m.onnx" --predictions "$WORK/$m.1x1.h5"
+  expect_in "eval_$m counts every example" " pad +[0-9]+ +203 "
+  expect_in "eval_$m: the start-up line says how the batch runs" "$said"
+  run "compare_$m" 0 60 compare "$WORK/$m.1x1.h5" "$WORK/$m.torch.npy"
+  cat "$LAST_OUT"
+  run "eval_${m}_3x2" 0 180 mpi 3 "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/$m.onnx" --devices 2 \
+    --per-device-batch 23 --strategy infinite-pad --predictions "$WORK/$m.3x2.h5"
+  run "${m}_same_bytes" 0 10 cmp "$WORK/$m.1x1.h5" "$WORK/$m.3x2.h5"
+}
+
+check view_batch1 "the graph holds the batch size the file fixes: 1 row per run"
+check view_batch64 "the graph holds the batch size the file fixes: 64 rows per run"
+check keras_batch32 "input 'input' \[batch, 28, 28, 1\]; the graph holds the batch size the file fixes: 32 rows per run"
+check flatten_batch8 "transposed to NCHW, output 'output'"
+expect_not_in "flatten_batch8: a graph that holds no batch runs whole batches" "holds the batch size"
+check two_outputs "output 'logits' logits"
+check dynamic_hw "input 'input' \[batch, 1, 28, 28\] \(its symbolic sizes from the data's samples\) from stored NHWC"
+run info_dynamic_hw 0 60 "$SPMD" model info "$WORK/dynamic_hw.onnx"
+expect_in "spmd model info: eval takes the sizes from the data" "spmd eval takes height, width from the data's samples"
+source "$(dirname "$0")/../support/rank_exits.sh"
+OUT=$WORK/out
+RC=$WORK/rc
+refuse rgb_for_gray 2 "input 'input' \[batch, 3, -1, -1\] \(-1: symbolic\) cannot take its sizes from the data's samples \[28, 28, 1\]" \
+  "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/rgb_dynamic_hw.onnx" --predictions "$OUT/p.h5"
+
+# --dry-run's memory: a fixed batch's run tensors are that batch's whatever the per-device batch;
+# only the device batch's own buffers (features and labels, 784 * 4 + 4 bytes a row) grow.
+for b in 64 200; do
+  run "dry_fixed_$b" 0 60 "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/view_batch64.onnx" --dry-run \
+    --per-device-batch $b --json "$WORK/dry$b.json"
+done
+run dry_fixed_memory 0 30 $PY -c "
+import json, sys
+a, b = (json.load(open(f'$WORK/dry{n}.json'))['per_rank'][0]['device_bytes'] for n in (64, 200))
+print('device bytes', a, b); sys.exit(0 if b - a == 136 * (784 * 4 + 4) else 1)"
+run info_fixed 0 60 "$SPMD" model info "$WORK/view_batch1.onnx"
+expect_in "spmd model info: eval runs it" "spmd eval runs it"
+finish

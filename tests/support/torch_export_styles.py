@@ -1,0 +1,116 @@
+"""Classifiers exported the ways users export them beside the documented one: torch.onnx.export
+without dynamic_axes (the batch of the example input fixed in the file, and, where the model
+writes x.view(x.size(0), -1), fixed in a Reshape too), several outputs, and PyTorch's outputs.
+
+  torch_export_styles.py names                 one line per model: NAME
+  torch_export_styles.py export DIR            writes DIR/NAME.onnx
+  torch_export_styles.py outputs DIR DATA      writes DIR/NAME.torch.npy: probabilities [N, C]"""
+import sys
+import numpy as np
+import torch
+from torch import nn
+
+
+class ViewNet(nn.Module):  # NCHW [N, 1, 28, 28]; the batch read by x.size(0): a Reshape [batch, -1]
+    def __init__(self):
+        super().__init__()
+        self.c1, self.c2 = nn.Conv2d(1, 8, 3, padding=1), nn.Conv2d(8, 16, 3, padding=1)
+        self.bn = nn.BatchNorm2d(16)
+        self.fc = nn.Linear(16 * 7 * 7, 10)
+
+    def forward(self, x):
+        x = nn.functional.max_pool2d(torch.relu(self.c1(x)), 2)
+        x = nn.functional.max_pool2d(torch.relu(self.bn(self.c2(x))), 2)
+        return self.fc(x.reshape(x.size(0), -1))
+
+
+class FlattenNet(ViewNet):  # the same weights' kind, flattened by torch.flatten: no batch in the graph
+    def forward(self, x):
+        x = nn.functional.max_pool2d(torch.relu(self.c1(x)), 2)
+        x = nn.functional.max_pool2d(torch.relu(self.bn(self.c2(x))), 2)
+        return self.fc(torch.flatten(x, 1))
+
+
+class TwoOutputs(ViewNet):  # (logits, embedding): eval reads the first output
+    def forward(self, x):
+        x = nn.functional.max_pool2d(torch.relu(self.c1(x)), 2)
+        e = torch.flatten(nn.functional.max_pool2d(torch.relu(self.bn(self.c2(x))), 2), 1)
+        return self.fc(e), e
+
+
+class KerasStyle(nn.Module):  # NHWC input [N, 28, 28, 1] as Keras models take it, a batch of 32 fixed
+    def __init__(self):
+        super().__init__()
+        self.c = nn.Conv2d(1, 6, 5)
+        self.fc = nn.Linear(6 * 12 * 12, 10)
+
+    def forward(self, x):
+        x = nn.functional.avg_pool2d(torch.tanh(self.c(x.permute(0, 3, 1, 2))), 2)
+        return torch.softmax(self.fc(x.reshape(x.shape[0], -1)), dim=1)
+
+
+class FullyConv(nn.Module):  # any height and width: global pooling before the classes
+    def __init__(self, channels=1):
+        super().__init__()
+        self.c1, self.c2 = nn.Conv2d(channels, 8, 3, padding=1), nn.Conv2d(8, 10, 3, stride=2)
+        self.bn = nn.BatchNorm2d(8)
+
+    def forward(self, x):
+        y = self.c2(torch.relu(self.bn(self.c1(x))))
+        return nn.functional.adaptive_avg_pool2d(y, 1).flatten(1)
+
+
+class FullyConvRgb(FullyConv):
+    def __init__(self):
+        super().__init__(3)
+
+
+# name: (class, example input batch, input shape without the batch, the input's dynamic axes)
+BATCH, HW = {0: "batch"}, {0: "batch", 2: "height", 3: "width"}
+MODELS = {
+    "view_batch1": (ViewNet, 1, [1, 28, 28], None),
+    "view_batch64": (ViewNet, 64, [1, 28, 28], None),
+    "flatten_batch8": (FlattenNet, 8, [1, 28, 28], None),
+    "two_outputs": (TwoOutputs, 1, [1, 28, 28], BATCH),
+    "keras_batch32": (KerasStyle, 32, [28, 28, 1], None),
+    "dynamic_hw": (FullyConv, 2, [1, 32, 32], HW),
+    "rgb_dynamic_hw": (FullyConvRgb, 2, [3, 32, 32], HW),  # for 1-channel images: refused
+}
+
+
+def build(name):
+    torch.manual_seed(sum(map(ord, name)))
+    model = MODELS[name][0]()
+    for m in model.modules():
+        if isinstance(m, nn.BatchNorm2d):
+            m.running_mean.uniform_(-0.3, 0.3)
+            m.running_var.uniform_(0.5, 2.0)
+    return model.eval()
+
+
+def main():
+    if sys.argv[1] == "names":
+        print("\n".join(MODELS))
+    elif sys.argv[1] == "export":
+        for name, (_, batch, shape, dynamic) in MODELS.items():
+            outputs = ["logits", "embedding"] if name == "two_outputs" else ["output"]
+            axes = {"input": dynamic, **{o: {0: "batch"} for o in outputs}} if dynamic else None
+            torch.onnx.export(build(name), torch.zeros([batch] + shape), f"{sys.argv[2]}/{name}.onnx", opset_version=13,
+                              input_names=["input"], output_names=outputs, dynamic_axes=axes)
+    else:
+        import h5py
+        with h5py.File(sys.argv[3]) as f:
+            images = torch.from_numpy(f["images"][...].astype(np.float32) / np.float32(255))  # [N, 28, 28, 1]
+        for name, (_, _, shape, _) in MODELS.items():
+            if shape[0] == 3:
+                continue
+            x = images if shape[-1] == 1 else images.permute(0, 3, 1, 2).contiguous()
+            with torch.no_grad():
+                y = build(name)(x)
+                y = y[0] if isinstance(y, tuple) else y
+                p = y if name == "keras_batch32" else torch.softmax(y, dim=1)
+            np.save(f"{sys.argv[2]}/{name}.torch.npy", p.numpy())
+
+
+if __name__ == "__main__":
+    main()
