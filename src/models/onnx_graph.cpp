@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "onnx_fusion.hpp"
@@ -21,107 +22,21 @@ namespace {
 using ops::ElemType;
 using ops::Tensor;
 
-template <class T>
-std::vector<T> raw_values(const std::string& raw) {
-  std::vector<T> v(raw.size() / sizeof(T));
-  std::memcpy(v.data(), raw.data(), v.size() * sizeof(T));
-  return v;
-}
+constexpr const char* kBranchesAttr = "spmd_branches";  // an If node's index into OnnxGraph::branches_
 
-// A TensorProto as a float32 or int64 tensor (the two types the graph ops compute in).
-Tensor tensor_from(const onnx::TensorProto& t, const std::string& what) {
-  if (t.data_location() == onnx::TensorProto::EXTERNAL)
-    throw Error(what + ": tensor '" + t.name() + "' keeps its data in an external file, which is not supported");
-  Tensor out;
-  const std::vector<std::int64_t> dims(t.dims().begin(), t.dims().end());
-  const bool raw = t.has_raw_data();
-  const auto ints = [&](auto values) {
-    out.reset(ElemType::Int64, dims);
-    for (std::size_t k = 0; k < out.i.size() && k < values.size(); ++k) out.i[k] = static_cast<std::int64_t>(values[k]);
-  };
-  switch (t.data_type()) {
-    case onnx::TensorProto::FLOAT: {
-      out.reset(ElemType::Float32, dims);
-      const auto v = raw ? raw_values<float>(t.raw_data()) : std::vector<float>(t.float_data().begin(), t.float_data().end());
-      std::copy_n(v.begin(), std::min(v.size(), out.f.size()), out.f.begin());
-      break;
-    }
-    case onnx::TensorProto::DOUBLE: {
-      out.reset(ElemType::Float32, dims);
-      const auto v = raw ? raw_values<double>(t.raw_data()) : std::vector<double>(t.double_data().begin(), t.double_data().end());
-      for (std::size_t k = 0; k < out.f.size() && k < v.size(); ++k) out.f[k] = static_cast<float>(v[k]);
-      break;
-    }
-    case onnx::TensorProto::INT64:
-      ints(raw ? raw_values<std::int64_t>(t.raw_data()) : std::vector<std::int64_t>(t.int64_data().begin(), t.int64_data().end()));
-      break;
-    case onnx::TensorProto::INT32:
-      ints(raw ? raw_values<std::int32_t>(t.raw_data()) : std::vector<std::int32_t>(t.int32_data().begin(), t.int32_data().end()));
-      break;
-    case onnx::TensorProto::INT8: case onnx::TensorProto::UINT8: case onnx::TensorProto::BOOL:
-      if (raw) ints(raw_values<std::uint8_t>(t.raw_data()));
-      else ints(std::vector<std::int32_t>(t.int32_data().begin(), t.int32_data().end()));
-      break;
-    default:
-      throw Error(what + ": tensor '" + t.name() + "' has element type " + std::to_string(t.data_type()) +
-                  " (float, double and integer tensors are supported)");
-  }
-  if (out.size() != static_cast<std::int64_t>(out.type == ElemType::Float32 ? out.f.size() : out.i.size()))
-    throw Error(what + ": tensor '" + t.name() + "' holds fewer values than its shape " + ops::to_string(dims));
-  return out;
-}
+// An If node whose condition is known only when the graph runs: OnnxRunner::run_if runs its
+// branch; no op of the library is an If, so a backend without branches refuses it by name.
+void if_reached_op_table(const ops::OpCall& call) { call.fail("internal: an If node reached the op table"); }
 
-ops::Attrs attrs_from(const onnx::NodeProto& n, const std::string& what) {
-  ops::Attrs a;
-  for (const auto& at : n.attribute()) {
-    switch (at.type()) {
-      case onnx::AttributeProto::INT: a.ints[at.name()] = at.i(); break;
-      case onnx::AttributeProto::FLOAT: a.floats[at.name()] = at.f(); break;
-      case onnx::AttributeProto::STRING: a.strings[at.name()] = at.s(); break;
-      case onnx::AttributeProto::INTS: a.int_lists[at.name()] = {at.ints().begin(), at.ints().end()}; break;
-      case onnx::AttributeProto::STRINGS: a.string_lists[at.name()] = {at.strings().begin(), at.strings().end()}; break;
-      case onnx::AttributeProto::FLOATS:  // Constant's value_floats, an RNN's activation_alpha: kept as a tensor
-        a.tensors[at.name()].reset(ElemType::Float32, {at.floats_size()});
-        std::copy(at.floats().begin(), at.floats().end(), a.tensors[at.name()].f.begin());
-        break;
-      case onnx::AttributeProto::TENSOR: a.tensors[at.name()] = tensor_from(at.t(), what); break;
-      default: break;  // graphs and the rest: no op of the library reads them
-    }
-  }
-  return a;
-}
-
-// A Constant node's value.
-Tensor constant_value(const ops::Attrs& a, const std::string& what) {
-  if (const auto it = a.tensors.find("value"); it != a.tensors.end()) return it->second;
-  if (const auto it = a.tensors.find("value_floats"); it != a.tensors.end()) return it->second;
-  Tensor t;
-  if (const auto it = a.floats.find("value_float"); it != a.floats.end()) {
-    t.reset(ElemType::Float32, {});
-    t.f[0] = it->second;
-  } else if (const auto it2 = a.ints.find("value_int"); it2 != a.ints.end()) {
-    t.reset(ElemType::Int64, {});
-    t.i[0] = it2->second;
-  } else if (const auto it3 = a.int_lists.find("value_ints"); it3 != a.int_lists.end()) {
-    t.reset(ElemType::Int64, {static_cast<std::int64_t>(it3->second.size())});
-    t.i = it3->second;
-  } else {
-    throw Error(what + ": a Constant node without a value the library reads");
-  }
-  return t;
-}
-
-std::vector<std::int64_t> dims_of(const onnx::ValueInfoProto& v) {
-  std::vector<std::int64_t> dims;
-  for (const auto& d : v.type().tensor_type().shape().dim()) dims.push_back(d.has_dim_value() ? d.dim_value() : -1);
-  return dims;
-}
-
-// The graph as it is being read: tensor slots by name, constant or computed.
-struct Builder {
+// A graph being read (the model's, or an If's branch): tensor slots by name, constant or
+// computed. A name it does not hold is looked up in the graph around it: a constant there is
+// copied here, a computed value becomes an input here (a capture: its slot there and here).
+struct Scope {
   std::map<std::string, int> slot_of;
   std::vector<bool> constant;
   std::vector<Tensor> values;  // constants' values (empty for computed slots)
+  Scope* outer = nullptr;
+  std::vector<std::pair<int, int>> captures;
   int add(const std::string& name, bool is_constant, Tensor value = {}) {
     const int k = static_cast<int>(constant.size());
     constant.push_back(is_constant);
@@ -129,106 +44,130 @@ struct Builder {
     if (!name.empty()) slot_of[name] = k;
     return k;
   }
+  int find(const std::string& name) {  // -1: nothing produces it
+    if (const auto it = slot_of.find(name); it != slot_of.end()) return it->second;
+    const int there = outer == nullptr ? -1 : outer->find(name);
+    if (there < 0) return -1;
+    if (outer->constant[static_cast<std::size_t>(there)]) return add(name, true, outer->values[static_cast<std::size_t>(there)]);
+    const int here = add(name, false);
+    captures.emplace_back(there, here);
+    return here;
+  }
 };
 
 }  // namespace
 
-std::string read_file_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("cannot read '" + path + "'");
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  return bytes.str();
-}
+struct OnnxGraph::Reader {
+  const std::string what;
+  std::map<std::string, int> unsupported;  // op -> nodes, over every branch read
 
-namespace {
-
-// A tensor whose data lives in a file beside the model (ONNX's external data: PyTorch writes
-// models over 2 GB so, onnx.save(..., save_as_external_data=True) any): the bytes read into
-// raw_data, as if the model held them.
-void read_external_data(onnx::TensorProto& t, const std::filesystem::path& dir, const std::string& what) {
-  std::string location;
-  std::int64_t offset = 0, length = -1;
-  for (const auto& kv : t.external_data()) {
-    try {
-      if (kv.key() == "location") location = kv.value();
-      else if (kv.key() == "offset") offset = std::stoll(kv.value());
-      else if (kv.key() == "length") length = std::stoll(kv.value());
-    } catch (const std::exception&) {
-      throw Error(what + ": tensor '" + t.name() + "' has external data " + kv.key() + " '" + kv.value() + "', not a number");
+  void read_nodes(OnnxGraph& g, const onnx::GraphProto& graph, Scope& s) {
+    for (const auto& init : graph.initializer()) {
+      s.add(init.name(), true, tensor_from(init, what));
+      g.parameter_floats_ += s.values.back().size();
+    }
+    for (const auto& n : graph.node()) {
+      ops::GraphNode node{n.op_type(), n.name().empty() ? n.output(0) : n.name(), g.opset_, attrs_from(n, what), {}, {}};
+      const bool known_domain = n.domain().empty() || n.domain() == "ai.onnx";
+      if (known_domain && n.op_type() == "Constant") {
+        s.add(n.output(0), true, constant_value(node.attrs, what + ", node '" + node.name + "'"));
+        continue;
+      }
+      if (known_domain && n.op_type() == "If") {
+        read_if(g, n, std::move(node), s);
+        continue;
+      }
+      const ops::GraphOpFn fn = known_domain ? ops::find_graph_op(n.op_type()) : nullptr;
+      if (!fn) ++unsupported[known_domain ? n.op_type() : n.domain() + "." + n.op_type()];
+      bool all_constant = true;
+      for (const auto& in : n.input()) {
+        const int k = in.empty() ? -1 : s.find(in);
+        if (!in.empty() && k < 0) throw Error(what + ": node '" + node.name + "' reads '" + in + "', which nothing produces");
+        node.inputs.push_back(k);
+        all_constant = all_constant && (k < 0 || s.constant[static_cast<std::size_t>(k)]);
+      }
+      if (!fn) {
+        for (const auto& out : n.output()) s.add(out, false);
+        continue;
+      }
+      if (all_constant && !node.inputs.empty()) {  // folded: run once now
+        std::vector<const Tensor*> in;
+        for (const int k : node.inputs) in.push_back(k < 0 ? nullptr : &s.values[static_cast<std::size_t>(k)]);
+        std::vector<Tensor> outs(static_cast<std::size_t>(n.output_size()));
+        std::vector<Tensor*> out;
+        for (auto& t : outs) out.push_back(&t);
+        fn(ops::OpCall{node, in, out});
+        for (int k = 0; k < n.output_size(); ++k) s.add(n.output(k), true, std::move(outs[static_cast<std::size_t>(k)]));
+        continue;
+      }
+      for (const auto& out : n.output()) node.outputs.push_back(s.add(out, false));
+      g.nodes_.push_back(std::move(node));
+      g.fns_.push_back(fn);
     }
   }
-  const std::filesystem::path rel(location);
-  if (location.empty() || rel.is_absolute() || std::find(rel.begin(), rel.end(), "..") != rel.end())
-    throw Error(what + ": tensor '" + t.name() + "' names its external data file as '" + location +
-                "'; ONNX takes a path relative to the model's folder, inside it");
-  const std::filesystem::path file = dir / rel;
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw Error(what + ": cannot read '" + file.string() + "', the external data of tensor '" + t.name() + "'");
-  in.seekg(0, std::ios::end);
-  const std::int64_t size = in.tellg();
-  if (length < 0) length = size - offset;
-  if (offset < 0 || length < 0 || offset + length > size)
-    throw Error(what + ": '" + file.string() + "' holds " + std::to_string(size) + " bytes; tensor '" + t.name() +
-                "' needs bytes " + std::to_string(offset) + " to " + std::to_string(offset + length) + " of it");
-  std::string bytes(static_cast<std::size_t>(length), '\0');
-  in.seekg(offset);
-  in.read(bytes.data(), length);
-  if (!in) throw Error(what + ": reading tensor '" + t.name() + "' from '" + file.string() + "' failed");
-  t.set_raw_data(std::move(bytes));
-  t.clear_external_data();
-  t.set_data_location(onnx::TensorProto::DEFAULT);
-}
 
-void read_all_external_data(onnx::ModelProto& model, const std::string& path, const std::string& what) {
-  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
-  auto* graph = model.mutable_graph();
-  for (auto& t : *graph->mutable_initializer())
-    if (t.data_location() == onnx::TensorProto::EXTERNAL) read_external_data(t, dir, what);
-  for (auto& n : *graph->mutable_node())
-    for (auto& a : *n.mutable_attribute())
-      if (a.has_t() && a.t().data_location() == onnx::TensorProto::EXTERNAL) read_external_data(*a.mutable_t(), dir, what);
-}
-
-}  // namespace
-
-bool onnx_checker_knows(const onnx::ModelProto& model) {
-  const int newest_opset = onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map().at(onnx::ONNX_DOMAIN).second;
-  return model.ir_version() <= onnx::IR_VERSION && default_opset(model) <= newest_opset;
-}
-
-onnx::ModelProto read_onnx_model(const std::string& path, const std::string& what) {
-  onnx::ModelProto model;
-  if (!model.ParseFromString(read_file_bytes(path))) throw Error(what + " is not an ONNX model (its protobuf cannot be parsed)");
-  read_all_external_data(model, path, what);
-  // A file newer than the library (PyTorch 2's exports: IR 9-10, opset 18 and later) would be
-  // refused for its version alone, or for ops the library has no schema of (Gelu, opset 20):
-  // such files are read without it, and the loader's own checks (every input produced, every
-  // op known and its inputs valid) stand in.
-  if (!onnx_checker_knows(model)) return model;
-  try {
-    onnx::checker::check_model(model);
-  } catch (const std::exception& e) {
-    throw Error(what + " is refused by the ONNX checker: " + e.what());
+  // An If: decided at load where its condition is a constant (PyTorch's exports test shapes
+  // that are fixed: the chosen branch's nodes join this graph), else both branches read as
+  // graphs of their own that the runner picks between.
+  void read_if(OnnxGraph& g, const onnx::NodeProto& n, ops::GraphNode node, Scope& s) {
+    const onnx::GraphProto* branch[2] = {nullptr, nullptr};
+    for (const auto& a : n.attribute()) {
+      if (a.name() == "then_branch") branch[0] = &a.g();
+      if (a.name() == "else_branch") branch[1] = &a.g();
+    }
+    const int cond = n.input_size() == 1 ? s.find(n.input(0)) : -1;
+    if (!branch[0] || !branch[1] || cond < 0)
+      throw Error(what + ": If node '" + node.name + "' needs a condition that some node produces and both branches");
+    for (const auto* b : branch)
+      if (b->output_size() != n.output_size())
+        throw Error(what + ": If node '" + node.name + "' has " + std::to_string(n.output_size()) + " outputs and a branch " +
+                    std::to_string(b->output_size()));
+    if (s.constant[static_cast<std::size_t>(cond)]) {
+      const Tensor& c = s.values[static_cast<std::size_t>(cond)];
+      if (c.size() != 1) throw Error(what + ": If node '" + node.name + "': its condition holds " + std::to_string(c.size()) + " values");
+      const onnx::GraphProto& chosen = *branch[(c.type == ElemType::Int64 ? c.i[0] != 0 : c.f[0] != 0.0f) ? 0 : 1];
+      read_nodes(g, chosen, s);  // ONNX names are unique across a model's graphs
+      for (int k = 0; k < n.output_size(); ++k) s.slot_of[n.output(k)] = output_slot(chosen, k, s);
+      return;
+    }
+    node.inputs = {cond};
+    Branches branches;
+    for (int b = 0; b < 2; ++b) {
+      Scope inner;
+      inner.outer = &s;
+      auto graph = std::make_shared<OnnxGraph>();
+      graph->path_ = g.path_;
+      graph->opset_ = g.opset_;
+      read_nodes(*graph, *branch[b], inner);
+      for (int k = 0; k < n.output_size(); ++k) {
+        graph->outputs_.push_back({branch[b]->output(k).name(), dims_of(branch[b]->output(k))});
+        graph->output_index_.push_back(output_slot(*branch[b], k, inner));
+      }
+      for (const auto& [there, here] : inner.captures) {
+        graph->inputs_.push_back({"", {}, ElemType::Float32});
+        graph->input_index_.push_back(here);
+        node.inputs.push_back(there);
+      }
+      graph->finish(inner.constant, inner.values);
+      branches.graph[b] = std::move(graph);
+    }
+    node.attrs.ints[kBranchesAttr] = static_cast<std::int64_t>(g.branches_.size());
+    g.branches_.push_back(std::move(branches));
+    for (const auto& out : n.output()) node.outputs.push_back(s.add(out, false));
+    g.nodes_.push_back(std::move(node));
+    g.fns_.push_back(&if_reached_op_table);
   }
-  return model;
-}
 
-int default_opset(const onnx::ModelProto& model) {
-  int opset = 0;
-  for (const auto& o : model.opset_import())
-    if (o.domain().empty() || o.domain() == "ai.onnx") opset = static_cast<int>(o.version());
-  return opset;
-}
-
-ops::Tensor read_onnx_tensor(const std::string& path) {
-  onnx::TensorProto t;
-  if (!t.ParseFromString(read_file_bytes(path))) throw Error("'" + path + "' is not a serialized ONNX tensor");
-  return tensor_from(t, "'" + path + "'");
-}
+  int output_slot(const onnx::GraphProto& graph, int k, Scope& s) const {
+    const int slot = s.find(graph.output(k).name());
+    if (slot < 0) throw Error(what + ": output '" + graph.output(k).name() + "' is produced by no node");
+    return slot;
+  }
+};
 
 std::shared_ptr<const OnnxGraph> OnnxGraph::load(const std::string& path) {
-  const std::string what = "ONNX model '" + path + "'";
+  Reader reader{"ONNX model '" + path + "'", {}};
+  const std::string& what = reader.what;
   const onnx::ModelProto model = read_onnx_model(path, what);
   auto g = std::make_shared<OnnxGraph>();
   g->path_ = path;
@@ -238,13 +177,11 @@ std::shared_ptr<const OnnxGraph> OnnxGraph::load(const std::string& path) {
                 std::to_string(kOldestOpset) + " to " + std::to_string(kNewestOpset) +
                 ": export it again with one of those (torch.onnx.export(..., opset_version=17))");
   const onnx::GraphProto& graph = model.graph();
-  Builder b;
-  for (const auto& init : graph.initializer()) {
-    b.add(init.name(), true, tensor_from(init, what));
-    g->parameter_floats_ += b.values.back().size();
-  }
+  Scope s;
+  std::set<std::string> initializers;
+  for (const auto& init : graph.initializer()) initializers.insert(init.name());
   for (const auto& in : graph.input()) {
-    if (b.slot_of.count(in.name())) continue;  // an initializer listed as an input (IR < 4)
+    if (initializers.count(in.name())) continue;  // an initializer listed as an input (IR < 4)
     const int type = in.type().tensor_type().elem_type();
     const bool integer = type == onnx::TensorProto::INT64 || type == onnx::TensorProto::INT32 || type == onnx::TensorProto::BOOL;
     // Double inputs are computed in float32, as double weights are read (tensor_from).
@@ -252,62 +189,27 @@ std::shared_ptr<const OnnxGraph> OnnxGraph::load(const std::string& path) {
       throw Error(what + ": input '" + in.name() + "' has element type " + std::to_string(type) +
                   "; the graph ops take float, integer and bool inputs");
     g->inputs_.push_back({in.name(), dims_of(in), integer ? ElemType::Int64 : ElemType::Float32});
-    g->input_index_.push_back(b.add(in.name(), false));
+    g->input_index_.push_back(s.add(in.name(), false));
   }
-  std::map<std::string, int> unsupported;
-  for (const auto& n : graph.node()) {
-    ops::GraphNode node{n.op_type(), n.name().empty() ? n.output(0) : n.name(), g->opset_, attrs_from(n, what), {}, {}};
-    const bool known_domain = n.domain().empty() || n.domain() == "ai.onnx";
-    if (known_domain && n.op_type() == "Constant") {
-      b.add(n.output(0), true, constant_value(node.attrs, what + ", node '" + node.name + "'"));
-      continue;
-    }
-    const ops::GraphOpFn fn = known_domain ? ops::find_graph_op(n.op_type()) : nullptr;
-    if (!fn) ++unsupported[known_domain ? n.op_type() : n.domain() + "." + n.op_type()];
-    bool all_constant = true;
-    for (const auto& in : n.input()) {
-      if (in.empty()) {
-        node.inputs.push_back(-1);
-        continue;
-      }
-      const auto it = b.slot_of.find(in);
-      if (it == b.slot_of.end()) throw Error(what + ": node '" + node.name + "' reads '" + in + "', which nothing produces");
-      node.inputs.push_back(it->second);
-      all_constant = all_constant && b.constant[static_cast<std::size_t>(it->second)];
-    }
-    if (!fn) {
-      for (const auto& out : n.output()) b.add(out, false);
-      continue;
-    }
-    if (all_constant && !node.inputs.empty()) {  // folded: run once now
-      std::vector<const Tensor*> in;
-      for (const int k : node.inputs) in.push_back(k < 0 ? nullptr : &b.values[static_cast<std::size_t>(k)]);
-      std::vector<Tensor> outs(static_cast<std::size_t>(n.output_size()));
-      std::vector<Tensor*> out;
-      for (auto& t : outs) out.push_back(&t);
-      fn(ops::OpCall{node, in, out});
-      for (int k = 0; k < n.output_size(); ++k) b.add(n.output(k), true, std::move(outs[static_cast<std::size_t>(k)]));
-      continue;
-    }
-    for (const auto& out : n.output()) node.outputs.push_back(b.add(out, false));
-    g->nodes_.push_back(std::move(node));
-    g->fns_.push_back(fn);
-  }
-  if (!unsupported.empty()) {
+  reader.read_nodes(*g, graph, s);
+  if (!reader.unsupported.empty()) {
     std::string list, have;
-    for (const auto& [op, count] : unsupported) list += (list.empty() ? "" : ", ") + op + " (" + std::to_string(count) + " node" + (count > 1 ? "s" : "") + ")";
+    for (const auto& [op, count] : reader.unsupported)
+      list += (list.empty() ? "" : ", ") + op + " (" + std::to_string(count) + " node" + (count > 1 ? "s" : "") + ")";
     for (const auto& op : ops::graph_op_names()) have += (have.empty() ? "" : " ") + op;
-    throw Error(what + " uses ops spmd does not run: " + list + ". Supported: Constant " + have);
+    throw Error(what + " uses ops spmd does not run: " + list + ". Supported: Constant If " + have);
   }
-  for (const auto& out : graph.output()) {
-    const auto it = b.slot_of.find(out.name());
-    if (it == b.slot_of.end()) throw Error(what + ": output '" + out.name() + "' is produced by no node");
-    g->outputs_.push_back({out.name(), dims_of(out)});
-    g->output_index_.push_back(it->second);
+  for (int k = 0; k < graph.output_size(); ++k) {
+    g->outputs_.push_back({graph.output(k).name(), dims_of(graph.output(k))});
+    g->output_index_.push_back(reader.output_slot(graph, k, s));
   }
-  fuse_for_inference({g->nodes_, g->fns_, b.constant, b.values, g->output_index_});
-  g->place_constants_first(b.constant, b.values);
+  g->finish(s.constant, s.values);
   return g;
+}
+
+void OnnxGraph::finish(std::vector<bool>& constant, std::vector<ops::Tensor>& values) {
+  fuse_for_inference({nodes_, fns_, constant, values, output_index_});
+  place_constants_first(constant, values);
 }
 
 void OnnxGraph::place_constants_first(const std::vector<bool>& constant, std::vector<ops::Tensor>& values) {
@@ -378,6 +280,9 @@ std::int64_t OnnxRunner::tensor_bytes() const {
   for (const auto& t : tensors_)
     bytes += static_cast<std::int64_t>(t.f.capacity() * sizeof(float) + t.i.capacity() * sizeof(std::int64_t));
   for (const auto& v : pool_) bytes += static_cast<std::int64_t>(v.capacity() * sizeof(float));
+  for (const auto& pair : branch_runners_)
+    for (const auto& r : pair)
+      if (r) bytes += r->tensor_bytes();
   return bytes;
 }
 
@@ -396,6 +301,21 @@ void OnnxRunner::take_from_pool(ops::FloatBuffer& f, std::size_t want) {
   pool_.pop_back();
 }
 
+void OnnxRunner::run_if(const ops::OpCall& call, std::size_t index) {
+  const OnnxGraph::Branches& branches = graph_->branches_.at(index);
+  const ops::Tensor& c = call.input(0);
+  if (c.size() != 1) call.fail("its condition holds " + std::to_string(c.size()) + " values, not one");
+  const int pick = (c.type == ops::ElemType::Int64 ? c.i[0] != 0 : c.f[0] != 0.0f) ? 0 : 1;
+  branch_runners_.resize(graph_->branches_.size());
+  auto& runner = branch_runners_[index][static_cast<std::size_t>(pick)];
+  if (!runner) runner = std::make_unique<OnnxRunner>(branches.graph[pick]);
+  // Inputs: the condition, then branch 0's captured values, then branch 1's.
+  const std::size_t first = 1 + (pick == 0 ? 0 : branches.graph[0]->inputs().size());
+  for (std::size_t k = 0; k < branches.graph[pick]->inputs().size(); ++k) runner->input(k) = *call.in[first + k];
+  runner->run();
+  for (std::size_t k = 0; k < call.out.size(); ++k) *call.out[k] = runner->output(k);
+}
+
 void OnnxRunner::run(const NodeObserver& after_each) {
   const auto& g = *graph_;
   for (std::size_t n = 0; n < g.nodes_.size(); ++n) {
@@ -410,7 +330,10 @@ void OnnxRunner::run(const NodeObserver& after_each) {
     }
     ops::OpCall call{node, in_, out_};
     if (g.input0_dies_[n]) call.dying_input0 = &tensors_[static_cast<std::size_t>(node.inputs[0])];
-    g.fns_[n](call);
+    if (const auto b = node.attrs.ints.find(kBranchesAttr); b != node.attrs.ints.end())
+      run_if(call, static_cast<std::size_t>(b->second));
+    else
+      g.fns_[n](call);
     if (after_each) after_each(call);
     for (const int k : node.outputs) last_size_[static_cast<std::size_t>(k)] = tensors_[static_cast<std::size_t>(k)].f.size();
     for (const int k : g.release_after_[n]) {

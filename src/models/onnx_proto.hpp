@@ -3,7 +3,11 @@
 // the public headers keep protobuf out of users' builds).
 #include <onnx/onnx_pb.h>
 
+#include <cstdint>
 #include <string>
+#include <vector>
+
+#include "spmd/ops/graph_op.hpp"
 
 namespace spmd::models {
 
@@ -23,5 +27,16 @@ onnx::ModelProto read_onnx_model(const std::string& path, const std::string& wha
 
 // The default domain's opset (ai.onnx), 0 when the model imports none.
 int default_opset(const onnx::ModelProto& model);
+
+// A TensorProto as a float32 or int64 tensor (the two types the graph ops compute in: double
+// read as float32; int32, int8, uint8 and bool as int64). spmd::Error naming `what` and the
+// tensor for another type or fewer values than its shape.
+ops::Tensor tensor_from(const onnx::TensorProto& t, const std::string& what);
+// A node's attributes as the graph ops read them (graphs left out: the loader reads If's).
+ops::Attrs attrs_from(const onnx::NodeProto& n, const std::string& what);
+// A Constant node's value, from whichever of its value attributes it has.
+ops::Tensor constant_value(const ops::Attrs& a, const std::string& what);
+// A value's dimensions, -1 where symbolic or unknown.
+std::vector<std::int64_t> dims_of(const onnx::ValueInfoProto& v);
 
 }  // namespace spmd::models

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "spmd/models/cnn_kernels.hpp"
+#include "graph_pool_nd.hpp"
 #include "spmd/ops/graph_op.hpp"
 #include "vector_math.hpp"
 
@@ -277,7 +278,8 @@ void pool(const OpCall& call) {
   const Tensor& x = call.float_input(0);
   if (call.out.size() > 1) call.fail("the Indices output (argmax positions) is not supported");
   const auto kernel = call.node.attrs.ints_or("kernel_shape", {});
-  if (kernel.empty() || kernel.size() > 2) call.fail("kernel_shape must have 1 or 2 values");
+  if (kernel.size() > 2) return pool_nd(call, kMax);
+  if (kernel.empty()) call.fail("kernel_shape is missing");
   const std::int64_t kh = kernel.size() == 2 ? kernel[0] : 1, kw = kernel.back();
   const Window g = window_of(call, x, kh, kw, call.node.attrs.i("ceil_mode", 0) != 0);
   const bool include_pad = call.node.attrs.i("count_include_pad", 0) != 0;

@@ -4,7 +4,8 @@
 # the example input (1, 64; a Keras-style NHWC model at 32) and, where the model reads
 # x.size(0), a Reshape holds it too; a file that fixes a batch its graph does not hold
 # (torch.flatten); a fully convolutional net with dynamic height and width (the sizes taken from
-# the data; refused where they cannot be); two outputs. Each against PyTorch's outputs: probabilities within 1e-4, the
+# the data; refused where they cannot be); two outputs; LocalResponseNorm, which PyTorch exports
+# as an If on a shape around a 3-D AveragePool. Each against PyTorch's outputs: probabilities within 1e-4, the
 # same classes (but for ties within 1e-4); the predictions file byte-identical on 1x1 and 3x2
 # ranks x devices with a per-device batch that is no multiple of the fixed one.
 source "$(dirname "$0")/../support/cli_lib.sh"
@@ -51,6 +52,7 @@ check keras_batch32 "input 'input' \[batch, 28, 28, 1\]; the graph holds the bat
 check flatten_batch8 "transposed to NCHW, output 'output'"
 expect_not_in "flatten_batch8: a graph that holds no batch runs whole batches" "holds the batch size"
 check two_outputs "output 'logits' logits"
+check lrn "output 'output' log-probabilities"
 check dynamic_hw "input 'input' \[batch, 1, 28, 28\] \(its symbolic sizes from the data's samples\) from stored NHWC"
 run info_dynamic_hw 0 60 "$SPMD" model info "$WORK/dynamic_hw.onnx"
 expect_in "spmd model info: eval takes the sizes from the data" "spmd eval takes height, width from the data's samples"

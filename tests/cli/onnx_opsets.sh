@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # ONNX files newer than Debian's ONNX library (1.12: IR 8, opset 17), as PyTorch 2 writes them:
 # the rules that changed in opsets 18-22 checked as node tests against ONNX Runtime's outputs
-# (tests/support/onnx_new_opsets.py; every test must pass, none unsupported); IR 9 and 10 files
+# (tests/support/onnx_new_opsets.py, which adds If and pools over three spatial dimensions;
+# every test must pass, none unsupported); IR 9 and 10 files
 # read without the library's checker; opsets outside 1-22 refused on every rank naming the
 # opset, nothing written; weights in an external data file read as if inline. Needs npm's onnxruntime-node (tools/setup.sh installs it); skipped
 # visibly without.

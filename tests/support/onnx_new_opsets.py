@@ -2,8 +2,11 @@
 input_0.pb, output_K.pb) for the rules that changed after opset 17, which Debian's ONNX 1.12
 test data predates: Gelu (20), Mish, GroupNormalization (18; 21 changed Scale and B), Pad's axes
 input (18) and wrap mode (19), the Reduce ops' axes input (18), Split's num_outputs (18),
-AveragePool's dilations (19), and files of IR versions 9 and 10 as PyTorch 2 writes them. The
-expected outputs are ONNX Runtime's (the reference implementation, npm's onnxruntime-node).
+AveragePool's dilations (19), and files of IR versions 9 and 10 as PyTorch 2 writes them; and
+what ONNX's data covers thinly: If (a condition known at load, one known only when the graph
+runs, branches that read values of the graphs around them, nested, or pass one on) and pools
+over three spatial dimensions. The expected outputs are ONNX Runtime's (the reference
+implementation, npm's onnxruntime-node).
 
   onnx_new_opsets.py DIR ORT_RUN_JS"""
 import os, subprocess, sys
@@ -37,6 +40,9 @@ def case(name, opset, nodes, x_shape, outputs, inits=(), ir=8):
         y = np.fromfile(os.path.join(folder, "y.f32" + (f".{k}" if k else "")), "<f4").reshape(dims)
         with open(os.path.join(folder, "test_data_set_0", f"output_{k}.pb"), "wb") as f:
             f.write(numpy_helper.from_array(y, outputs[k]).SerializeToString())
+        # The output's shape in the file too: ONNX 1.12's checker wants one (files up to opset 17).
+        model.graph.output[k].CopyFrom(helper.make_tensor_value_info(outputs[k], T.FLOAT, list(y.shape)))
+    onnx.save(model, os.path.join(folder, "model.onnx"))
 
 
 n = helper.make_node
@@ -66,3 +72,37 @@ case("maxpool_dilations_19", 19, [n("MaxPool", ["x"], ["y"], kernel_shape=[3, 3]
 case("conv_relu_22", 22, [n("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]), n("Relu", ["c"], ["y"])], [2, 3, 6, 6], ["y"],
      [("w", rng.normal(size=(4, 3, 3, 3)).astype(np.float32))], ir=10)
 case("softmax_flatten_21", 21, [n("Flatten", ["x"], ["f"]), n("Softmax", ["f"], ["y"])], [2, 3, 4], ["y"], ir=10)
+
+
+# If. Branches read 'w' (an initializer of the main graph), 't' (computed there), and the inner If
+# of if_nested reads 't' two graphs out.
+g = helper.make_graph
+vi = lambda name: helper.make_tensor_value_info(name, T.FLOAT, [2, 3, 4])
+shape_is = lambda axis, size, out: [n("Shape", ["x"], [out + "_s"]), n("Gather", [out + "_s", out + "_i"], [out + "_d"], axis=0),
+                                    n("Equal", [out + "_d", out + "_n"], [out])]
+shape_consts = lambda out, axis, size: [(out + "_i", np.array(axis, np.int64)), (out + "_n", np.array(size, np.int64))]
+relu_w = g([n("Relu", ["x"], ["r"]), n("Mul", ["r", "w"], ["a"])], "then", [], [vi("a")])
+neg_t = g([n("Neg", ["t"], ["b"])], "else", [], [vi("b")])
+case("if_shape_13", 13, [n("Sigmoid", ["x"], ["t"])] + shape_is(1, 3, "c") + [n("If", ["c"], ["y"], then_branch=relu_w, else_branch=neg_t)],
+     [2, 3, 4], ["y"], [("w", rng.normal(size=4).astype(np.float32))] + shape_consts("c", 1, 3))
+case("if_shape_else_13", 13, [n("Sigmoid", ["x"], ["t"])] + shape_is(1, 5, "c") + [n("If", ["c"], ["y"], then_branch=relu_w, else_branch=neg_t)],
+     [2, 3, 4], ["y"], [("w", rng.normal(size=4).astype(np.float32))] + shape_consts("c", 1, 5))
+# A constant condition: decided at load; the other branch's op (Trilu) is one spmd does not run.
+case("if_constant_14", 14, [n("Sigmoid", ["x"], ["t"]), n("If", ["k"], ["y"], then_branch=neg_t,
+                                                       else_branch=g([n("Trilu", ["x"], ["u"])], "else", [], [vi("u")]))],
+     [2, 3, 4], ["y"], [("k", np.array(True))])
+inner = n("If", ["c2"], ["m"], then_branch=g([n("Mul", ["t", "t"], ["tt"])], "t2", [], [vi("tt")]),
+          else_branch=g([n("Add", ["t", "w"], ["tw"])], "e2", [], [vi("tw")]))
+outer_then = g(shape_is(2, 4, "c2") + [inner, n("Sub", ["m", "x"], ["o"])], "then", [], [vi("o")])
+pass_on = g([n("Identity", ["t"], ["p"])], "else", [], [vi("p")])  # a value of the main graph passed on
+case("if_nested_13", 13, [n("Sigmoid", ["x"], ["t"])] + shape_is(0, 2, "c") + [n("If", ["c"], ["y"], then_branch=outer_then, else_branch=pass_on)],
+     [2, 3, 4], ["y"], [("w", rng.normal(size=4).astype(np.float32))] + shape_consts("c", 0, 2) + shape_consts("c2", 2, 4))
+case("if_pass_on_13", 13, [n("Sigmoid", ["x"], ["t"])] + shape_is(0, 7, "c") + [n("If", ["c"], ["y"], then_branch=outer_then, else_branch=pass_on)],
+     [2, 3, 4], ["y"], [("w", rng.normal(size=4).astype(np.float32))] + shape_consts("c", 0, 7) + shape_consts("c2", 2, 4))
+# Pools over three spatial dimensions.
+case("maxpool_3d_ceil_13", 13, [n("MaxPool", ["x"], ["y"], kernel_shape=[2, 3, 2], strides=[2, 2, 1], pads=[1, 0, 1, 0, 1, 0],
+                                  ceil_mode=1)], [1, 2, 5, 6, 4], ["y"])
+case("averagepool_3d_pads_13", 13, [n("AveragePool", ["x"], ["y"], kernel_shape=[3, 1, 2], pads=[1, 0, 1, 1, 0, 0],
+                                      count_include_pad=0)], [2, 3, 4, 3, 5], ["y"])
+case("averagepool_3d_include_pad_19", 19, [n("AveragePool", ["x"], ["y"], kernel_shape=[2, 2, 2], dilations=[1, 2, 1],
+                                            pads=[1, 1, 1, 1, 1, 1], count_include_pad=1)], [1, 2, 4, 5, 4], ["y"])

@@ -49,6 +49,15 @@ class KerasStyle(nn.Module):  # NHWC input [N, 28, 28, 1] as Keras models take i
         return torch.softmax(self.fc(x.reshape(x.shape[0], -1)), dim=1)
 
 
+class Lrn(nn.Module):  # LocalResponseNorm: PyTorch exports an If on a shape and a 3-D AveragePool
+    def __init__(self):
+        super().__init__()
+        self.c, self.lrn, self.fc = nn.Conv2d(1, 6, 5, stride=2), nn.LocalResponseNorm(3), nn.Linear(6 * 12 * 12, 10)
+
+    def forward(self, x):
+        return torch.log_softmax(self.fc(self.lrn(torch.relu(self.c(x))).flatten(1)), dim=1)
+
+
 class FullyConv(nn.Module):  # any height and width: global pooling before the classes
     def __init__(self, channels=1):
         super().__init__()
@@ -74,6 +83,7 @@ MODELS = {
     "two_outputs": (TwoOutputs, 1, [1, 28, 28], BATCH),
     "keras_batch32": (KerasStyle, 32, [28, 28, 1], None),
     "dynamic_hw": (FullyConv, 2, [1, 32, 32], HW),
+    "lrn": (Lrn, 2, [1, 28, 28], BATCH),
     "rgb_dynamic_hw": (FullyConvRgb, 2, [3, 32, 32], HW),  # for 1-channel images: refused
 }
 
@@ -108,7 +118,7 @@ def main():
             with torch.no_grad():
                 y = build(name)(x)
                 y = y[0] if isinstance(y, tuple) else y
-                p = y if name == "keras_batch32" else torch.softmax(y, dim=1)
+                p = y if name == "keras_batch32" else torch.exp(y) if name == "lrn" else torch.softmax(y, dim=1)
             np.save(f"{sys.argv[2]}/{name}.torch.npy", p.numpy())
 
 

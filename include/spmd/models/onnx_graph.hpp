@@ -4,6 +4,7 @@
 // and Constant nodes as constant tensors and folds every node whose inputs are all constant
 // (weights transposed by the graph, shape arithmetic on constants); what depends on the input
 // (even only on its batch size, like Shape) runs every call, on small int64 tensors.
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -55,7 +56,10 @@ class OnnxGraph {
 
  private:
   friend class OnnxRunner;
-  // Renumbers the tensor table so that the constants (moved out of `values`) come first.
+  struct Reader;  // onnx_graph.cpp: reads a GraphProto (the model's, an If's branch) into nodes
+  // Load-time fusion, then the table renumbered so that the constants (moved out of `values`)
+  // come first, and the liveness planned.
+  void finish(std::vector<bool>& constant, std::vector<ops::Tensor>& values);
   void place_constants_first(const std::vector<bool>& constant, std::vector<ops::Tensor>& values);
 
   std::string path_;
@@ -73,6 +77,14 @@ class OnnxGraph {
   std::vector<char> input0_dies_;
   std::size_t tensor_count_ = 0;
   std::int64_t parameter_floats_ = 0;
+  // The branches (then, else) of each If node whose condition is known only at run time, as
+  // graphs of their own whose inputs are the values they read from this one; the If node's
+  // inputs are its condition, then branch 0's inputs, then branch 1's. Its attribute
+  // spmd_branches indexes this.
+  struct Branches {
+    std::shared_ptr<const OnnxGraph> graph[2];
+  };
+  std::vector<Branches> branches_;
 };
 
 // Runs a graph; owns the tensors of one run (reused from call to call: no allocation once the
@@ -108,6 +120,9 @@ class OnnxRunner {
   void take_from_pool(ops::FloatBuffer& f, std::size_t want);
   std::vector<const ops::Tensor*> in_;
   std::vector<ops::Tensor*> out_;
+  // An If node's chosen branch, run by a runner of its own (made when first chosen).
+  void run_if(const ops::OpCall& call, std::size_t index);
+  std::vector<std::array<std::unique_ptr<OnnxRunner>, 2>> branch_runners_;
 };
 
 }  // namespace spmd::models

@@ -1,0 +1,217 @@
+#include <onnx/checker.h>
+#include <onnx/defs/schema.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "onnx_proto.hpp"
+#include "spmd/models/onnx_graph.hpp"
+#include "spmd/runtime/error.hpp"
+
+namespace spmd::models {
+
+using ops::ElemType;
+using ops::Tensor;
+
+namespace {
+
+template <class T>
+std::vector<T> raw_values(const std::string& raw) {
+  std::vector<T> v(raw.size() / sizeof(T));
+  std::memcpy(v.data(), raw.data(), v.size() * sizeof(T));
+  return v;
+}
+
+}  // namespace
+
+// A TensorProto as a float32 or int64 tensor (the two types the graph ops compute in).
+Tensor tensor_from(const onnx::TensorProto& t, const std::string& what) {
+  if (t.data_location() == onnx::TensorProto::EXTERNAL)
+    throw Error(what + ": tensor '" + t.name() + "' keeps its data in an external file, which is not supported");
+  Tensor out;
+  const std::vector<std::int64_t> dims(t.dims().begin(), t.dims().end());
+  const bool raw = t.has_raw_data();
+  const auto ints = [&](auto values) {
+    out.reset(ElemType::Int64, dims);
+    for (std::size_t k = 0; k < out.i.size() && k < values.size(); ++k) out.i[k] = static_cast<std::int64_t>(values[k]);
+  };
+  switch (t.data_type()) {
+    case onnx::TensorProto::FLOAT: {
+      out.reset(ElemType::Float32, dims);
+      const auto v = raw ? raw_values<float>(t.raw_data()) : std::vector<float>(t.float_data().begin(), t.float_data().end());
+      std::copy_n(v.begin(), std::min(v.size(), out.f.size()), out.f.begin());
+      break;
+    }
+    case onnx::TensorProto::DOUBLE: {
+      out.reset(ElemType::Float32, dims);
+      const auto v = raw ? raw_values<double>(t.raw_data()) : std::vector<double>(t.double_data().begin(), t.double_data().end());
+      for (std::size_t k = 0; k < out.f.size() && k < v.size(); ++k) out.f[k] = static_cast<float>(v[k]);
+      break;
+    }
+    case onnx::TensorProto::INT64:
+      ints(raw ? raw_values<std::int64_t>(t.raw_data()) : std::vector<std::int64_t>(t.int64_data().begin(), t.int64_data().end()));
+      break;
+    case onnx::TensorProto::INT32:
+      ints(raw ? raw_values<std::int32_t>(t.raw_data()) : std::vector<std::int32_t>(t.int32_data().begin(), t.int32_data().end()));
+      break;
+    case onnx::TensorProto::INT8: case onnx::TensorProto::UINT8: case onnx::TensorProto::BOOL:
+      if (raw) ints(raw_values<std::uint8_t>(t.raw_data()));
+      else ints(std::vector<std::int32_t>(t.int32_data().begin(), t.int32_data().end()));
+      break;
+    default:
+      throw Error(what + ": tensor '" + t.name() + "' has element type " + std::to_string(t.data_type()) +
+                  " (float, double and integer tensors are supported)");
+  }
+  if (out.size() != static_cast<std::int64_t>(out.type == ElemType::Float32 ? out.f.size() : out.i.size()))
+    throw Error(what + ": tensor '" + t.name() + "' holds fewer values than its shape " + ops::to_string(dims));
+  return out;
+}
+
+ops::Attrs attrs_from(const onnx::NodeProto& n, const std::string& what) {
+  ops::Attrs a;
+  for (const auto& at : n.attribute()) {
+    switch (at.type()) {
+      case onnx::AttributeProto::INT: a.ints[at.name()] = at.i(); break;
+      case onnx::AttributeProto::FLOAT: a.floats[at.name()] = at.f(); break;
+      case onnx::AttributeProto::STRING: a.strings[at.name()] = at.s(); break;
+      case onnx::AttributeProto::INTS: a.int_lists[at.name()] = {at.ints().begin(), at.ints().end()}; break;
+      case onnx::AttributeProto::STRINGS: a.string_lists[at.name()] = {at.strings().begin(), at.strings().end()}; break;
+      case onnx::AttributeProto::FLOATS:  // Constant's value_floats, an RNN's activation_alpha: kept as a tensor
+        a.tensors[at.name()].reset(ElemType::Float32, {at.floats_size()});
+        std::copy(at.floats().begin(), at.floats().end(), a.tensors[at.name()].f.begin());
+        break;
+      case onnx::AttributeProto::TENSOR: a.tensors[at.name()] = tensor_from(at.t(), what); break;
+      default: break;  // graphs and the rest: no op of the library reads them
+    }
+  }
+  return a;
+}
+
+// A Constant node's value.
+Tensor constant_value(const ops::Attrs& a, const std::string& what) {
+  if (const auto it = a.tensors.find("value"); it != a.tensors.end()) return it->second;
+  if (const auto it = a.tensors.find("value_floats"); it != a.tensors.end()) return it->second;
+  Tensor t;
+  if (const auto it = a.floats.find("value_float"); it != a.floats.end()) {
+    t.reset(ElemType::Float32, {});
+    t.f[0] = it->second;
+  } else if (const auto it2 = a.ints.find("value_int"); it2 != a.ints.end()) {
+    t.reset(ElemType::Int64, {});
+    t.i[0] = it2->second;
+  } else if (const auto it3 = a.int_lists.find("value_ints"); it3 != a.int_lists.end()) {
+    t.reset(ElemType::Int64, {static_cast<std::int64_t>(it3->second.size())});
+    t.i = it3->second;
+  } else {
+    throw Error(what + ": a Constant node without a value the library reads");
+  }
+  return t;
+}
+
+std::vector<std::int64_t> dims_of(const onnx::ValueInfoProto& v) {
+  std::vector<std::int64_t> dims;
+  for (const auto& d : v.type().tensor_type().shape().dim()) dims.push_back(d.has_dim_value() ? d.dim_value() : -1);
+  return dims;
+}
+
+std::string read_file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("cannot read '" + path + "'");
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
+}
+
+namespace {
+
+// A tensor whose data lives in a file beside the model (ONNX's external data: PyTorch writes
+// models over 2 GB so, onnx.save(..., save_as_external_data=True) any): the bytes read into
+// raw_data, as if the model held them.
+void read_external_data(onnx::TensorProto& t, const std::filesystem::path& dir, const std::string& what) {
+  std::string location;
+  std::int64_t offset = 0, length = -1;
+  for (const auto& kv : t.external_data()) {
+    try {
+      if (kv.key() == "location") location = kv.value();
+      else if (kv.key() == "offset") offset = std::stoll(kv.value());
+      else if (kv.key() == "length") length = std::stoll(kv.value());
+    } catch (const std::exception&) {
+      throw Error(what + ": tensor '" + t.name() + "' has external data " + kv.key() + " '" + kv.value() + "', not a number");
+    }
+  }
+  const std::filesystem::path rel(location);
+  if (location.empty() || rel.is_absolute() || std::find(rel.begin(), rel.end(), "..") != rel.end())
+    throw Error(what + ": tensor '" + t.name() + "' names its external data file as '" + location +
+                "'; ONNX takes a path relative to the model's folder, inside it");
+  const std::filesystem::path file = dir / rel;
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw Error(what + ": cannot read '" + file.string() + "', the external data of tensor '" + t.name() + "'");
+  in.seekg(0, std::ios::end);
+  const std::int64_t size = in.tellg();
+  if (length < 0) length = size - offset;
+  if (offset < 0 || length < 0 || offset + length > size)
+    throw Error(what + ": '" + file.string() + "' holds " + std::to_string(size) + " bytes; tensor '" + t.name() +
+                "' needs bytes " + std::to_string(offset) + " to " + std::to_string(offset + length) + " of it");
+  std::string bytes(static_cast<std::size_t>(length), '\0');
+  in.seekg(offset);
+  in.read(bytes.data(), length);
+  if (!in) throw Error(what + ": reading tensor '" + t.name() + "' from '" + file.string() + "' failed");
+  t.set_raw_data(std::move(bytes));
+  t.clear_external_data();
+  t.set_data_location(onnx::TensorProto::DEFAULT);
+}
+
+void read_graph_external_data(onnx::GraphProto& graph, const std::filesystem::path& dir, const std::string& what) {
+  for (auto& t : *graph.mutable_initializer())
+    if (t.data_location() == onnx::TensorProto::EXTERNAL) read_external_data(t, dir, what);
+  for (auto& n : *graph.mutable_node())
+    for (auto& a : *n.mutable_attribute()) {
+      if (a.has_t() && a.t().data_location() == onnx::TensorProto::EXTERNAL) read_external_data(*a.mutable_t(), dir, what);
+      if (a.has_g()) read_graph_external_data(*a.mutable_g(), dir, what);  // an If's branches
+    }
+}
+
+void read_all_external_data(onnx::ModelProto& model, const std::string& path, const std::string& what) {
+  read_graph_external_data(*model.mutable_graph(), std::filesystem::path(path).parent_path(), what);
+}
+
+}  // namespace
+
+bool onnx_checker_knows(const onnx::ModelProto& model) {
+  const int newest_opset = onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map().at(onnx::ONNX_DOMAIN).second;
+  return model.ir_version() <= onnx::IR_VERSION && default_opset(model) <= newest_opset;
+}
+
+onnx::ModelProto read_onnx_model(const std::string& path, const std::string& what) {
+  onnx::ModelProto model;
+  if (!model.ParseFromString(read_file_bytes(path))) throw Error(what + " is not an ONNX model (its protobuf cannot be parsed)");
+  read_all_external_data(model, path, what);
+  // A file newer than the library (PyTorch 2's exports: IR 9-10, opset 18 and later) would be
+  // refused for its version alone, or for ops the library has no schema of (Gelu, opset 20):
+  // such files are read without it, and the loader's own checks (every input produced, every
+  // op known and its inputs valid) stand in.
+  if (!onnx_checker_knows(model)) return model;
+  try {
+    onnx::checker::check_model(model);
+  } catch (const std::exception& e) {
+    throw Error(what + " is refused by the ONNX checker: " + e.what());
+  }
+  return model;
+}
+
+int default_opset(const onnx::ModelProto& model) {
+  int opset = 0;
+  for (const auto& o : model.opset_import())
+    if (o.domain().empty() || o.domain() == "ai.onnx") opset = static_cast<int>(o.version());
+  return opset;
+}
+
+ops::Tensor read_onnx_tensor(const std::string& path) {
+  onnx::TensorProto t;
+  if (!t.ParseFromString(read_file_bytes(path))) throw Error("'" + path + "' is not a serialized ONNX tensor");
+  return tensor_from(t, "'" + path + "'");
+}
+
+}  // namespace spmd::models
