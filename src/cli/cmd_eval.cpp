@@ -43,6 +43,7 @@ int cmd_eval(const Args& args) {
   j["keys"] = data::to_json(keys);
   // Before anything is allocated: the batch within the data, the memory within the node's.
   const auto shape = data::probe_shape(ctx, o.data, o.keys);
+  workloads::fit_input_scale_to_model(o, *model, shape);
   print_root(workloads::fit_eval_batch(ctx, o, shape.rows));
   const std::string memory = workloads::require_memory_fits(
       ctx, workloads::eval_memory(ctx, o, shape, *model, !o.predictions.empty(), o.benchmark),

@@ -129,6 +129,11 @@ class OnnxPredictor final : public DevicePredictor {
           float& v = x.f[static_cast<std::size_t>(r * size + e)];
           v = (v - in.mean[static_cast<std::size_t>(e)]) * in.inv_std[static_cast<std::size_t>(e)];
         }
+    if (in.integer) {  // the stored integers, which eval read unscaled into floats
+      x.i.resize(x.f.size());
+      for (std::size_t k = 0; k < x.f.size(); ++k) x.i[k] = std::llround(x.f[k]);
+      x.type = ops::ElemType::Int64;
+    }
     runner_.run();
     onnx_outputs_to_predictions(spec_.output, runner_.output(0).f.data(), rows, spec_.width, spec_.classes, classes_out, probs_out);
   }
@@ -185,6 +190,7 @@ class OnnxClassifier final : public Classifier {
                                  std::to_string(in.c) + "] transposed to NCHW";
     else if (in.stored.size() == 1 && in.row.size() > 1) text += " from stored flat [" + std::to_string(in.stored[0]) + "], read row-major";
     if (!in.mean.empty()) text += ", normalised by --input-mean / --input-std";
+    if (in.integer) text += ", " + g.inputs().front().stored_as + ": the stored values as they are";
     if (spec_.fixed_batch > 0)
       text += "; the graph holds the batch size the file fixes: " + std::to_string(spec_.fixed_batch) +
               (spec_.fixed_batch == 1 ? " row" : " rows") + " per run, the last padded (export with dynamic_axes=" +
@@ -192,6 +198,10 @@ class OnnxClassifier final : public Classifier {
     return text + ", output '" + g.outputs().front().name + "' " + to_string(spec_.output) + " (" + said_ + ")";
   }
   int classes() const override { return spec_.classes; }
+  std::string takes_stored_values() const override {
+    const auto& in = spec_.graph->inputs().front();
+    return spec_.input.integer ? "the ONNX model's input '" + in.name + "' is " + in.stored_as : "";
+  }
 
   // Decides the input mapping (kept for the predictors made after it, on every rank alike).
   void check_sample_shape(const Dims& stored, const std::string& data_path) const override {
@@ -279,13 +289,19 @@ Trial trial_runs(const std::shared_ptr<const OnnxGraph>& graph, const Dims& row,
     Dims shape{rows};
     shape.insert(shape.end(), row.begin(), row.end());
     ops::Tensor& x = runner.input(0);
-    x.reset(ops::ElemType::Float32, shape);
-    // Values in [0, 1) from a fixed LCG: row 0 the same in both runs.
+    // Values in [0, 1) from a fixed LCG (an integer input: in [0, 256)): row 0 the same in both runs.
+    const bool integer = graph->inputs().front().type == ops::ElemType::Int64;
+    x.reset(integer ? ops::ElemType::Int64 : ops::ElemType::Float32, shape);
     std::uint32_t state = 12345;
-    for (auto& v : x.f) v = static_cast<float>((state = state * 1664525u + 1013904223u) >> 8) * 0x1p-24f;
+    const auto next = [&state] { return (state = state * 1664525u + 1013904223u) >> 8; };
+    if (integer) for (auto& v : x.i) v = next() >> 16;
+    else for (auto& v : x.f) v = static_cast<float>(next()) * 0x1p-24f;
     const std::int64_t size = product(row);
     if (fixed_batch > 0 && pass == 0)
-      for (std::int64_t r = 1; r < rows; ++r) std::copy_n(x.f.begin(), size, x.f.begin() + r * size);
+      for (std::int64_t r = 1; r < rows; ++r) {
+        if (integer) std::copy_n(x.i.begin(), size, x.i.begin() + r * size);
+        else std::copy_n(x.f.begin(), size, x.f.begin() + r * size);
+      }
     std::size_t node = 0;
     runner.run([&](const ops::OpCall& call) { trace.observe(pass, rows, node++, call); });
     const ops::Tensor& y = runner.output(0);
@@ -341,6 +357,8 @@ Trial load_trials(const std::shared_ptr<const OnnxGraph>& graph, const Dims& row
 
 std::string onnx_unsupported_on(const OnnxGraph& graph, const runtime::DeviceInfo& device) {
   if (device.is_host()) return "";
+  if (!graph.inputs().empty() && graph.inputs().front().type != ops::ElemType::Float32)
+    return "its input '" + graph.inputs().front().name + "' is " + graph.inputs().front().stored_as + "; its executor takes float inputs";
   const DeviceModels& models = device_models(device);
   if (!models.provides(OnnxSupportKind::name) || !models.provides(OnnxPredictorKind::name))
     return "this " + std::string(device.backend()) + " module runs no ONNX graph (rebuild it with this spmd)";
@@ -394,8 +412,11 @@ std::unique_ptr<Classifier> make_onnx_classifier(const std::string& path, OnnxOu
     throw Error("ONNX model '" + path + "' has " + std::to_string(graph->inputs().size()) +
                 " inputs; spmd eval feeds one (the features)");
   const auto& in = graph->inputs().front();
-  if (in.type != ops::ElemType::Float32)
-    throw Error("ONNX model '" + path + "': input '" + in.name + "' is not float; spmd eval feeds float32 features");
+  if (in.stored_as == "bool") throw Error("ONNX model '" + path + "': input '" + in.name + "' is bool; spmd eval feeds features");
+  const bool integer = in.type == ops::ElemType::Int64;
+  if (integer && !(norm.mean.empty() && norm.std.empty()))
+    throw Error("ONNX model '" + path + "': input '" + in.name + "' is " + in.stored_as +
+                ": it takes the stored values as they are; --input-mean / --input-std do not apply");
   if (in.dims.empty()) throw Error("ONNX model '" + path + "': input '" + in.name + "' has no batch dimension");
   Dims row(in.dims.begin() + 1, in.dims.end());
   std::string bound;  // what the data's sample shape gave the symbolic dimensions, for the start-up line
@@ -427,6 +448,7 @@ std::unique_ptr<Classifier> make_onnx_classifier(const std::string& path, OnnxOu
   }
   if (binary) said += "; one score per example: a binary classifier, the score is class 1's, class 0 its complement";
   OnnxPredictorSpec spec{graph, plan_normalisation(norm, row, path), output, classes, trial.width, fixed_batch};
+  spec.input.integer = integer;
   if (device != nullptr && !device->is_host()) {
     const std::string why = onnx_unsupported_on(*graph, *device);
     if (!why.empty())

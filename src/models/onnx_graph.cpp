@@ -22,6 +22,17 @@ namespace {
 using ops::ElemType;
 using ops::Tensor;
 
+// An op's call; a bounds or argument check of the standard library inside it (a malformed
+// model's attribute, a tensor of a type the op does not read) becomes spmd::Error naming the
+// node, as the ops' own checks do.
+void call_op(ops::GraphOpFn fn, const ops::OpCall& call) {
+  try {
+    fn(call);
+  } catch (const std::logic_error& e) {
+    call.fail(std::string("malformed for this op (") + e.what() + ")");
+  }
+}
+
 constexpr const char* kBranchesAttr = "spmd_branches";  // an If node's index into OnnxGraph::branches_
 
 // An If node whose condition is known only when the graph runs: OnnxRunner::run_if runs its
@@ -96,7 +107,7 @@ struct OnnxGraph::Reader {
         std::vector<Tensor> outs(static_cast<std::size_t>(n.output_size()));
         std::vector<Tensor*> out;
         for (auto& t : outs) out.push_back(&t);
-        fn(ops::OpCall{node, in, out});
+        call_op(fn, ops::OpCall{node, in, out});
         for (int k = 0; k < n.output_size(); ++k) s.add(n.output(k), true, std::move(outs[static_cast<std::size_t>(k)]));
         continue;
       }
@@ -182,13 +193,19 @@ std::shared_ptr<const OnnxGraph> OnnxGraph::load(const std::string& path) {
   for (const auto& init : graph.initializer()) initializers.insert(init.name());
   for (const auto& in : graph.input()) {
     if (initializers.count(in.name())) continue;  // an initializer listed as an input (IR < 4)
+    // Double inputs are computed in float32, as double weights are read (tensor_from); integer
+    // and bool ones (indices, uint8 images) as int64.
+    static const std::map<int, std::string> kInputTypes = {
+        {onnx::TensorProto::FLOAT, "float"}, {onnx::TensorProto::DOUBLE, "double"}, {onnx::TensorProto::UINT8, "uint8"},
+        {onnx::TensorProto::INT8, "int8"},   {onnx::TensorProto::UINT16, "uint16"}, {onnx::TensorProto::INT16, "int16"},
+        {onnx::TensorProto::INT32, "int32"}, {onnx::TensorProto::INT64, "int64"},   {onnx::TensorProto::BOOL, "bool"}};
     const int type = in.type().tensor_type().elem_type();
-    const bool integer = type == onnx::TensorProto::INT64 || type == onnx::TensorProto::INT32 || type == onnx::TensorProto::BOOL;
-    // Double inputs are computed in float32, as double weights are read (tensor_from).
-    if (type != onnx::TensorProto::FLOAT && type != onnx::TensorProto::DOUBLE && !integer)
+    const auto known = kInputTypes.find(type);
+    if (known == kInputTypes.end())
       throw Error(what + ": input '" + in.name() + "' has element type " + std::to_string(type) +
-                  "; the graph ops take float, integer and bool inputs");
-    g->inputs_.push_back({in.name(), dims_of(in), integer ? ElemType::Int64 : ElemType::Float32});
+                  "; the graph ops take float, double, integer and bool inputs");
+    const bool floating = type == onnx::TensorProto::FLOAT || type == onnx::TensorProto::DOUBLE;
+    g->inputs_.push_back({in.name(), dims_of(in), floating ? ElemType::Float32 : ElemType::Int64, known->second});
     g->input_index_.push_back(s.add(in.name(), false));
   }
   reader.read_nodes(*g, graph, s);
@@ -333,7 +350,7 @@ void OnnxRunner::run(const NodeObserver& after_each) {
     if (const auto b = node.attrs.ints.find(kBranchesAttr); b != node.attrs.ints.end())
       run_if(call, static_cast<std::size_t>(b->second));
     else
-      g.fns_[n](call);
+      call_op(g.fns_[n], call);
     if (after_each) after_each(call);
     for (const int k : node.outputs) last_size_[static_cast<std::size_t>(k)] = tensors_[static_cast<std::size_t>(k)].f.size();
     for (const int k : g.release_after_[n]) {

@@ -57,10 +57,19 @@ Tensor tensor_from(const onnx::TensorProto& t, const std::string& what) {
     case onnx::TensorProto::INT32:
       ints(raw ? raw_values<std::int32_t>(t.raw_data()) : std::vector<std::int32_t>(t.int32_data().begin(), t.int32_data().end()));
       break;
-    case onnx::TensorProto::INT8: case onnx::TensorProto::UINT8: case onnx::TensorProto::BOOL:
+    case onnx::TensorProto::INT8:
+      if (raw) ints(raw_values<std::int8_t>(t.raw_data()));
+      else ints(std::vector<std::int32_t>(t.int32_data().begin(), t.int32_data().end()));
+      break;
+    case onnx::TensorProto::UINT8: case onnx::TensorProto::BOOL:
       if (raw) ints(raw_values<std::uint8_t>(t.raw_data()));
       else ints(std::vector<std::int32_t>(t.int32_data().begin(), t.int32_data().end()));
       break;
+    case onnx::TensorProto::INT16:
+      if (raw) ints(raw_values<std::int16_t>(t.raw_data()));
+      else ints(std::vector<std::int32_t>(t.int32_data().begin(), t.int32_data().end()));
+      break;
+
     default:
       throw Error(what + ": tensor '" + t.name() + "' has element type " + std::to_string(t.data_type()) +
                   " (float, double and integer tensors are supported)");

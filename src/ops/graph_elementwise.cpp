@@ -105,8 +105,12 @@ void clip(const OpCall& c) {
     lo = c.node.attrs.f("min", lo);
     hi = c.node.attrs.f("max", hi);
   } else {
-    if (c.has_input(1)) lo = c.input(1).f.at(0);
-    if (c.has_input(2)) hi = c.input(2).f.at(0);
+    const auto bound = [&c](std::size_t k, float none) {
+      if (!c.has_input(k) || c.input(k).size() == 0) return none;
+      return c.float_input(k).f[0];
+    };
+    lo = bound(1, lo);
+    hi = bound(2, hi);
   }
   unary(c, [lo, hi](float v) { return std::min(std::max(v, lo), hi); });
 }

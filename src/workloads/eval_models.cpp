@@ -82,4 +82,16 @@ std::string eval_models_help() {
   return help;
 }
 
+void fit_input_scale_to_model(EvalOptions& o, const models::Classifier& model, const data::DatasetShape& shape) {
+  const std::string why = model.takes_stored_values();
+  if (why.empty()) return;
+  if (!data::is_integer(shape.features_type))
+    throw CollectiveError("'" + o.data + "' holds " + data::to_string(shape.features_type) + " features and " + why +
+                          ": it takes stored integers (images as uint8) as they are");
+  if (o.input_scale.mode == data::FeatureScale::Mode::Factor)
+    throw CollectiveError("--input-scale " + o.input_scale.text + ": " + why +
+                          ", which takes the stored values as they are (leave --input-scale auto, or none)");
+  o.input_scale = data::FeatureScale::parse("none", o.input_scale.images);
+}
+
 }  // namespace spmd::workloads

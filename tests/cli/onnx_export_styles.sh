@@ -5,10 +5,14 @@
 # x.size(0), a Reshape holds it too; a file that fixes a batch its graph does not hold
 # (torch.flatten); a fully convolutional net with dynamic height and width (the sizes taken from
 # the data; refused where they cannot be); two outputs; LocalResponseNorm, which PyTorch exports
-# as an If on a shape around a 3-D AveragePool. Each against PyTorch's outputs: probabilities within 1e-4, the
+# as an If on a shape around a 3-D AveragePool; uint8 images in, scaled inside the graph (fed the
+# stored bytes; a scale or float features refused). Each against PyTorch's outputs: probabilities within 1e-4, the
 # same classes (but for ties within 1e-4); the predictions file byte-identical on 1x1 and 3x2
 # ranks x devices with a per-device batch that is no multiple of the fixed one.
 source "$(dirname "$0")/../support/cli_lib.sh"
+source "$(dirname "$0")/../support/rank_exits.sh"
+OUT=$WORK/out
+RC=$WORK/rc
 PY=/usr/bin/python3
 SUB=$WORK/sub.h5
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -53,12 +57,19 @@ check flatten_batch8 "transposed to NCHW, output 'output'"
 expect_not_in "flatten_batch8: a graph that holds no batch runs whole batches" "holds the batch size"
 check two_outputs "output 'logits' logits"
 check lrn "output 'output' log-probabilities"
+check uint8_images "input 'input' \[batch, 28, 28, 1\], uint8: the stored values as they are"
+refuse uint8_scaled 2 "--input-scale 1/255: the ONNX model's input 'input' is uint8, which takes the stored values as they are" \
+  "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/uint8_images.onnx" --input-scale 1/255 --predictions "$OUT/p.h5"
+run float_images 0 30 $PY -c "
+import h5py, numpy as np
+with h5py.File('$SUB') as f, h5py.File('$WORK/float.h5', 'w') as g:
+    g['images'] = f['images'][...].astype(np.float32) / 255
+    g['labels'] = f['labels'][...]"
+refuse uint8_for_floats 2 "holds float32 features and the ONNX model's input 'input' is uint8: it takes stored integers" \
+  "$SPMD" eval --data "$WORK/float.h5" --model onnx --weights "$WORK/uint8_images.onnx" --predictions "$OUT/p.h5"
 check dynamic_hw "input 'input' \[batch, 1, 28, 28\] \(its symbolic sizes from the data's samples\) from stored NHWC"
 run info_dynamic_hw 0 60 "$SPMD" model info "$WORK/dynamic_hw.onnx"
 expect_in "spmd model info: eval takes the sizes from the data" "spmd eval takes height, width from the data's samples"
-source "$(dirname "$0")/../support/rank_exits.sh"
-OUT=$WORK/out
-RC=$WORK/rc
 refuse rgb_for_gray 2 "input 'input' \[batch, 3, -1, -1\] \(-1: symbolic\) cannot take its sizes from the data's samples \[28, 28, 1\]" \
   "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/rgb_dynamic_hw.onnx" --predictions "$OUT/p.h5"
 

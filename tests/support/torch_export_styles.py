@@ -1,6 +1,8 @@
 """Classifiers exported the ways users export them beside the documented one: torch.onnx.export
 without dynamic_axes (the batch of the example input fixed in the file, and, where the model
-writes x.view(x.size(0), -1), fixed in a Reshape too), several outputs, and PyTorch's outputs.
+writes x.reshape(x.size(0), -1), fixed in a Reshape too), with dynamic height and width (a fully
+convolutional net), several outputs, LocalResponseNorm (an If and a 3-D pool in the export), uint8
+images scaled inside the graph; and PyTorch's outputs.
 
   torch_export_styles.py names                 one line per model: NAME
   torch_export_styles.py export DIR            writes DIR/NAME.onnx
@@ -58,6 +60,16 @@ class Lrn(nn.Module):  # LocalResponseNorm: PyTorch exports an If on a shape and
         return torch.log_softmax(self.fc(self.lrn(torch.relu(self.c(x))).flatten(1)), dim=1)
 
 
+class Uint8Images(nn.Module):  # uint8 NHWC images in, scaled and normalised inside the graph
+    def __init__(self):
+        super().__init__()
+        self.c, self.fc = nn.Conv2d(1, 6, 5, stride=2), nn.Linear(6 * 12 * 12, 10)
+
+    def forward(self, x):
+        x = (x.permute(0, 3, 1, 2).float() / 255 - 0.2860) / 0.3530
+        return self.fc(torch.relu(self.c(x)).flatten(1))
+
+
 class FullyConv(nn.Module):  # any height and width: global pooling before the classes
     def __init__(self, channels=1):
         super().__init__()
@@ -84,6 +96,7 @@ MODELS = {
     "keras_batch32": (KerasStyle, 32, [28, 28, 1], None),
     "dynamic_hw": (FullyConv, 2, [1, 32, 32], HW),
     "lrn": (Lrn, 2, [1, 28, 28], BATCH),
+    "uint8_images": (Uint8Images, 2, [28, 28, 1], BATCH),
     "rgb_dynamic_hw": (FullyConvRgb, 2, [3, 32, 32], HW),  # for 1-channel images: refused
 }
 
@@ -105,16 +118,18 @@ def main():
         for name, (_, batch, shape, dynamic) in MODELS.items():
             outputs = ["logits", "embedding"] if name == "two_outputs" else ["output"]
             axes = {"input": dynamic, **{o: {0: "batch"} for o in outputs}} if dynamic else None
-            torch.onnx.export(build(name), torch.zeros([batch] + shape), f"{sys.argv[2]}/{name}.onnx", opset_version=13,
+            example = torch.zeros([batch] + shape, dtype=torch.uint8 if name == "uint8_images" else torch.float32)
+            torch.onnx.export(build(name), example, f"{sys.argv[2]}/{name}.onnx", opset_version=13,
                               input_names=["input"], output_names=outputs, dynamic_axes=axes)
     else:
         import h5py
         with h5py.File(sys.argv[3]) as f:
-            images = torch.from_numpy(f["images"][...].astype(np.float32) / np.float32(255))  # [N, 28, 28, 1]
+            stored = torch.from_numpy(f["images"][...])  # uint8 [N, 28, 28, 1]
+            images = stored.float() / 255
         for name, (_, _, shape, _) in MODELS.items():
             if shape[0] == 3:
                 continue
-            x = images if shape[-1] == 1 else images.permute(0, 3, 1, 2).contiguous()
+            x = stored if name == "uint8_images" else images if shape[-1] == 1 else images.permute(0, 3, 1, 2).contiguous()
             with torch.no_grad():
                 y = build(name)(x)
                 y = y[0] if isinstance(y, tuple) else y

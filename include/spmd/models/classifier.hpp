@@ -52,6 +52,10 @@ class Classifier {
   // For --dry-run: bytes per device for parameters and for the buffers of a batch of rows.
   virtual std::int64_t parameter_bytes() const = 0;
   virtual std::int64_t workspace_bytes(std::int64_t rows) const = 0;
+  // Why the model takes the stored feature values as they are (an ONNX model whose input is
+  // uint8 images scales them in its graph), or "" for a model fed float features after
+  // --input-scale. Eval then reads integer features unscaled and refuses other ones.
+  virtual std::string takes_stored_values() const { return ""; }
 };
 
 // The fake model of Flax's full-dataset evaluation guide: always class 0 (probability 1).

@@ -25,7 +25,8 @@ class OnnxGraph {
   struct Value {  // a graph input or output
     std::string name;
     std::vector<std::int64_t> dims;  // -1 where symbolic (or unknown)
-    ops::ElemType type = ops::ElemType::Float32;  // integer inputs (indices) are int64
+    ops::ElemType type = ops::ElemType::Float32;  // integer inputs (indices, uint8 images) are int64
+    std::string stored_as = "float";              // the file's element type: "uint8", "int64", ...
   };
 
   // Parses and checks the file. Throws spmd::Error naming the file for a file that is not an

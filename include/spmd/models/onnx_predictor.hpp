@@ -23,6 +23,7 @@ struct OnnxInputPlan {
   std::int64_t h = 0, w = 0, c = 0;
   std::vector<std::int64_t> stored;  // the data's sample shape, once check_sample_shape has seen it
   std::vector<float> mean, inv_std;  // per element of a row, or both empty
+  bool integer = false;  // an integer input (uint8 images): the stored values, rounded to int64
 };
 
 struct OnnxPredictorSpec {

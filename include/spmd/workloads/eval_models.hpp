@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "spmd/data/dataset.hpp"
 #include "spmd/models/classifier.hpp"
 #include "spmd/runtime/context.hpp"
 
@@ -43,5 +44,10 @@ const EvalModel& eval_model(const std::string& name);
 
 // "--model" help: every model's name, summary and weights, one clause each.
 std::string eval_models_help();
+
+// A model that takes the stored values (Classifier::takes_stored_values: an ONNX model with a
+// uint8 input) reads integer features unscaled: --input-scale auto becomes none; a factor, or
+// features that are not integers, are refused naming both. Every rank decides alike.
+void fit_input_scale_to_model(EvalOptions& options, const models::Classifier& model, const data::DatasetShape& shape);
 
 }  // namespace spmd::workloads
