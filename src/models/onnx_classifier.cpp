@@ -114,7 +114,7 @@ class OnnxPredictor final : public DevicePredictor {
     shape.insert(shape.end(), in.row.begin(), in.row.end());
     x.reset(ops::ElemType::Float32, shape);
     const std::int64_t size = product(in.row);
-    if (!in.nhwc_to_nchw) {
+    if (!in.nhwc_to_nchw || in.c == 1) {  // one channel: NHWC and NCHW are the same bytes
       std::copy_n(samples, rows * size, x.f.begin());
     } else {
       const auto [h, w, c] = std::tuple{in.h, in.w, in.c};

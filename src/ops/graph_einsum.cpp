@@ -13,6 +13,7 @@
 
 #include "spmd/models/cnn_kernels.hpp"
 #include "spmd/ops/graph_op.hpp"
+#include "strided_copy.hpp"
 
 namespace spmd::ops {
 namespace {
@@ -110,7 +111,8 @@ void direct(const Equation& e, const OpCall& c, Tensor& y) {
   std::int64_t inner = 1;
   for (std::size_t d = e.output.size(); d < order.size(); ++d) inner *= dims[d];
   Dims index(order.size(), 0);
-  for (std::int64_t o = 0; o < y.size(); ++o) {
+  const std::int64_t size = y.size();
+  for (std::int64_t o = 0; o < size; ++o) {
     float acc = 0.0f;
     for (std::int64_t r = 0; r < inner; ++r) {
       float product = 1.0f;
@@ -129,23 +131,15 @@ void direct(const Equation& e, const OpCall& c, Tensor& y) {
   }
 }
 
-// An operand's values laid out in the letters of `order` (each of which it holds).
-FloatBuffer permuted(const Tensor& t, const std::string& letters, const std::string& order) {
-  const Dims s = strides_over(letters, t.shape, order);
+// An operand's values laid out in the letters of `order` (each of which it holds): the
+// operand itself where that is its own layout, else a strided copy into `buffer`.
+const float* laid_out(const Tensor& t, const std::string& letters, const std::string& order, FloatBuffer& buffer) {
+  if (letters == order) return t.f.data();
   Dims dims;
   for (const char l : order) dims.push_back(t.shape[letters.find(l)]);
-  FloatBuffer out(static_cast<std::size_t>(t.size()));
-  Dims index(order.size(), 0);
-  for (std::size_t o = 0; o < out.size(); ++o) {
-    std::int64_t off = 0;
-    for (std::size_t d = 0; d < order.size(); ++d) off += index[d] * s[d];
-    out[o] = t.f[static_cast<std::size_t>(off)];
-    for (std::size_t d = order.size(); d-- > 0;) {
-      if (++index[d] < dims[d]) break;
-      index[d] = 0;
-    }
-  }
-  return out;
+  buffer.resize(static_cast<std::size_t>(t.size()));
+  strided_copy(dims, strides_over(letters, t.shape, order), 0, t.f.data(), buffer.data());
+  return buffer.data();
 }
 
 // Two operands as a batched GEMM, when every letter is batch, free or contracted (and not
@@ -169,25 +163,29 @@ bool as_gemm(const Equation& e, const OpCall& c, Tensor& y) {
     return p;
   };
   const std::int64_t batches = product(batch), m = product(free_a), n = product(free_b), k = product(contracted);
-  const FloatBuffer pa = permuted(c.input(0), a, batch + free_a + contracted);
-  const FloatBuffer pb = permuted(c.input(1), b, batch + contracted + free_b);
-  Tensor full;
-  full.reset(ElemType::Float32, {batches * m * n});
+  // The operands' and the product's layouts, kept per thread: no allocation once seen.
+  thread_local FloatBuffer a_buffer, b_buffer, gemm_out;
+  const float* pa = laid_out(c.input(0), a, batch + free_a + contracted, a_buffer);
+  const float* pb = laid_out(c.input(1), b, batch + contracted + free_b, b_buffer);
+  const std::string order = batch + free_a + free_b;
+  const bool in_place = order == e.output;
+  if (!in_place) gemm_out.resize(static_cast<std::size_t>(batches * m * n));
+  float* full = in_place ? y.f.data() : gemm_out.data();
   const auto& kernels = models::cnn_cpu::kernels_for(models::cnn_cpu::resolve_isa(models::cnn_cpu::Isa::Auto));
   for (std::int64_t q = 0; q < batches; ++q) {
     if (k == 0) {
-      std::fill_n(full.f.begin() + q * m * n, m * n, 0.0f);
+      std::fill_n(full + q * m * n, m * n, 0.0f);
       continue;
     }
-    kernels.gemm(false, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), pa.data() + q * m * k, k,
-                 pb.data() + q * k * n, n, full.f.data() + q * m * n, n, false, {});
+    kernels.gemm(false, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), pa + q * m * k, k, pb + q * k * n, n,
+                 full + q * m * n, n, false, {});
   }
-  const std::string order = batch + free_a + free_b;
-  Dims shape;
-  for (const char l : order) shape.push_back(e.size.at(l));
-  full.shape = shape;
-  const FloatBuffer out = permuted(full, order, e.output);
-  std::copy(out.begin(), out.end(), y.f.begin());
+  if (!in_place) {
+    Dims shape, out_dims;
+    for (const char l : order) shape.push_back(e.size.at(l));
+    for (const char l : e.output) out_dims.push_back(e.size.at(l));
+    strided_copy(out_dims, strides_over(order, shape, e.output), 0, gemm_out.data(), y.f.data());
+  }
   return true;
 }
 

@@ -67,20 +67,21 @@ void where(const OpCall& c) {
              sz = broadcast_strides(z.shape, shape);
   Tensor& y = *c.out[0];
   y.reset(x.type, shape);
+  // Odometer over the output, the three source offsets kept up to date (no index arithmetic
+  // per element).
   std::vector<std::int64_t> index(shape.size(), 0);
-  for (std::int64_t o = 0; o < y.size(); ++o) {
-    std::int64_t oc = 0, ox = 0, oz = 0;
-    for (std::size_t k = 0; k < shape.size(); ++k) {
-      oc += index[k] * sc[k];
-      ox += index[k] * sx[k];
-      oz += index[k] * sz[k];
-    }
+  std::int64_t oc = 0, ox = 0, oz = 0;
+  const bool floats = y.type == ElemType::Float32;
+  const std::int64_t size = y.size();
+  for (std::int64_t o = 0; o < size; ++o) {
     const bool pick_x = cond.i[static_cast<std::size_t>(oc)] != 0;
     const auto u = static_cast<std::size_t>(o);
-    if (y.type == ElemType::Float32) y.f[u] = pick_x ? x.f[static_cast<std::size_t>(ox)] : z.f[static_cast<std::size_t>(oz)];
+    if (floats) y.f[u] = pick_x ? x.f[static_cast<std::size_t>(ox)] : z.f[static_cast<std::size_t>(oz)];
     else y.i[u] = pick_x ? x.i[static_cast<std::size_t>(ox)] : z.i[static_cast<std::size_t>(oz)];
     for (std::size_t k = shape.size(); k-- > 0;) {
+      oc += sc[k], ox += sx[k], oz += sz[k];
       if (++index[k] < shape[k]) break;
+      oc -= sc[k] * shape[k], ox -= sx[k] * shape[k], oz -= sz[k] * shape[k];
       index[k] = 0;
     }
   }

@@ -116,8 +116,9 @@ void mod_op(const OpCall& c) {
   const bool fmod = c.node.attrs.i("fmod", 0) != 0;
   Tensor& y = *c.out[0];
   y.reset(a.type, a.shape);
-  for (std::int64_t k = 0; k < a.size(); ++k) {
-    const auto u = static_cast<std::size_t>(k), w = static_cast<std::size_t>(b.size() == 1 ? 0 : k);
+  const std::int64_t size = a.size(), b_size = b.size();
+  for (std::int64_t k = 0; k < size; ++k) {
+    const auto u = static_cast<std::size_t>(k), w = static_cast<std::size_t>(b_size == 1 ? 0 : k);
     if (a.type == ElemType::Float32) {
       float r = std::fmod(a.f[u], b.f[w]);
       if (!fmod && r != 0.0f && ((r < 0.0f) != (b.f[w] < 0.0f))) r += b.f[w];

@@ -106,3 +106,8 @@ case("averagepool_3d_pads_13", 13, [n("AveragePool", ["x"], ["y"], kernel_shape=
                                       count_include_pad=0)], [2, 3, 4, 3, 5], ["y"])
 case("averagepool_3d_include_pad_19", 19, [n("AveragePool", ["x"], ["y"], kernel_shape=[2, 2, 2], dilations=[1, 2, 1],
                                             pads=[1, 1, 1, 1, 1, 1], count_include_pad=1)], [1, 2, 4, 5, 4], ["y"])
+# Einsum's batched-GEMM path with operands and product in other layouts than their own.
+case("einsum_out_layout_12", 12, [n("Einsum", ["x", "w"], ["y"], equation="bij,jk->kbi")], [2, 3, 4], ["y"],
+     [("w", rng.normal(size=(4, 5)).astype(np.float32))])
+case("einsum_all_layouts_12", 12, [n("Einsum", ["w", "x"], ["y"], equation="jk,bij->bik")], [2, 3, 4], ["y"],
+     [("w", rng.normal(size=(4, 5)).astype(np.float32))])
