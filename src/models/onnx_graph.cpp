@@ -71,21 +71,29 @@ struct Scope {
 struct OnnxGraph::Reader {
   const std::string what;
   std::map<std::string, int> unsupported;  // op -> nodes, over every branch read
+  // The model's local functions by (domain, name): PyTorch 2's exporter writes modules and
+  // aten ops as such; a call is replaced by the function's nodes.
+  std::map<std::pair<std::string, std::string>, const onnx::FunctionProto*> functions;
 
-  void read_nodes(OnnxGraph& g, const onnx::GraphProto& graph, Scope& s) {
+  // opset: of the default domain, for the nodes read (a function's body may import another).
+  void read_nodes(OnnxGraph& g, const onnx::GraphProto& graph, Scope& s, int opset) {
     for (const auto& init : graph.initializer()) {
       s.add(init.name(), true, tensor_from(init, what));
       g.parameter_floats_ += s.values.back().size();
     }
     for (const auto& n : graph.node()) {
-      ops::GraphNode node{n.op_type(), n.name().empty() ? n.output(0) : n.name(), g.opset_, attrs_from(n, what), {}, {}};
+      if (const auto f = functions.find({n.domain(), n.op_type()}); f != functions.end()) {
+        inline_call(g, n, *f->second, s, opset);
+        continue;
+      }
+      ops::GraphNode node{n.op_type(), n.name().empty() ? n.output(0) : n.name(), opset, attrs_from(n, what), {}, {}};
       const bool known_domain = n.domain().empty() || n.domain() == "ai.onnx";
       if (known_domain && n.op_type() == "Constant") {
         s.add(n.output(0), true, constant_value(node.attrs, what + ", node '" + node.name + "'"));
         continue;
       }
       if (known_domain && n.op_type() == "If") {
-        read_if(g, n, std::move(node), s);
+        read_if(g, n, std::move(node), s, opset);
         continue;
       }
       const ops::GraphOpFn fn = known_domain ? ops::find_graph_op(n.op_type()) : nullptr;
@@ -120,7 +128,7 @@ struct OnnxGraph::Reader {
   // An If: decided at load where its condition is a constant (PyTorch's exports test shapes
   // that are fixed: the chosen branch's nodes join this graph), else both branches read as
   // graphs of their own that the runner picks between.
-  void read_if(OnnxGraph& g, const onnx::NodeProto& n, ops::GraphNode node, Scope& s) {
+  void read_if(OnnxGraph& g, const onnx::NodeProto& n, ops::GraphNode node, Scope& s, int opset) {
     const onnx::GraphProto* branch[2] = {nullptr, nullptr};
     for (const auto& a : n.attribute()) {
       if (a.name() == "then_branch") branch[0] = &a.g();
@@ -137,7 +145,7 @@ struct OnnxGraph::Reader {
       const Tensor& c = s.values[static_cast<std::size_t>(cond)];
       if (c.size() != 1) throw Error(what + ": If node '" + node.name + "': its condition holds " + std::to_string(c.size()) + " values");
       const onnx::GraphProto& chosen = *branch[(c.type == ElemType::Int64 ? c.i[0] != 0 : c.f[0] != 0.0f) ? 0 : 1];
-      read_nodes(g, chosen, s);  // ONNX names are unique across a model's graphs
+      read_nodes(g, chosen, s, opset);  // ONNX names are unique across a model's graphs
       for (int k = 0; k < n.output_size(); ++k) s.slot_of[n.output(k)] = output_slot(chosen, k, s);
       return;
     }
@@ -149,7 +157,7 @@ struct OnnxGraph::Reader {
       auto graph = std::make_shared<OnnxGraph>();
       graph->path_ = g.path_;
       graph->opset_ = g.opset_;
-      read_nodes(*graph, *branch[b], inner);
+      read_nodes(*graph, *branch[b], inner, opset);
       for (int k = 0; k < n.output_size(); ++k) {
         graph->outputs_.push_back({branch[b]->output(k).name(), dims_of(branch[b]->output(k))});
         graph->output_index_.push_back(output_slot(*branch[b], k, inner));
@@ -168,6 +176,48 @@ struct OnnxGraph::Reader {
     g.nodes_.push_back(std::move(node));
     g.fns_.push_back(&if_reached_op_table);
   }
+
+  // A call of a local function: its nodes, their names prefixed by the call's (the function's
+  // inputs and outputs by the call's), attributes that refer to the call's (ref_attr_name) set
+  // from it or, where the call has none, left to the op's default.
+  void inline_call(OnnxGraph& g, const onnx::NodeProto& call, const onnx::FunctionProto& f, Scope& s, int opset) {
+    if (++depth > 64) throw Error(what + ": function " + f.domain() + "." + f.name() + " calls nest deeper than 64 (recursive?)");
+    const std::string prefix = (call.name().empty() ? call.output(0) : call.name()) + "/" + f.name() + "/";
+    std::map<std::string, std::string> rename;
+    for (int k = 0; k < f.input_size(); ++k) rename[f.input(k)] = k < call.input_size() ? call.input(k) : "";
+    for (int k = 0; k < f.output_size(); ++k)
+      rename[f.output(k)] = k < call.output_size() && !call.output(k).empty() ? call.output(k) : prefix + f.output(k);
+    const auto name_of = [&](const std::string& x) {
+      const auto it = rename.find(x);
+      return x.empty() ? x : it != rename.end() ? it->second : prefix + x;
+    };
+    onnx::GraphProto body;
+    for (const auto& fn : f.node()) {
+      onnx::NodeProto& n = *body.add_node();
+      n = fn;
+      n.set_name(prefix + fn.name());
+      for (auto& in : *n.mutable_input()) in = name_of(in);
+      for (auto& out : *n.mutable_output()) out = name_of(out);
+      auto& attrs = *n.mutable_attribute();
+      for (int a = attrs.size(); a-- > 0;) {
+        if (attrs.Get(a).ref_attr_name().empty()) continue;
+        const auto from = std::find_if(call.attribute().begin(), call.attribute().end(),
+                                       [&](const onnx::AttributeProto& c) { return c.name() == attrs.Get(a).ref_attr_name(); });
+        if (from == call.attribute().end()) {
+          attrs.DeleteSubrange(a, 1);
+          continue;
+        }
+        const std::string name = attrs.Get(a).name();
+        *attrs.Mutable(a) = *from;
+        attrs.Mutable(a)->set_name(name);
+      }
+    }
+    for (const auto& o : f.opset_import())
+      if (o.domain().empty() || o.domain() == "ai.onnx") opset = static_cast<int>(o.version());
+    read_nodes(g, body, s, opset);
+    --depth;
+  }
+  int depth = 0;
 
   int output_slot(const onnx::GraphProto& graph, int k, Scope& s) const {
     const int slot = s.find(graph.output(k).name());
@@ -208,7 +258,8 @@ std::shared_ptr<const OnnxGraph> OnnxGraph::load(const std::string& path) {
     g->inputs_.push_back({in.name(), dims_of(in), floating ? ElemType::Float32 : ElemType::Int64, known->second});
     g->input_index_.push_back(s.add(in.name(), false));
   }
-  reader.read_nodes(*g, graph, s);
+  for (const auto& f : model.functions()) reader.functions[{f.domain(), f.name()}] = &f;
+  reader.read_nodes(*g, graph, s, g->opset_);
   if (!reader.unsupported.empty()) {
     std::string list, have;
     for (const auto& [op, count] : reader.unsupported)

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <set>
 
 #include "onnx_proto.hpp"
 #include "spmd/models/onnx_classifier.hpp"
@@ -129,7 +130,13 @@ OnnxModelInfo describe_onnx_model(const std::string& path) {
   for (const auto& in : graph.input())
     if (!initializer.count(in.name())) info.inputs.push_back(value_of(in));
   for (const auto& out : graph.output()) info.outputs.push_back(value_of(out));
+  std::set<std::pair<std::string, std::string>> local_functions;  // inlined at load: their ops are checked there
+  for (const auto& f : model.functions()) local_functions.insert({f.domain(), f.name()});
   for (const auto& n : graph.node()) {
+    if (local_functions.count({n.domain(), n.op_type()})) {
+      ++info.op_counts[n.domain() + "." + n.op_type()];
+      continue;
+    }
     const bool default_domain = n.domain().empty() || n.domain() == "ai.onnx";
     const std::string op = default_domain ? n.op_type() : n.domain() + "." + n.op_type();
     ++info.op_counts[op];

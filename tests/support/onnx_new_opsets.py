@@ -3,7 +3,7 @@ input_0.pb, output_K.pb) for the rules that changed after opset 17, which Debian
 test data predates: Gelu (20), Mish, GroupNormalization (18; 21 changed Scale and B), Pad's axes
 input (18) and wrap mode (19), the Reduce ops' axes input (18), Split's num_outputs (18),
 AveragePool's dilations (19), and files of IR versions 9 and 10 as PyTorch 2 writes them; and
-what ONNX's data covers thinly: If (a condition known at load, one known only when the graph
+what ONNX's data covers thinly: model-local functions (PyTorch 2's exporter writes them), If (a condition known at load, one known only when the graph
 runs, branches that read values of the graphs around them, nested, or pass one on) and pools
 over three spatial dimensions. The expected outputs are ONNX Runtime's (the reference
 implementation, npm's onnxruntime-node).
@@ -18,12 +18,14 @@ out_dir, ort_run = sys.argv[1], sys.argv[2]
 rng = np.random.default_rng(7)
 
 
-def case(name, opset, nodes, x_shape, outputs, inits=(), ir=8):
-    """One test: input 'x' float [x_shape] (random), the graph's outputs by name."""
+def case(name, opset, nodes, x_shape, outputs, inits=(), ir=8, functions=()):
+    """One test: input 'x' float [x_shape] (random), the graph's outputs by name; functions: the
+    model's local functions (domain "local")."""
     graph = helper.make_graph(nodes, name, [helper.make_tensor_value_info("x", T.FLOAT, x_shape)],
                               [helper.make_tensor_value_info(o, T.FLOAT, None) for o in outputs],
                               [numpy_helper.from_array(np.asarray(v), k) for k, v in inits])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)] +
+                              ([helper.make_opsetid("local", 1)] if functions else []), functions=list(functions))
     model.ir_version = ir
     folder = os.path.join(out_dir, "node", f"test_{name}")
     os.makedirs(os.path.join(folder, "test_data_set_0"), exist_ok=True)
@@ -111,3 +113,19 @@ case("einsum_out_layout_12", 12, [n("Einsum", ["x", "w"], ["y"], equation="bij,j
      [("w", rng.normal(size=(4, 5)).astype(np.float32))])
 case("einsum_all_layouts_12", 12, [n("Einsum", ["w", "x"], ["y"], equation="jk,bij->bik")], [2, 3, 4], ["y"],
      [("w", rng.normal(size=(4, 5)).astype(np.float32))])
+
+# Model-local functions: called twice with an attribute of the call's (ref_attr_name) and one
+# without (the op's default), a function that calls another, an optional output left unnamed.
+act = onnx.AttributeProto()
+act.name, act.ref_attr_name, act.type = "alpha", "alpha", onnx.AttributeProto.FLOAT
+linear_act = helper.make_function("local", "LinearAct", ["v", "w"], ["y"],
+                                  [n("MatMul", ["v", "w"], ["m"]), helper.make_node("LeakyRelu", ["m"], ["y"])],
+                                  [helper.make_opsetid("", 17)], ["alpha"])
+linear_act.node[1].attribute.extend([act])
+twice = helper.make_function("local", "Twice", ["v", "w"], ["y", "spare"],
+                             [n("LinearAct", ["v", "w"], ["h"], domain="local", alpha=0.3),
+                              n("LinearAct", ["h", "w"], ["y"], domain="local"), n("Neg", ["h"], ["spare"])],
+                             [helper.make_opsetid("", 17), helper.make_opsetid("local", 1)])
+case("local_functions_17", 17, [n("Twice", ["x", "w"], ["y", ""], domain="local"),
+                                n("LinearAct", ["x", "w"], ["z"], domain="local", alpha=0.05)],
+     [2, 3, 4], ["y", "z"], [("w", rng.normal(size=(4, 4)).astype(np.float32))], functions=[linear_act, twice])
