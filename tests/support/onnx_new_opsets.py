@@ -129,3 +129,18 @@ twice = helper.make_function("local", "Twice", ["v", "w"], ["y", "spare"],
 case("local_functions_17", 17, [n("Twice", ["x", "w"], ["y", ""], domain="local"),
                                 n("LinearAct", ["x", "w"], ["z"], domain="local", alpha=0.05)],
      [2, 3, 4], ["y", "z"], [("w", rng.normal(size=(4, 4)).astype(np.float32))], functions=[linear_act, twice])
+# Resize after opset 17: axes and keep_aspect_ratio_policy (18), half_pixel_symmetric (19).
+f32 = lambda *v: np.array(v, np.float32)
+case("resize_axes_scales_18", 18, [n("Resize", ["x", "", "s"], ["y"], mode="linear", axes=[2, 3])], [1, 2, 4, 5], ["y"],
+     [("s", f32(1.5, 0.6))], ir=9)
+case("resize_not_larger_18", 18, [n("Resize", ["x", "", "", "z"], ["y"], mode="cubic", axes=[2, 3],
+                                    keep_aspect_ratio_policy="not_larger")], [1, 2, 4, 6], ["y"], [("z", i64(7, 7))], ir=9)
+case("resize_not_smaller_18", 18, [n("Resize", ["x", "", "", "z"], ["y"], mode="nearest", axes=[3, 2],
+                                     keep_aspect_ratio_policy="not_smaller", nearest_mode="round_prefer_ceil")],
+     [1, 2, 4, 6], ["y"], [("z", i64(3, 3))], ir=9)
+case("resize_symmetric_19", 19, [n("Resize", ["x", "", "s"], ["y"], mode="linear",
+                                   coordinate_transformation_mode="half_pixel_symmetric")], [1, 2, 4, 5], ["y"],
+     [("s", f32(1, 1, 1.7, 0.8))], ir=9)
+case("resize_crop_19", 19, [n("Resize", ["x", "r", "", "z"], ["y"], mode="cubic", coordinate_transformation_mode="tf_crop_and_resize",
+                              extrapolation_value=-1.0, exclude_outside=1)], [1, 2, 6, 5], ["y"],
+     [("r", f32(0, 0, -0.2, 0.1, 1, 1, 0.9, 1.3)), ("z", i64(1, 2, 5, 4))], ir=9)

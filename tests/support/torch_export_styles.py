@@ -2,7 +2,7 @@
 without dynamic_axes (the batch of the example input fixed in the file, and, where the model
 writes x.reshape(x.size(0), -1), fixed in a Reshape too), with dynamic height and width (a fully
 convolutional net), several outputs, LocalResponseNorm (an If and a 3-D pool in the export), uint8
-images scaled inside the graph; and PyTorch's outputs.
+images scaled inside the graph, F.interpolate (nearest, bilinear, bicubic); and PyTorch's outputs.
 
   torch_export_styles.py names                 one line per model: NAME
   torch_export_styles.py export DIR            writes DIR/NAME.onnx
@@ -70,6 +70,19 @@ class Uint8Images(nn.Module):  # uint8 NHWC images in, scaled and normalised ins
         return self.fc(torch.relu(self.c(x)).flatten(1))
 
 
+class Interpolate(nn.Module):  # F.interpolate as users resize inside a classifier: Resize nodes
+    def __init__(self):
+        super().__init__()
+        self.c1, self.c2, self.fc = nn.Conv2d(1, 4, 3, padding=1), nn.Conv2d(4, 4, 3, padding=1), nn.Linear(4 * 10 * 10, 10)
+
+    def forward(self, x):
+        x = torch.relu(self.c1(nn.functional.interpolate(x, scale_factor=2, mode="nearest")))
+        x = nn.functional.interpolate(x, size=(20, 20), mode="bilinear", align_corners=False)
+        x = torch.relu(self.c2(x))
+        x = nn.functional.interpolate(x, size=(10, 10), mode="bicubic", align_corners=True)
+        return self.fc(x.flatten(1))
+
+
 class FullyConv(nn.Module):  # any height and width: global pooling before the classes
     def __init__(self, channels=1):
         super().__init__()
@@ -97,6 +110,7 @@ MODELS = {
     "dynamic_hw": (FullyConv, 2, [1, 32, 32], HW),
     "lrn": (Lrn, 2, [1, 28, 28], BATCH),
     "uint8_images": (Uint8Images, 2, [28, 28, 1], BATCH),
+    "interpolate": (Interpolate, 2, [1, 28, 28], BATCH),
     "rgb_dynamic_hw": (FullyConvRgb, 2, [3, 32, 32], HW),  # for 1-channel images: refused
 }
 
