@@ -69,6 +69,7 @@ struct Scope {
 }  // namespace
 
 struct OnnxGraph::Reader {
+  explicit Reader(std::string model) : what(std::move(model)) {}
   const std::string what;
   std::map<std::string, int> unsupported;  // op -> nodes, over every branch read
   // The model's local functions by (domain, name): PyTorch 2's exporter writes modules and
@@ -227,7 +228,7 @@ struct OnnxGraph::Reader {
 };
 
 std::shared_ptr<const OnnxGraph> OnnxGraph::load(const std::string& path) {
-  Reader reader{"ONNX model '" + path + "'", {}};
+  Reader reader("ONNX model '" + path + "'");
   const std::string& what = reader.what;
   const onnx::ModelProto model = read_onnx_model(path, what);
   auto g = std::make_shared<OnnxGraph>();

@@ -12,14 +12,9 @@ void pool_nd(const OpCall& call, bool max) {
   const auto kernel = a.ints_or("kernel_shape", {});
   const std::size_t dims = kernel.size();
   if (x.shape.size() != dims + 2) call.fail("input " + to_string(x.shape) + " has no " + std::to_string(dims) + " spatial dimensions");
-  const auto per_dim = [&](const std::string& name, std::size_t count, std::int64_t fallback) {
-    auto v = a.ints_or(name, {});
-    if (v.empty()) v.assign(count, fallback);
-    if (v.size() != count) call.fail(name + " must have " + std::to_string(count) + " values");
-    return v;
-  };
-  const auto strides = per_dim("strides", dims, 1), dilations = per_dim("dilations", dims, 1);
-  auto pads = per_dim("pads", 2 * dims, 0);
+
+  const auto strides = call.ints_per_dim("strides", dims, 1), dilations = call.ints_per_dim("dilations", dims, 1);
+  auto pads = call.ints_per_dim("pads", 2 * dims, 0);
   const std::string auto_pad = a.s("auto_pad", "NOTSET");
   const bool ceil_mode = a.i("ceil_mode", 0) != 0, include_pad = a.i("count_include_pad", 0) != 0;
   std::vector<std::int64_t> in(dims), out(dims), span(dims);

@@ -90,6 +90,13 @@ std::size_t OpCall::axis(std::int64_t value, std::size_t rank) const {
   return static_cast<std::size_t>(value < 0 ? value + r : value);
 }
 
+std::vector<std::int64_t> OpCall::ints_per_dim(const std::string& name, std::size_t count, std::int64_t fallback) const {
+  auto v = node.attrs.ints_or(name, {});
+  if (v.empty()) v.assign(count, fallback);
+  if (v.size() != count) fail(name + " must have " + std::to_string(count) + " values");
+  return v;
+}
+
 GraphOpFn find_graph_op(const std::string& op) {
   const auto it = table().find(op);
   return it == table().end() ? nullptr : it->second;

@@ -144,3 +144,9 @@ case("resize_symmetric_19", 19, [n("Resize", ["x", "", "s"], ["y"], mode="linear
 case("resize_crop_19", 19, [n("Resize", ["x", "r", "", "z"], ["y"], mode="cubic", coordinate_transformation_mode="tf_crop_and_resize",
                               extrapolation_value=-1.0, exclude_outside=1)], [1, 2, 6, 5], ["y"],
      [("r", f32(0, 0, -0.2, 0.1, 1, 1, 0.9, 1.3)), ("z", i64(1, 2, 5, 4))], ir=9)
+# ConvTranspose's padding rules: SAME_LOWER, and output_shape with the larger half first.
+case("convtranspose_same_lower_13", 13, [n("ConvTranspose", ["x", "w"], ["y"], auto_pad="SAME_LOWER", strides=[2, 3])],
+     [1, 2, 3, 4], ["y"], [("w", rng.normal(size=(2, 3, 4, 3)).astype(np.float32))])
+case("convtranspose_output_shape_13", 13, [n("ConvTranspose", ["x", "w", "b"], ["y"], output_shape=[6, 9], strides=[2, 2],
+                                            group=2, dilations=[1, 2])],
+     [1, 4, 3, 4], ["y"], [("w", rng.normal(size=(4, 1, 3, 2)).astype(np.float32)), ("b", f32(0.5, -0.25))])

@@ -2,7 +2,7 @@
 without dynamic_axes (the batch of the example input fixed in the file, and, where the model
 writes x.reshape(x.size(0), -1), fixed in a Reshape too), with dynamic height and width (a fully
 convolutional net), several outputs, LocalResponseNorm (an If and a 3-D pool in the export), uint8
-images scaled inside the graph, F.interpolate (nearest, bilinear, bicubic); and PyTorch's outputs.
+images scaled inside the graph, F.interpolate (nearest, bilinear, bicubic), transposed convolutions; and PyTorch's outputs.
 
   torch_export_styles.py names                 one line per model: NAME
   torch_export_styles.py export DIR            writes DIR/NAME.onnx
@@ -83,6 +83,21 @@ class Interpolate(nn.Module):  # F.interpolate as users resize inside a classifi
         return self.fc(x.flatten(1))
 
 
+class Transposed(nn.Module):  # ConvTranspose2d: strided with output_padding, grouped and dilated; ConvTranspose1d
+    def __init__(self):
+        super().__init__()
+        self.down = nn.Conv2d(1, 4, 3, stride=2, padding=1)
+        self.up = nn.ConvTranspose2d(4, 4, 3, stride=2, padding=1, output_padding=1, groups=2)
+        self.wide = nn.ConvTranspose2d(4, 2, 2, dilation=2, bias=False)
+        self.line = nn.ConvTranspose1d(2, 2, 3, stride=3)
+        self.fc = nn.Linear(2 * 30 * 90, 10)
+
+    def forward(self, x):
+        x = self.wide(torch.relu(self.up(torch.relu(self.down(x)))))  # [N, 2, 30, 30]
+        x = self.line(x.flatten(2)[:, :, :30])  # [N, 2, 90]
+        return self.fc(torch.cat([x] * 30, dim=1).flatten(1))
+
+
 class FullyConv(nn.Module):  # any height and width: global pooling before the classes
     def __init__(self, channels=1):
         super().__init__()
@@ -111,6 +126,7 @@ MODELS = {
     "lrn": (Lrn, 2, [1, 28, 28], BATCH),
     "uint8_images": (Uint8Images, 2, [28, 28, 1], BATCH),
     "interpolate": (Interpolate, 2, [1, 28, 28], BATCH),
+    "transposed": (Transposed, 2, [1, 28, 28], BATCH),
     "rgb_dynamic_hw": (FullyConvRgb, 2, [3, 32, 32], HW),  # for 1-channel images: refused
 }
 

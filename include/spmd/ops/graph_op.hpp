@@ -100,6 +100,8 @@ struct OpCall {
   [[noreturn]] void fail(const std::string& what) const;
   // An axis attribute in [-rank, rank) as an index, or fail().
   std::size_t axis(std::int64_t value, std::size_t rank) const;
+  // An ints attribute with `count` values (strides, pads, ...), each `fallback` when absent; or fail().
+  std::vector<std::int64_t> ints_per_dim(const std::string& name, std::size_t count, std::int64_t fallback) const;
 };
 
 using GraphOpFn = void (*)(const OpCall& call);
