@@ -9,6 +9,7 @@
 #include "spmd/models/device_models.hpp"
 #include "spmd/models/onnx_graph.hpp"
 #include "spmd/models/onnx_predictor.hpp"
+#include "spmd/ops/half_float.hpp"
 #include "spmd/runtime/error.hpp"
 
 namespace spmd::models {
@@ -129,6 +130,10 @@ class OnnxPredictor final : public DevicePredictor {
           float& v = x.f[static_cast<std::size_t>(r * size + e)];
           v = (v - in.mean[static_cast<std::size_t>(e)]) * in.inv_std[static_cast<std::size_t>(e)];
         }
+    if (in.rounded_to == "float16")
+      for (auto& v : x.f) v = ops::half_to_float(ops::float_to_half(v));
+    else if (in.rounded_to == "bfloat16")
+      for (auto& v : x.f) v = ops::bfloat16_to_float(ops::float_to_bfloat16(v));
     if (in.integer) {  // the stored integers, which eval read unscaled into floats
       x.i.resize(x.f.size());
       for (std::size_t k = 0; k < x.f.size(); ++k) x.i[k] = std::llround(x.f[k]);
@@ -191,6 +196,7 @@ class OnnxClassifier final : public Classifier {
     else if (in.stored.size() == 1 && in.row.size() > 1) text += " from stored flat [" + std::to_string(in.stored[0]) + "], read row-major";
     if (!in.mean.empty()) text += ", normalised by --input-mean / --input-std";
     if (in.integer) text += ", " + g.inputs().front().stored_as + ": the stored values as they are";
+    if (!in.rounded_to.empty()) text += ", " + in.rounded_to + ": the features rounded to it, computed in float32";
     if (spec_.fixed_batch > 0)
       text += "; the graph holds the batch size the file fixes: " + std::to_string(spec_.fixed_batch) +
               (spec_.fixed_batch == 1 ? " row" : " rows") + " per run, the last padded (export with dynamic_axes=" +
@@ -357,8 +363,9 @@ Trial load_trials(const std::shared_ptr<const OnnxGraph>& graph, const Dims& row
 
 std::string onnx_unsupported_on(const OnnxGraph& graph, const runtime::DeviceInfo& device) {
   if (device.is_host()) return "";
-  if (!graph.inputs().empty() && graph.inputs().front().type != ops::ElemType::Float32)
-    return "its input '" + graph.inputs().front().name + "' is " + graph.inputs().front().stored_as + "; its executor takes float inputs";
+  if (!graph.inputs().empty() && graph.inputs().front().stored_as != "float" && graph.inputs().front().stored_as != "double")
+    return "its input '" + graph.inputs().front().name + "' is " + graph.inputs().front().stored_as +
+           "; its executor takes float inputs (and the CPU rounds to float16 / bfloat16 ones)";
   const DeviceModels& models = device_models(device);
   if (!models.provides(OnnxSupportKind::name) || !models.provides(OnnxPredictorKind::name))
     return "this " + std::string(device.backend()) + " module runs no ONNX graph (rebuild it with this spmd)";
@@ -449,6 +456,7 @@ std::unique_ptr<Classifier> make_onnx_classifier(const std::string& path, OnnxOu
   if (binary) said += "; one score per example: a binary classifier, the score is class 1's, class 0 its complement";
   OnnxPredictorSpec spec{graph, plan_normalisation(norm, row, path), output, classes, trial.width, fixed_batch};
   spec.input.integer = integer;
+  if (in.stored_as == "float16" || in.stored_as == "bfloat16") spec.input.rounded_to = in.stored_as;
   if (device != nullptr && !device->is_host()) {
     const std::string why = onnx_unsupported_on(*graph, *device);
     if (!why.empty())

@@ -244,10 +244,11 @@ std::shared_ptr<const OnnxGraph> OnnxGraph::load(const std::string& path) {
   for (const auto& init : graph.initializer()) initializers.insert(init.name());
   for (const auto& in : graph.input()) {
     if (initializers.count(in.name())) continue;  // an initializer listed as an input (IR < 4)
-    // Double inputs are computed in float32, as double weights are read (tensor_from); integer
+    // Double and float16 inputs are computed in float32, as such weights are read (tensor_from); integer
     // and bool ones (indices, uint8 images) as int64.
     static const std::map<int, std::string> kInputTypes = {
-        {onnx::TensorProto::FLOAT, "float"}, {onnx::TensorProto::DOUBLE, "double"}, {onnx::TensorProto::UINT8, "uint8"},
+        {onnx::TensorProto::FLOAT, "float"}, {onnx::TensorProto::DOUBLE, "double"}, {onnx::TensorProto::FLOAT16, "float16"},
+        {onnx::TensorProto::BFLOAT16, "bfloat16"}, {onnx::TensorProto::UINT8, "uint8"},
         {onnx::TensorProto::INT8, "int8"},   {onnx::TensorProto::UINT16, "uint16"}, {onnx::TensorProto::INT16, "int16"},
         {onnx::TensorProto::INT32, "int32"}, {onnx::TensorProto::INT64, "int64"},   {onnx::TensorProto::BOOL, "bool"}};
     const int type = in.type().tensor_type().elem_type();
@@ -255,7 +256,8 @@ std::shared_ptr<const OnnxGraph> OnnxGraph::load(const std::string& path) {
     if (known == kInputTypes.end())
       throw Error(what + ": input '" + in.name() + "' has element type " + std::to_string(type) +
                   "; the graph ops take float, double, integer and bool inputs");
-    const bool floating = type == onnx::TensorProto::FLOAT || type == onnx::TensorProto::DOUBLE;
+    const bool floating = type == onnx::TensorProto::FLOAT || type == onnx::TensorProto::DOUBLE ||
+                          type == onnx::TensorProto::FLOAT16 || type == onnx::TensorProto::BFLOAT16;
     g->inputs_.push_back({in.name(), dims_of(in), floating ? ElemType::Float32 : ElemType::Int64, known->second});
     g->input_index_.push_back(s.add(in.name(), false));
   }

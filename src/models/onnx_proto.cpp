@@ -9,6 +9,7 @@
 
 #include "onnx_proto.hpp"
 #include "spmd/models/onnx_graph.hpp"
+#include "spmd/ops/half_float.hpp"
 #include "spmd/runtime/error.hpp"
 
 namespace spmd::models {
@@ -51,6 +52,13 @@ Tensor tensor_from(const onnx::TensorProto& t, const std::string& what) {
       for (std::size_t k = 0; k < out.f.size() && k < v.size(); ++k) out.f[k] = static_cast<float>(v[k]);
       break;
     }
+    case onnx::TensorProto::FLOAT16: case onnx::TensorProto::BFLOAT16: {  // computed in float32
+      out.reset(ElemType::Float32, dims);
+      const auto v = raw ? raw_values<std::uint16_t>(t.raw_data()) : std::vector<std::uint16_t>(t.int32_data().begin(), t.int32_data().end());
+      const bool half = t.data_type() == onnx::TensorProto::FLOAT16;
+      for (std::size_t k = 0; k < out.f.size() && k < v.size(); ++k) out.f[k] = half ? ops::half_to_float(v[k]) : ops::bfloat16_to_float(v[k]);
+      break;
+    }
     case onnx::TensorProto::INT64:
       ints(raw ? raw_values<std::int64_t>(t.raw_data()) : std::vector<std::int64_t>(t.int64_data().begin(), t.int64_data().end()));
       break;
@@ -72,7 +80,7 @@ Tensor tensor_from(const onnx::TensorProto& t, const std::string& what) {
 
     default:
       throw Error(what + ": tensor '" + t.name() + "' has element type " + std::to_string(t.data_type()) +
-                  " (float, double and integer tensors are supported)");
+                  " (float, float16, bfloat16, double and integer tensors are supported)");
   }
   if (out.size() != static_cast<std::int64_t>(out.type == ElemType::Float32 ? out.f.size() : out.i.size()))
     throw Error(what + ": tensor '" + t.name() + "' holds fewer values than its shape " + ops::to_string(dims));

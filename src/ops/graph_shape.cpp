@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "spmd/ops/graph_op.hpp"
+#include "spmd/ops/half_float.hpp"
 #include "strided_copy.hpp"
 
 namespace spmd::ops {
@@ -328,7 +329,11 @@ void cast(const OpCall& c) {
   const std::int64_t size = x.size();
   for (std::int64_t k = 0; k < size; ++k) {
     const auto u = static_cast<std::size_t>(k);
-    if (to_float) y.f[u] = x.type == ElemType::Float32 ? x.f[u] : static_cast<float>(x.i[u]);
+    if (to_float) {
+      const float v = x.type == ElemType::Float32 ? x.f[u] : static_cast<float>(x.i[u]);
+      // float16 and bfloat16 are computed in float32 after the rounding the cast asks for.
+      y.f[u] = to == 10 ? half_to_float(float_to_half(v)) : to == 16 ? bfloat16_to_float(float_to_bfloat16(v)) : v;
+    }
     else if (to_bool) y.i[u] = x.type == ElemType::Int64 ? x.i[u] != 0 : x.f[u] != 0.0f;
     else y.i[u] = x.type == ElemType::Int64 ? x.i[u] : static_cast<std::int64_t>(x.f[u]);
   }

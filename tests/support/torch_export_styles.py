@@ -2,7 +2,8 @@
 without dynamic_axes (the batch of the example input fixed in the file, and, where the model
 writes x.reshape(x.size(0), -1), fixed in a Reshape too), with dynamic height and width (a fully
 convolutional net), several outputs, LocalResponseNorm (an If and a 3-D pool in the export), uint8
-images scaled inside the graph, F.interpolate (nearest, bilinear, bicubic), transposed convolutions; and PyTorch's outputs.
+images scaled inside the graph, F.interpolate (nearest, bilinear, bicubic), transposed convolutions, a float16 model; and PyTorch's
+outputs.
 
   torch_export_styles.py names                 one line per model: NAME
   torch_export_styles.py export DIR            writes DIR/NAME.onnx
@@ -98,6 +99,35 @@ class Transposed(nn.Module):  # ConvTranspose2d: strided with output_padding, gr
         return self.fc(torch.cat([x] * 30, dim=1).flatten(1))
 
 
+class Float16(nn.Module):  # exported, then made a float16 model (weights, input, output: to_float16)
+    def __init__(self):
+        super().__init__()
+        self.c, self.fc = nn.Conv2d(1, 6, 5), nn.Linear(6 * 12 * 12, 10)
+
+    def forward(self, x):
+        return torch.softmax(self.fc(nn.functional.max_pool2d(torch.relu(self.c(x)), 2).flatten(1)) * 0.5, dim=1)
+
+
+def to_float16(path):
+    """The model as a float16 one: its float weights, constants, input and output float16."""
+    import onnx
+    from onnx import numpy_helper, TensorProto as T
+    m = onnx.load(path)
+    half = lambda t: t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float16), t.name))
+    for t in m.graph.initializer:
+        if t.data_type == T.FLOAT:
+            half(t)
+    for node in m.graph.node:
+        for a in node.attribute:
+            if node.op_type == "Constant" and a.t.data_type == T.FLOAT:
+                half(a.t)
+            if node.op_type == "Cast" and a.name == "to" and a.i == T.FLOAT:
+                a.i = T.FLOAT16
+    for v in list(m.graph.input) + list(m.graph.output):
+        v.type.tensor_type.elem_type = T.FLOAT16
+    onnx.save(m, path)
+
+
 class FullyConv(nn.Module):  # any height and width: global pooling before the classes
     def __init__(self, channels=1):
         super().__init__()
@@ -127,6 +157,7 @@ MODELS = {
     "uint8_images": (Uint8Images, 2, [28, 28, 1], BATCH),
     "interpolate": (Interpolate, 2, [1, 28, 28], BATCH),
     "transposed": (Transposed, 2, [1, 28, 28], BATCH),
+    "float16": (Float16, 2, [1, 28, 28], BATCH),
     "rgb_dynamic_hw": (FullyConvRgb, 2, [3, 32, 32], HW),  # for 1-channel images: refused
 }
 
@@ -151,6 +182,8 @@ def main():
             example = torch.zeros([batch] + shape, dtype=torch.uint8 if name == "uint8_images" else torch.float32)
             torch.onnx.export(build(name), example, f"{sys.argv[2]}/{name}.onnx", opset_version=13,
                               input_names=["input"], output_names=outputs, dynamic_axes=axes)
+            if name == "float16":
+                to_float16(f"{sys.argv[2]}/{name}.onnx")
     else:
         import h5py
         with h5py.File(sys.argv[3]) as f:
@@ -160,10 +193,13 @@ def main():
             if shape[0] == 3:
                 continue
             x = stored if name == "uint8_images" else images if shape[-1] == 1 else images.permute(0, 3, 1, 2).contiguous()
+            model = build(name)
+            if name == "float16":  # what the float16 file holds, computed in float32
+                model, x = model.half().float(), x.half().float()
             with torch.no_grad():
-                y = build(name)(x)
+                y = model(x)
                 y = y[0] if isinstance(y, tuple) else y
-                p = y if name == "keras_batch32" else torch.exp(y) if name == "lrn" else torch.softmax(y, dim=1)
+                p = y if name in ("keras_batch32", "float16") else torch.exp(y) if name == "lrn" else torch.softmax(y, dim=1)
             np.save(f"{sys.argv[2]}/{name}.torch.npy", p.numpy())
 
 

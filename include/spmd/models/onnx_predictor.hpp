@@ -24,6 +24,8 @@ struct OnnxInputPlan {
   std::vector<std::int64_t> stored;  // the data's sample shape, once check_sample_shape has seen it
   std::vector<float> mean, inv_std;  // per element of a row, or both empty
   bool integer = false;  // an integer input (uint8 images): the stored values, rounded to int64
+  // "float16" / "bfloat16" for such an input: the features rounded to it (then computed in float32).
+  std::string rounded_to;
 };
 
 struct OnnxPredictorSpec {

@@ -118,10 +118,12 @@ void gather(const CudaGraphCall& call) {
   }
 }
 
-// Cast of float data to a float type (a copy); to an integer type the plan refuses on the GPU.
+// Cast of float data to float or double (a copy); to an integer type, or to float16 / bfloat16
+// (which the CPU rounds to), the plan refuses on the GPU.
 void cast(const CudaGraphCall& call) {
   const std::int64_t to = call.node.attrs.i("to", 1);
-  if (to != 1 && to != 10 && to != 11 && to != 16) call.fail("a cast of float data to an integer type");
+  if (to == 10 || to == 16) call.fail("a cast to float16 / bfloat16 (rounded to it on the CPU only)");
+  if (to != 1 && to != 11) call.fail("a cast of float data to an integer type");
   copy(call);
 }
 
