@@ -1,5 +1,6 @@
 #include "onnx_fusion.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 
@@ -20,6 +21,7 @@ class Fuser {
     for (std::size_t n = 0; n < d_.nodes.size(); ++n) {
       GraphNode& node = d_.nodes[n];
       if (node.op == "Gemm") untranspose_gemm_weights(node);
+      if (node.op == "Erf") fuse_gelu(n);
       GraphNode* producer = sole_producer(node);
       if (!producer) continue;
       if (node.op == "BatchNormalization" && producer->op != "Add" && fold_batch_norm(*producer, node))
@@ -147,6 +149,54 @@ class Fuser {
       p.attrs.floats["beta"] = 1.0f;
     }
     return true;
+  }
+
+  // A scalar float constant input of node, or nullptr.
+  const float* scalar_input(const GraphNode& node, std::size_t k) const {
+    const Tensor* t = constant_input(node, k);
+    return t && t->size() == 1 ? &t->f[0] : nullptr;
+  }
+
+  // The node that alone reads tensor t (not a graph output), or -1.
+  int sole_reader(int t) const {
+    if (t < 0 || readers_[static_cast<std::size_t>(t)] != 1) return -1;
+    for (std::size_t n = 0; n < d_.nodes.size(); ++n)
+      if (!removed_[n] && std::find(d_.nodes[n].inputs.begin(), d_.nodes[n].inputs.end(), t) != d_.nodes[n].inputs.end())
+        return static_cast<int>(n);
+    return -1;
+  }
+
+  // GELU as PyTorch exports it, Mul(Mul(x, Add(Erf(Div(x, d)), a)), h) (operands of Add and
+  // the Muls in either order), becomes one Gelu node computing the same expression in the same
+  // order: one pass over the tensor instead of five.
+  void fuse_gelu(std::size_t e) {
+    const GraphNode& erf = d_.nodes[e];
+    const int div_at = erf.inputs.empty() || erf.inputs[0] < 0 ? -1 : producer_[static_cast<std::size_t>(erf.inputs[0])];
+    if (div_at < 0 || readers_[static_cast<std::size_t>(erf.inputs[0])] != 1) return;
+    const GraphNode& div = d_.nodes[static_cast<std::size_t>(div_at)];
+    const float* d = div.op == "Div" && div.inputs.size() == 2 ? scalar_input(div, 1) : nullptr;
+    const int add_at = sole_reader(erf.outputs[0]);
+    if (!d || add_at < 0 || d_.nodes[static_cast<std::size_t>(add_at)].op != "Add") return;
+    const GraphNode& add = d_.nodes[static_cast<std::size_t>(add_at)];
+    const float* a = scalar_input(add, add.inputs[0] == erf.outputs[0] ? 1 : 0);
+    const int mul_at = sole_reader(add.outputs[0]);
+    if (!a || mul_at < 0 || d_.nodes[static_cast<std::size_t>(mul_at)].op != "Mul") return;
+    const GraphNode& mul = d_.nodes[static_cast<std::size_t>(mul_at)];
+    const int x = div.inputs[0];
+    if (mul.inputs.size() != 2 || mul.inputs[mul.inputs[0] == add.outputs[0] ? 1 : 0] != x) return;
+    const int half_at = sole_reader(mul.outputs[0]);
+    if (half_at < 0 || d_.nodes[static_cast<std::size_t>(half_at)].op != "Mul") return;
+    GraphNode& half = d_.nodes[static_cast<std::size_t>(half_at)];
+    const float* h = scalar_input(half, half.inputs[0] == mul.outputs[0] ? 1 : 0);
+    const ops::GraphOpFn gelu = ops::find_graph_op("Gelu");
+    if (!h || !gelu) return;
+    const float divisor = *d, addend = *a, factor = *h;
+    for (const int at : {div_at, static_cast<int>(e), add_at, mul_at}) removed_[static_cast<std::size_t>(at)] = true;
+    --readers_[static_cast<std::size_t>(x)];  // read by Div and the first Mul before, by Gelu now
+    const int out = half.outputs[0];
+    half = GraphNode{"Gelu", half.name, half.opset, {}, {x}, {out}};
+    half.attrs.floats = {{"spmd_divisor", divisor}, {"spmd_addend", addend}, {"spmd_factor", factor}};
+    d_.fns[static_cast<std::size_t>(half_at)] = gelu;
   }
 
   GraphDraft d_;

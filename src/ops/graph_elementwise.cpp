@@ -69,6 +69,12 @@ void gelu(const OpCall& c) {
   const std::string approximate = c.node.attrs.s("approximate", "none");
   if (approximate == "tanh") {
     unary(c, [](float v) { return 0.5f * v * (1.0f + fast_tanh(0.7978845608028654f * (v + 0.044715f * v * v * v))); });
+  } else if (approximate == "none" && c.node.attrs.floats.count("spmd_divisor")) {
+    // The exporters' x * (erf(x / d) + a) * h fused at load (onnx_fusion.cpp): its constants,
+    // its order of operations, so the same bits as the five nodes it replaces.
+    const float d = c.node.attrs.f("spmd_divisor", 1.0f), a = c.node.attrs.f("spmd_addend", 1.0f),
+                h = c.node.attrs.f("spmd_factor", 0.5f);
+    unary(c, [d, a, h](float v) { return v * (fast_erf(v / d) + a) * h; });
   } else if (approximate == "none") {
     unary(c, [](float v) { return 0.5f * v * (1.0f + fast_erf(v * 0.7071067811865476f)); });
   } else {

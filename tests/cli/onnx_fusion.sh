@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Load-time fusion of ONNX graphs (issue 28, section 5): BatchNormalization folded into the
-# Conv or Gemm before it, Relu fused into the Conv or Gemm before it, where the intermediate
-# tensor has no other reader; graphs built from PyTorch modules' parameters with the BN and
+# Conv or Gemm before it, Relu fused into the Conv or Gemm before it, GELU's five nodes as
+# PyTorch exports them into one, where the intermediate tensors have no other reader; graphs built from PyTorch modules' parameters with the BN and
 # Relu nodes PyTorch's own export would fold away (tests/support/onnx_fusion_models.py),
 # PyTorch computing the unfused reference. Probabilities within 1e-5, the same argmax where
 # the top two differ by more than 1e-4; the start-up line's node count says what was fused;
@@ -33,7 +33,7 @@ PYEOF
 }
 
 # model, its node count after loading (the file's, less the nodes folded or fused)
-for case in "fusable 6" "shared 6" "wide 5"; do
+for case in "fusable 6" "shared 6" "wide 5" "gelu 6" "gelu_read 12"; do
   set -- $case
   run "eval_$1" 0 120 "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/$1.onnx" --predictions "$WORK/$1.1x1.h5"
   expect_in "$1: $2 nodes after loading" "opset 13, $2 nodes"

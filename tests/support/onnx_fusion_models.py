@@ -8,6 +8,10 @@ Models:
   shared    the Conv's output read by the Relu and by an Add: the Relu must stay (6 nodes stay 6)
   wide      32-channel Conv-Relu layers (7 nodes -> 5), activations large beside the rest of a
             run: what --dry-run's memory estimate is checked on
+  gelu      GELU as PyTorch exports nn.GELU (Div, Erf, Add, Mul, Mul; operands of Add and the
+            Muls in both orders) twice: each one Gelu node (14 nodes -> 6)
+  gelu_read the same with the second GELU's Erf output also read by another node: that one stays
+            (16 nodes -> 12)
 """
 import sys
 
@@ -105,11 +109,39 @@ def wide(x):
     return g, out, y
 
 
+def gelu_nodes(g, x, name, swap=False):
+    """x * (erf(x / sqrt 2) + 1) * 0.5 as the exporter writes it (operands swapped: swap)."""
+    e = g.node("Erf", [g.node("Div", [x, g.const(f"{name}.d", torch.tensor(1.4142135381698608))], f"{name}.div")], f"{name}.erf")
+    one = g.const(f"{name}.a", torch.tensor(1.0))
+    a = g.node("Add", [one, e] if swap else [e, one], f"{name}.add")
+    m = g.node("Mul", [a, x] if swap else [x, a], f"{name}.mul")
+    half = g.const(f"{name}.h", torch.tensor(0.5))
+    return g.node("Mul", [half, m] if swap else [m, half], f"{name}.out"), e
+
+
+def gelu(x, read_erf=False):
+    w1, b1, w2, b2, w3, b3 = rand(32, 784, lo=-0.1, hi=0.1), rand(32), rand(32, 32), rand(32), rand(10, 32), rand(10)
+    h = F.gelu(F.linear(torch.flatten(x, 1), w1, b1))
+    h2 = F.linear(h, w2, b2)
+    y = F.linear(F.gelu(h2), w3, b3) + (torch.erf(h2 / 1.4142135381698608).sum(1, keepdim=True) if read_erf else 0)
+    g = Graph()
+    t = g.node("Gemm", [g.node("Flatten", ["input"], "fl"), g.const("w1", w1), g.const("b1", b1)], "g1", transB=1)
+    t, _ = gelu_nodes(g, t, "gelu1")
+    t = g.node("Gemm", [t, g.const("w2", w2), g.const("b2", b2)], "g2", transB=1)
+    t, e = gelu_nodes(g, t, "gelu2", swap=True)
+    out = g.node("Gemm", [t, g.const("w3", w3), g.const("b3", b3)], "logits" if not read_erf else "g3", transB=1)
+    if read_erf:
+        s = g.node("ReduceSum", [e, g.const("axes", torch.tensor([1]))], "erf_sum", keepdims=1)
+        out = g.node("Add", [out, s], "logits")
+    return g, out, y
+
+
 def main():
     work, data = sys.argv[1:3]
     with h5py.File(data) as f:
         x = torch.from_numpy(f["images"][...].astype(np.float32) / np.float32(255)).permute(0, 3, 1, 2)
-    for name, build in {"fusable": fusable, "shared": shared, "wide": wide}.items():
+    builds = {"fusable": fusable, "shared": shared, "wide": wide, "gelu": gelu, "gelu_read": lambda x: gelu(x, True)}
+    for name, build in builds.items():
         with torch.no_grad():
             g, out, y = build(x)
         g.save(f"{work}/{name}.onnx", out)
