@@ -13,7 +13,7 @@
 
 namespace spmd::ops {
 
-inline float fast_exp(float x) {
+[[gnu::always_inline]] inline float fast_exp(float x) {
   const float c = x < -87.3f ? -87.3f : x > 88.72283f ? 88.72283f : x;
   // n = round(c / ln 2) by the 1.5 * 2^23 trick (vectorises, unlike nearbyint), r = c - n ln 2
   // with ln 2 split in two for an exact product.
@@ -34,9 +34,9 @@ inline float fast_exp(float x) {
   return x != x ? x : x < -87.3f ? 0.0f : x > 88.72284f ? inf : y;  // NaN stays NaN
 }
 
-inline float fast_sigmoid(float x) { return 1.0f / (1.0f + fast_exp(-x)); }
+[[gnu::always_inline]] inline float fast_sigmoid(float x) { return 1.0f / (1.0f + fast_exp(-x)); }
 
-inline float fast_tanh(float x) {
+[[gnu::always_inline]] inline float fast_tanh(float x) {
   const float a = std::fabs(x);
   // Small |x|: x + x^3 P(x^2), where 1 - 2 / (e^2x + 1) would lose the relative precision.
   const float z = x * x;
@@ -50,7 +50,7 @@ inline float fast_tanh(float x) {
   return a < 0.625f ? small : large;
 }
 
-inline float fast_erf(float x) {
+[[gnu::always_inline]] inline float fast_erf(float x) {
   const float a = std::fabs(x), z = x * x;
   // |x| < 1: x P(x^2) (Cephes erff); beyond, 1 - t Q(t) e^(-x^2) with t = 1 / (1 + 0.3275911 |x|)
   // (Abramowitz and Stegun 7.1.26, 1.5e-7 absolute where erf is at least 0.84).
