@@ -150,3 +150,8 @@ case("convtranspose_same_lower_13", 13, [n("ConvTranspose", ["x", "w"], ["y"], a
 case("convtranspose_output_shape_13", 13, [n("ConvTranspose", ["x", "w", "b"], ["y"], output_shape=[6, 9], strides=[2, 2],
                                             group=2, dilations=[1, 2])],
      [1, 4, 3, 4], ["y"], [("w", rng.normal(size=(4, 1, 3, 2)).astype(np.float32)), ("b", f32(0.5, -0.25))])
+# Cast to float16 / bfloat16 rounds (to nearest even): the rounding error itself, scaled up.
+for to, name in ((T.FLOAT16, "float16"), (T.BFLOAT16, "bfloat16")):
+    case(f"cast_{name}_rounding_13", 13, [n("Cast", ["x"], ["h"], to=to), n("Cast", ["h"], ["back"], to=T.FLOAT),
+                                          n("Sub", ["back", "x"], ["e"]), n("Mul", ["e", "k"], ["y"])], [3, 4, 5], ["y"],
+         [("k", np.array(1e4, np.float32))])
