@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "spmd/models/cnn_kernels.hpp"
-#include "graph_pool_nd.hpp"
+#include "graph_nd.hpp"
 #include "spmd/ops/graph_op.hpp"
 #include "vector_math.hpp"
 
@@ -230,6 +230,7 @@ class DirectConv {
 void conv(const OpCall& call) {
   const Tensor& x = call.float_input(0);
   const Tensor& wt = call.float_input(1);
+  if (x.shape.size() > 4) return conv_nd(call);
   if (wt.shape.size() != x.shape.size()) call.fail("weights " + to_string(wt.shape) + " do not match input " + to_string(x.shape));
   const std::int64_t kh = x.shape.size() == 3 ? 1 : wt.shape[2], kw = wt.shape.back();
   const Window g = window_of(call, x, kh, kw, false);

@@ -1,10 +1,25 @@
-#include "graph_pool_nd.hpp"
+#include "graph_nd.hpp"
 
 #include <algorithm>
 #include <limits>
 #include <vector>
 
 namespace spmd::ops {
+
+void auto_pads(const OpCall& call, std::int64_t in, std::int64_t stride, std::int64_t span, std::int64_t& begin,
+               std::int64_t& end) {
+  const std::string auto_pad = call.node.attrs.s("auto_pad", "NOTSET");
+  if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+    const std::int64_t want = (in + stride - 1) / stride;
+    const std::int64_t total = std::max<std::int64_t>(0, (want - 1) * stride + span - in);
+    begin = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+    end = total - begin;
+  } else if (auto_pad == "VALID") {
+    begin = end = 0;
+  } else if (auto_pad != "NOTSET") {
+    call.fail("auto_pad '" + auto_pad + "' is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID");
+  }
+}
 
 void pool_nd(const OpCall& call, bool max) {
   const Tensor& x = call.float_input(0);
@@ -21,16 +36,7 @@ void pool_nd(const OpCall& call, bool max) {
   for (std::size_t d = 0; d < dims; ++d) {
     in[d] = x.shape[d + 2];
     span[d] = (kernel[d] - 1) * dilations[d] + 1;
-    if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-      const std::int64_t want = (in[d] + strides[d] - 1) / strides[d];
-      const std::int64_t total = std::max<std::int64_t>(0, (want - 1) * strides[d] + span[d] - in[d]);
-      pads[d] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
-      pads[d + dims] = total - pads[d];
-    } else if (auto_pad == "VALID") {
-      pads[d] = pads[d + dims] = 0;
-    } else if (auto_pad != "NOTSET") {
-      call.fail("auto_pad '" + auto_pad + "' is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID");
-    }
+    auto_pads(call, in[d], strides[d], span[d], pads[d], pads[d + dims]);
     const std::int64_t room = in[d] + pads[d] + pads[d + dims] - span[d];
     out[d] = room < 0 ? 0 : (ceil_mode ? (room + strides[d] - 1) / strides[d] : room / strides[d]) + 1;
     if (out[d] < 1) call.fail("the window does not fit the input " + to_string(x.shape));

@@ -2,8 +2,8 @@
 without dynamic_axes (the batch of the example input fixed in the file, and, where the model
 writes x.reshape(x.size(0), -1), fixed in a Reshape too), with dynamic height and width (a fully
 convolutional net), several outputs, LocalResponseNorm (an If and a 3-D pool in the export), uint8
-images scaled inside the graph, F.interpolate (nearest, bilinear, bicubic), transposed convolutions, a float16 model; and PyTorch's
-outputs.
+images scaled inside the graph, F.interpolate (nearest, bilinear, bicubic), transposed convolutions, a float16 model, Conv3d and
+MaxPool3d; and PyTorch's outputs.
 
   torch_export_styles.py names                 one line per model: NAME
   torch_export_styles.py export DIR            writes DIR/NAME.onnx
@@ -128,6 +128,19 @@ def to_float16(path):
     onnx.save(m, path)
 
 
+class Volume(nn.Module):  # Conv3d (strided, padded, dilated, grouped) and MaxPool3d over the image as a volume
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv3d(1, 4, (2, 3, 3), stride=(1, 2, 1), padding=(1, 1, 0), dilation=(1, 1, 2))
+        self.c2 = nn.Conv3d(4, 4, 3, padding=1, groups=2, bias=False)
+        self.fc = nn.Linear(4 * 3 * 2 * 12, 10)
+
+    def forward(self, x):
+        x = torch.relu(self.c1(x.reshape(-1, 1, 4, 7, 28)))  # [N, 4, 5, 3, 24]
+        x = nn.functional.max_pool3d(torch.relu(self.c2(x)), 2, ceil_mode=True)  # [N, 4, 3, 2, 12]
+        return self.fc(x.flatten(1))
+
+
 class FullyConv(nn.Module):  # any height and width: global pooling before the classes
     def __init__(self, channels=1):
         super().__init__()
@@ -158,6 +171,7 @@ MODELS = {
     "interpolate": (Interpolate, 2, [1, 28, 28], BATCH),
     "transposed": (Transposed, 2, [1, 28, 28], BATCH),
     "float16": (Float16, 2, [1, 28, 28], BATCH),
+    "volume": (Volume, 2, [1, 28, 28], BATCH),
     "rgb_dynamic_hw": (FullyConvRgb, 2, [3, 32, 32], HW),  # for 1-channel images: refused
 }
 
