@@ -253,7 +253,7 @@ class OnnxClassifier final : public Classifier {
   std::int64_t fixed_bytes_, row_bytes_;
 };
 
-// What trial runs with 1 and 2 rows show: the classes ([rows, C] or [rows, C, 1, 1]; [rows]
+// What trial runs with 1 and 2 rows show: the classes ([rows, C], other dimensions 1; [rows]
 // or [rows, 1] is a binary classifier's one score) and the bytes of the run's tensors, fixed and
 // per row (for --dry-run's memory).
 struct Trial {
@@ -311,15 +311,17 @@ Trial trial_runs(const std::shared_ptr<const OnnxGraph>& graph, const Dims& row,
     std::size_t node = 0;
     runner.run([&](const ops::OpCall& call) { trace.observe(pass, rows, node++, call); });
     const ops::Tensor& y = runner.output(0);
-    const bool ok = y.type == ops::ElemType::Float32 && !y.shape.empty() && y.shape[0] == rows &&
-                    std::all_of(y.shape.begin() + std::min<std::size_t>(2, y.shape.size()), y.shape.end(),
-                                [](std::int64_t d) { return d == 1; });
-    const std::int64_t width = y.shape.size() < 2 ? 1 : y.shape[1];
+    // The classes along one dimension after the batch, the others 1 ([batch, C], [batch, C, 1, 1]
+    // after a 1x1 convolution, [batch, 1, C] from a kept class token); none: one score.
+    const std::int64_t beyond_one =
+        y.shape.empty() ? 0 : std::count_if(y.shape.begin() + 1, y.shape.end(), [](std::int64_t d) { return d != 1; });
+    const bool ok = y.type == ops::ElemType::Float32 && !y.shape.empty() && y.shape[0] == rows && beyond_one <= 1;
+    const std::int64_t width = ok ? y.size() / rows : 0;
     if (!ok || width < 1)
       throw Error("ONNX model '" + graph->path() + "': output '" + graph->outputs().front().name + "' is " +
                   ops::to_string(y.shape) + " for a batch of " + std::to_string(rows) +
-                  "; a classifier gives [batch, classes >= 2] (or [batch, classes, 1, 1]), or [batch] / [batch, 1]: "
-                  "a binary classifier's one score");
+                  "; a classifier gives [batch, classes >= 2] (other dimensions 1, as [batch, classes, 1, 1]), or "
+                  "[batch] / [batch, 1]: a binary classifier's one score");
     if (classes && width != classes)
       throw Error("ONNX model '" + graph->path() + "': its classes change with the batch size");
     classes = width;

@@ -162,7 +162,8 @@ OnnxModelInfo describe_onnx_model(const std::string& path) {
     info.classes = classifier->classes();
     const std::string last = loaded->output_kind(0);
     const auto& out_dims = info.outputs.front().dims;
-    if (out_dims.size() < 2 || out_dims[1] == "1")  // one score per example: a binary classifier
+    if (std::all_of(out_dims.begin() + std::min<std::size_t>(1, out_dims.size()), out_dims.end(),
+                    [](const std::string& d) { return d == "1"; }))  // one score per example: a binary classifier
       info.output_reading = last == "Sigmoid" ? "probability of class 1" : "logit of class 1";
     else
       info.output_reading = last == "Softmax" ? "probabilities" : last == "LogSoftmax" ? "log-probabilities" : "logits";

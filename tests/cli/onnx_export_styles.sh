@@ -4,7 +4,7 @@
 # the example input (1, 64; a Keras-style NHWC model at 32) and, where the model reads
 # x.size(0), a Reshape holds it too; a file that fixes a batch its graph does not hold
 # (torch.flatten); a fully convolutional net with dynamic height and width (the sizes taken from
-# the data; refused where they cannot be); two outputs; LocalResponseNorm, which PyTorch exports
+# the data; refused where they cannot be); two outputs; a [batch, 1, classes] output; LocalResponseNorm, which PyTorch exports
 # as an If on a shape around a 3-D AveragePool; uint8 images in, scaled inside the graph (fed the
 # stored bytes; a scale or float features refused); F.interpolate (Resize: nearest, bilinear,
 # bicubic with align_corners); ConvTranspose 1-D and 2-D (strided, output_padding, grouped,
@@ -59,6 +59,7 @@ check keras_batch32 "input 'input' \[batch, 28, 28, 1\]; the graph holds the bat
 check flatten_batch8 "transposed to NCHW, output 'output'"
 expect_not_in "flatten_batch8: a graph that holds no batch runs whole batches" "holds the batch size"
 check two_outputs "output 'logits' logits"
+check token_output "output 'output' logits"
 check lrn "output 'output' log-probabilities"
 check interpolate "output 'output' logits"
 check transposed "output 'output' logits"

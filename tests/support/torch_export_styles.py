@@ -1,7 +1,7 @@
 """Classifiers exported the ways users export them beside the documented one: torch.onnx.export
 without dynamic_axes (the batch of the example input fixed in the file, and, where the model
 writes x.reshape(x.size(0), -1), fixed in a Reshape too), with dynamic height and width (a fully
-convolutional net), several outputs, LocalResponseNorm (an If and a 3-D pool in the export), uint8
+convolutional net), several outputs, a [batch, 1, classes] output, LocalResponseNorm (an If and a 3-D pool in the export), uint8
 images scaled inside the graph, F.interpolate (nearest, bilinear, bicubic), transposed convolutions, a float16 model, Conv3d and
 MaxPool3d; and PyTorch's outputs.
 
@@ -32,6 +32,11 @@ class FlattenNet(ViewNet):  # the same weights' kind, flattened by torch.flatten
         x = nn.functional.max_pool2d(torch.relu(self.c1(x)), 2)
         x = nn.functional.max_pool2d(torch.relu(self.bn(self.c2(x))), 2)
         return self.fc(torch.flatten(x, 1))
+
+
+class TokenOutput(FlattenNet):  # [batch, 1, classes]: a class token's logits kept as a sequence of one
+    def forward(self, x):
+        return super().forward(x).unsqueeze(1)
 
 
 class TwoOutputs(ViewNet):  # (logits, embedding): eval reads the first output
@@ -164,6 +169,7 @@ MODELS = {
     "view_batch64": (ViewNet, 64, [1, 28, 28], None),
     "flatten_batch8": (FlattenNet, 8, [1, 28, 28], None),
     "two_outputs": (TwoOutputs, 1, [1, 28, 28], BATCH),
+    "token_output": (TokenOutput, 2, [1, 28, 28], BATCH),
     "keras_batch32": (KerasStyle, 32, [28, 28, 1], None),
     "dynamic_hw": (FullyConv, 2, [1, 32, 32], HW),
     "lrn": (Lrn, 2, [1, 28, 28], BATCH),
@@ -212,7 +218,7 @@ def main():
                 model, x = model.half().float(), x.half().float()
             with torch.no_grad():
                 y = model(x)
-                y = y[0] if isinstance(y, tuple) else y
+                y = (y[0] if isinstance(y, tuple) else y).reshape(len(x), -1)
                 p = y if name in ("keras_batch32", "float16") else torch.exp(y) if name == "lrn" else torch.softmax(y, dim=1)
             np.save(f"{sys.argv[2]}/{name}.torch.npy", p.numpy())
 

@@ -1,7 +1,7 @@
 #pragma once
 // A user's ONNX classifier as spmd eval runs it (onnx_graph.hpp): one float input [batch, ...]
-// (other symbolic dimensions taken from the data), the first output [batch, C] (or
-// [batch, C, 1, 1]). The stored features meet the input as stored when their trailing shape
+// (other symbolic dimensions taken from the data), the first output [batch, C] (other
+// dimensions 1 allowed: [batch, C, 1, 1], [batch, 1, C]). The stored features meet the input as stored when their trailing shape
 // is the model's, or transposed from NHWC to NCHW (images as stored, a PyTorch model);
 // anything else is refused with both shapes. A graph ending in Softmax gives probabilities,
 // in LogSoftmax log-probabilities, otherwise logits (made probabilities by a softmax);
