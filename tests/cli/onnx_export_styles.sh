@@ -6,7 +6,7 @@
 # (torch.flatten); a fully convolutional net with dynamic height and width (the sizes taken from
 # the data; refused where they cannot be); two outputs; a [batch, 1, classes] output; LocalResponseNorm, which PyTorch exports
 # as an If on a shape around a 3-D AveragePool; uint8 images in, scaled inside the graph (fed the
-# stored bytes; a scale or float features refused); F.interpolate (Resize: nearest, bilinear,
+# stored bytes; a scale or float features refused); a text classifier on stored token ids; F.interpolate (Resize: nearest, bilinear,
 # bicubic with align_corners); ConvTranspose 1-D and 2-D (strided, output_padding, grouped,
 # dilated); a float16 model (weights, input and output float16, computed in float32: against
 # PyTorch on the same rounded values); Conv3d and MaxPool3d. Each against PyTorch's outputs: probabilities within 1e-4, the
@@ -80,6 +80,37 @@ run info_dynamic_hw 0 60 "$SPMD" model info "$WORK/dynamic_hw.onnx"
 expect_in "spmd model info: eval takes the sizes from the data" "spmd eval takes height, width from the data's samples"
 refuse rgb_for_gray 2 "input 'input' \[batch, 3, -1, -1\] \(-1: symbolic\) cannot take its sizes from the data's samples \[28, 28, 1\]" \
   "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/rgb_dynamic_hw.onnx" --predictions "$OUT/p.h5"
+
+# A text classifier: int32 token ids stored, an int64 input, nn.Embedding (Gather) + nn.GRU +
+# Linear: fed the stored ids as they are; against PyTorch, the same bytes on both layouts.
+run text_model 0 120 $PY - "$WORK" <<'PYEOF'
+import sys, numpy as np, h5py, torch
+from torch import nn
+work = sys.argv[1]
+class Text(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb, self.gru, self.fc = nn.Embedding(100, 16), nn.GRU(16, 8, batch_first=True), nn.Linear(8, 4)
+    def forward(self, ids):
+        return self.fc(self.gru(self.emb(ids))[1][0])
+torch.manual_seed(5)
+m = Text().eval()
+torch.onnx.export(m, torch.zeros(2, 12, dtype=torch.int64), f"{work}/text.onnx", input_names=["ids"], output_names=["logits"],
+                  dynamic_axes={"ids": {0: "batch"}, "logits": {0: "batch"}}, opset_version=13)
+rng = np.random.default_rng(1)
+ids = rng.integers(0, 100, size=(211, 12)).astype(np.int32)
+with h5py.File(f"{work}/text.h5", "w") as f:
+    f["features"], f["labels"] = ids, rng.integers(0, 4, size=211)
+with torch.no_grad():
+    np.save(f"{work}/text.torch.npy", torch.softmax(m(torch.from_numpy(ids).long()), 1).numpy())
+PYEOF
+run eval_text 0 60 "$SPMD" eval --data "$WORK/text.h5" --model onnx --weights "$WORK/text.onnx" --predictions "$WORK/text.1x1.h5"
+expect_in "the token ids are fed as stored" "input 'ids' \[batch, 12\], int64: the stored values as they are"
+run compare_text 0 60 compare "$WORK/text.1x1.h5" "$WORK/text.torch.npy"
+cat "$LAST_OUT"
+run eval_text_3x2 0 120 mpi 3 "$SPMD" eval --data "$WORK/text.h5" --model onnx --weights "$WORK/text.onnx" --devices 2 \
+  --per-device-batch 23 --predictions "$WORK/text.3x2.h5"
+run text_same_bytes 0 10 cmp "$WORK/text.1x1.h5" "$WORK/text.3x2.h5"
 
 # --dry-run's memory: a fixed batch's run tensors are that batch's whatever the per-device batch;
 # only the device batch's own buffers (features and labels, 784 * 4 + 4 bytes a row) grow.
