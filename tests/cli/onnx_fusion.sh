@@ -33,7 +33,7 @@ PYEOF
 }
 
 # model, its node count after loading (the file's, less the nodes folded or fused)
-for case in "fusable 6" "shared 6" "wide 5" "gelu 6" "gelu_read 12"; do
+for case in "fusable 6" "shared 6" "wide 5" "gelu 6" "gelu_read 12" "not_gelu 10"; do
   set -- $case
   run "eval_$1" 0 120 "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/$1.onnx" --predictions "$WORK/$1.1x1.h5"
   expect_in "$1: $2 nodes after loading" "opset 13, $2 nodes"
