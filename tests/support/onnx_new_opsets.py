@@ -155,3 +155,15 @@ for to, name in ((T.FLOAT16, "float16"), (T.BFLOAT16, "bfloat16")):
     case(f"cast_{name}_rounding_13", 13, [n("Cast", ["x"], ["h"], to=to), n("Cast", ["h"], ["back"], to=T.FLOAT),
                                           n("Sub", ["back", "x"], ["e"]), n("Mul", ["e", "k"], ["y"])], [3, 4, 5], ["y"],
          [("k", np.array(1e4, np.float32))])
+# Indexing: ScatterND / ScatterElements reductions (16, 18) with repeated indices, TopK's ties
+# (equal values: the lower index first) and smallest, Trilu below the diagonal, OneHot's axis.
+case("scatternd_max_18", 18, [n("ScatterND", ["x", "i", "u"], ["y"], reduction="max")], [4, 5], ["y"],
+     [("i", i64(1, 3, 1).reshape(3, 1)), ("u", rng.normal(size=(3, 5)).astype(np.float32))])
+case("scatter_elements_mul_16", 16, [n("ScatterElements", ["x", "i", "u"], ["y"], axis=1, reduction="mul")], [3, 4], ["y"],
+     [("i", i64(0, 0, 3, 1, 1, 1).reshape(3, 2)), ("u", rng.normal(size=(3, 2)).astype(np.float32))])
+case("topk_ties_smallest_11", 11, [n("Mul", ["x", "two"], ["m"]), n("Round", ["m"], ["r"]),
+                                   n("TopK", ["r", "k"], ["v", "ix"], axis=1, largest=0), n("Cast", ["ix"], ["y"], to=T.FLOAT)],
+     [3, 9, 2], ["v", "y"], [("two", np.array(2.0, np.float32)), ("k", i64(4))])
+case("trilu_lower_14", 14, [n("Trilu", ["x", "k"], ["y"], upper=0)], [2, 4, 6], ["y"], [("k", np.array(-1, np.int64))])
+case("onehot_axis_11", 11, [n("Abs", ["x"], ["a"]), n("Floor", ["a"], ["f"]), n("OneHot", ["f", "d", "v"], ["y"], axis=1)],
+     [2, 3], ["y"], [("d", np.array(3.0, np.float32)), ("v", f32(-1, 2))])
