@@ -39,6 +39,11 @@ Tensor tensor_from(const onnx::TensorProto& t, const std::string& what) {
     out.reset(ElemType::Int64, dims);
     for (std::size_t k = 0; k < out.i.size() && k < values.size(); ++k) out.i[k] = static_cast<std::int64_t>(values[k]);
   };
+  // The narrow integer types: raw bytes of their own width, or int32_data (ONNX widens them there).
+  const auto narrow = [&](auto zero) {
+    if (raw) ints(raw_values<decltype(zero)>(t.raw_data()));
+    else ints(std::vector<std::int32_t>(t.int32_data().begin(), t.int32_data().end()));
+  };
   switch (t.data_type()) {
     case onnx::TensorProto::FLOAT: {
       out.reset(ElemType::Float32, dims);
@@ -65,19 +70,9 @@ Tensor tensor_from(const onnx::TensorProto& t, const std::string& what) {
     case onnx::TensorProto::INT32:
       ints(raw ? raw_values<std::int32_t>(t.raw_data()) : std::vector<std::int32_t>(t.int32_data().begin(), t.int32_data().end()));
       break;
-    case onnx::TensorProto::INT8:
-      if (raw) ints(raw_values<std::int8_t>(t.raw_data()));
-      else ints(std::vector<std::int32_t>(t.int32_data().begin(), t.int32_data().end()));
-      break;
-    case onnx::TensorProto::UINT8: case onnx::TensorProto::BOOL:
-      if (raw) ints(raw_values<std::uint8_t>(t.raw_data()));
-      else ints(std::vector<std::int32_t>(t.int32_data().begin(), t.int32_data().end()));
-      break;
-    case onnx::TensorProto::INT16:
-      if (raw) ints(raw_values<std::int16_t>(t.raw_data()));
-      else ints(std::vector<std::int32_t>(t.int32_data().begin(), t.int32_data().end()));
-      break;
-
+    case onnx::TensorProto::INT8: narrow(std::int8_t{}); break;
+    case onnx::TensorProto::UINT8: case onnx::TensorProto::BOOL: narrow(std::uint8_t{}); break;
+    case onnx::TensorProto::INT16: narrow(std::int16_t{}); break;
     default:
       throw Error(what + ": tensor '" + t.name() + "' has element type " + std::to_string(t.data_type()) +
                   " (float, float16, bfloat16, double and integer tensors are supported)");

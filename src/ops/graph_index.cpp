@@ -12,11 +12,12 @@
 namespace spmd::ops {
 namespace {
 
-// Element k of a tensor as a double and back (float and int64 tensors alike).
+// Element k of a tensor as a double (for comparisons and scalar inputs), and a copy of one
+// element between tensors of the same type (int64 values kept exact).
 double value_at(const Tensor& t, std::size_t k) { return t.type == ElemType::Float32 ? t.f[k] : static_cast<double>(t.i[k]); }
-void store(Tensor& t, std::size_t k, double v) {
-  if (t.type == ElemType::Float32) t.f[k] = static_cast<float>(v);
-  else t.i[k] = static_cast<std::int64_t>(v);
+void copy_element(Tensor& to, std::size_t k, const Tensor& from, std::size_t j) {
+  if (to.type == ElemType::Float32) to.f[k] = from.f[j];
+  else to.i[k] = from.i[j];
 }
 
 std::vector<std::int64_t> strides_for(const std::vector<std::int64_t>& shape) {
@@ -26,12 +27,17 @@ std::vector<std::int64_t> strides_for(const std::vector<std::int64_t>& shape) {
 }
 
 // A scatter's new value at an index: the update, or the reduction (opsets 16, 18) of the two.
-double combine(const std::string& reduction, double old, double update) {
+template <class T>
+T combine(const std::string& reduction, T old, T update) {
   if (reduction == "add") return old + update;
   if (reduction == "mul") return old * update;
   if (reduction == "max") return std::max(old, update);
   if (reduction == "min") return std::min(old, update);
   return update;
+}
+void scatter_element(Tensor& y, std::size_t k, const Tensor& updates, std::size_t j, const std::string& reduction) {
+  if (y.type == ElemType::Float32) y.f[k] = combine(reduction, y.f[k], updates.f[j]);
+  else y.i[k] = combine(reduction, y.i[k], updates.i[j]);
 }
 
 // An index along a dimension of `size`, negative ones from the end; fail() outside.
@@ -51,7 +57,11 @@ void trilu(const OpCall& c) {
   for (std::int64_t m = 0; m < x.size() / std::max<std::int64_t>(1, rows * cols); ++m)
     for (std::int64_t i = 0; i < rows; ++i)
       for (std::int64_t j = 0; j < cols; ++j)
-        if (upper ? j - i < k : j - i > k) store(y, static_cast<std::size_t>((m * rows + i) * cols + j), 0.0);
+        if (upper ? j - i < k : j - i > k) {
+          const auto at = static_cast<std::size_t>((m * rows + i) * cols + j);
+          if (y.type == ElemType::Float32) y.f[at] = 0.0f;
+          else y.i[at] = 0;
+        }
 }
 
 // GatherElements, and ScatterElements (scatter: y = data, then y[index] (op)= updates).
@@ -67,6 +77,7 @@ void elements(const OpCall& c, bool scatter) {
   if (scatter) {
     y = data;
     if (c.input(2).shape != index.shape) c.fail("updates " + to_string(c.input(2).shape) + " differ from indices " + to_string(index.shape));
+    if (c.input(2).type != data.type) c.fail("updates and data of different element types");
   } else {
     y.reset(data.type, index.shape);
   }
@@ -77,11 +88,8 @@ void elements(const OpCall& c, bool scatter) {
       at += (d == axis ? checked_index(c, idx[static_cast<std::size_t>(e)], data.shape[d]) : pos) * ds[d];
     }
     const auto u = static_cast<std::size_t>(at), v = static_cast<std::size_t>(e);
-    if (!scatter) {
-      store(y, v, value_at(data, u));
-      continue;
-    }
-    store(y, u, combine(reduction, value_at(y, u), value_at(c.input(2), v)));
+    if (scatter) scatter_element(y, u, c.input(2), v, reduction);
+    else copy_element(y, v, data, u);
   }
 }
 void gather_elements(const OpCall& c) { elements(c, false); }
@@ -99,6 +107,7 @@ void scatter_nd(const OpCall& c) {
   const std::int64_t slice = depth < static_cast<std::int64_t>(data.shape.size()) ? ds[static_cast<std::size_t>(depth - 1)] : 1;
   const std::int64_t block = depth == 0 ? data.size() : slice;
   if (updates.size() != count * block) c.fail("updates " + to_string(updates.shape) + " do not match indices " + to_string(ishape));
+  if (updates.type != data.type) c.fail("updates and data of different element types");
   const std::string reduction = c.node.attrs.s("reduction", "none");
   Tensor& y = *c.out[0];
   y = data;
@@ -106,10 +115,8 @@ void scatter_nd(const OpCall& c) {
     std::int64_t at = 0;
     for (std::int64_t d = 0; d < depth; ++d)
       at += checked_index(c, idx[static_cast<std::size_t>(q * depth + d)], data.shape[static_cast<std::size_t>(d)]) * ds[static_cast<std::size_t>(d)];
-    for (std::int64_t e = 0; e < block; ++e) {
-      const auto u = static_cast<std::size_t>(at + e);
-      store(y, u, combine(reduction, value_at(y, u), value_at(updates, static_cast<std::size_t>(q * block + e))));
-    }
+    for (std::int64_t e = 0; e < block; ++e)
+      scatter_element(y, static_cast<std::size_t>(at + e), updates, static_cast<std::size_t>(q * block + e), reduction);
   }
 }
 
@@ -125,12 +132,12 @@ void one_hot(const OpCall& c) {
   for (std::size_t k = 0; k < indices.shape.size(); ++k) (k < axis ? outer : inner) *= indices.shape[k];
   Tensor& y = *c.out[0];
   y.reset(values.type, shape);
-  for (std::int64_t k = 0; k < y.size(); ++k) store(y, static_cast<std::size_t>(k), value_at(values, 0));
+  for (std::int64_t k = 0; k < y.size(); ++k) copy_element(y, static_cast<std::size_t>(k), values, 0);
   for (std::int64_t o = 0; o < outer; ++o)
     for (std::int64_t i = 0; i < inner; ++i) {
       std::int64_t v = static_cast<std::int64_t>(value_at(indices, static_cast<std::size_t>(o * inner + i)));
       if (v < 0) v += depth;  // out of range: all off
-      if (v >= 0 && v < depth) store(y, static_cast<std::size_t>((o * depth + v) * inner + i), value_at(values, 1));
+      if (v >= 0 && v < depth) copy_element(y, static_cast<std::size_t>((o * depth + v) * inner + i), values, 1);
     }
 }
 
@@ -164,7 +171,7 @@ void top_k(const OpCall& c) {
       });
       for (std::int64_t j = 0; j < k; ++j) {
         const auto out = static_cast<std::size_t>((o * k + j) * inner + i);
-        store(values, out, value_at(x, at(order[static_cast<std::size_t>(j)])));
+        copy_element(values, out, x, at(order[static_cast<std::size_t>(j)]));
         if (indices) indices->i[out] = order[static_cast<std::size_t>(j)];
       }
     }

@@ -169,18 +169,29 @@ void resize(const OpCall& c) {
     c.fail("antialias = 1 (antialiased downsampling) is not supported");
   const Geometry g = geometry(c, x);
   const float extrapolation = c.node.attrs.f("extrapolation_value", 0.0f);
-  Tensor current = x, next;
+  std::vector<std::size_t> resized;  // the axes that change, each one pass
+  for (std::size_t a = 0; a < x.shape.size(); ++a)
+    if (g.out[a] != x.shape[a] || g.scale[a] != 1.0f) resized.push_back(a);
+  Tensor& y = *c.out[0];
+  if (resized.empty()) {
+    y = x;
+    return;
+  }
+  // Passes between two per-thread tensors (no allocation once seen), the last one into y.
+  thread_local Tensor between[2];
+  const Tensor* current = &x;
   std::vector<std::vector<Tap>> taps;
   std::vector<char> outside;
-  for (std::size_t a = 0; a < x.shape.size(); ++a) {
-    const std::int64_t in = current.shape[a], out = g.out[a];
-    if (out == in && g.scale[a] == 1.0f) continue;
+  for (std::size_t p = 0; p < resized.size(); ++p) {
+    const std::size_t a = resized[p];
+    const std::int64_t in = current->shape[a], out = g.out[a];
     plan_axis(c, in, out, g.scale[a], g.roi_start[a], g.roi_end[a], taps, outside);
     std::int64_t outer = 1, inner = 1;
-    for (std::size_t k = 0; k < a; ++k) outer *= current.shape[k];
-    for (std::size_t k = a + 1; k < current.shape.size(); ++k) inner *= current.shape[k];
-    auto shape = current.shape;
+    for (std::size_t k = 0; k < a; ++k) outer *= current->shape[k];
+    for (std::size_t k = a + 1; k < current->shape.size(); ++k) inner *= current->shape[k];
+    auto shape = current->shape;
     shape[a] = out;
+    Tensor& next = p + 1 == resized.size() ? y : between[p % 2];
     next.reset(ElemType::Float32, shape);
     for (std::int64_t o = 0; o < outer; ++o)
       for (std::int64_t j = 0; j < out; ++j) {
@@ -191,13 +202,12 @@ void resize(const OpCall& c) {
         }
         std::fill_n(dst, inner, 0.0f);
         for (const Tap& t : taps[static_cast<std::size_t>(j)]) {
-          const float* src = current.f.data() + (o * in + t.at) * inner;
+          const float* src = current->f.data() + (o * in + t.at) * inner;
           for (std::int64_t e = 0; e < inner; ++e) dst[e] += t.weight * src[e];
         }
       }
-    std::swap(current, next);
+    current = &next;
   }
-  *c.out[0] = std::move(current);
 }
 
 }  // namespace

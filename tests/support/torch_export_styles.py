@@ -13,6 +13,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from torch_models import seeded
+
 
 class ViewNet(nn.Module):  # NCHW [N, 1, 28, 28]; the batch read by x.size(0): a Reshape [batch, -1]
     def __init__(self):
@@ -183,13 +185,7 @@ MODELS = {
 
 
 def build(name):
-    torch.manual_seed(sum(map(ord, name)))
-    model = MODELS[name][0]()
-    for m in model.modules():
-        if isinstance(m, nn.BatchNorm2d):
-            m.running_mean.uniform_(-0.3, 0.3)
-            m.running_var.uniform_(0.5, 2.0)
-    return model.eval()
+    return seeded(name, MODELS[name][0])
 
 
 def main():

@@ -137,9 +137,10 @@ MODELS = {"lenet": (LeNet, [1, 28, 28]), "resnet": (ResNet, [1, 28, 28]), "mlp":
           "lstm": (LstmLast, [28, 28]), "gru": (BiGru, [28, 28]), "rnn": (ReluRnn, [28, 28])}
 
 
-def build(name):
+def seeded(name, cls):
+    """cls() made after a seed from `name`, in eval mode, BatchNorm's statistics non-trivial."""
     torch.manual_seed(sum(map(ord, name)))
-    model = MODELS[name][0]()
+    model = cls()
     for m in model.modules():
         if isinstance(m, nn.BatchNorm2d):
             m.running_mean.uniform_(-0.5, 0.5)
@@ -147,6 +148,10 @@ def build(name):
             m.weight.data.uniform_(0.5, 1.5)
             m.bias.data.uniform_(-0.2, 0.2)
     return model.eval()
+
+
+def build(name):
+    return seeded(name, MODELS[name][0])
 
 
 def probabilities(name, model, x):
