@@ -22,6 +22,17 @@ void unary(const OpCall& c, Fn fn) {
   for (std::size_t k = 0; k < n; ++k) y.f[k] = fn(x.f[k]);
 }
 
+// Neg and Abs of int64 too: shape arithmetic (ONNX's expanded LayerNormalization negates an
+// axis count), exact.
+template <class Fn, class IntFn>
+void unary_or_int(const OpCall& c, Fn fn, IntFn int_fn) {
+  const Tensor& x = c.input(0);
+  if (x.type == ElemType::Float32) return unary(c, fn);
+  Tensor& y = *c.out[0];
+  y.reset(ElemType::Int64, x.shape);
+  std::transform(x.i.begin(), x.i.end(), y.i.begin(), int_fn);
+}
+
 void relu(const OpCall& c) { unary(c, [](float v) { return v > 0.0f ? v : 0.0f; }); }
 void sigmoid(const OpCall& c) { unary(c, [](float v) { return fast_sigmoid(v); }); }
 void tanh_op(const OpCall& c) { unary(c, [](float v) { return fast_tanh(v); }); }
@@ -29,8 +40,12 @@ void erf_op(const OpCall& c) { unary(c, [](float v) { return fast_erf(v); }); }
 void exp_op(const OpCall& c) { unary(c, [](float v) { return fast_exp(v); }); }
 void log_op(const OpCall& c) { unary(c, [](float v) { return std::log(v); }); }
 void sqrt_op(const OpCall& c) { unary(c, [](float v) { return std::sqrt(v); }); }
-void neg(const OpCall& c) { unary(c, [](float v) { return -v; }); }
-void abs_op(const OpCall& c) { unary(c, [](float v) { return std::fabs(v); }); }
+void neg(const OpCall& c) {
+  unary_or_int(c, [](float v) { return -v; }, [](std::int64_t v) { return -v; });
+}
+void abs_op(const OpCall& c) {
+  unary_or_int(c, [](float v) { return std::fabs(v); }, [](std::int64_t v) { return v < 0 ? -v : v; });
+}
 void reciprocal(const OpCall& c) { unary(c, [](float v) { return 1.0f / v; }); }
 void floor_op(const OpCall& c) { unary(c, [](float v) { return std::floor(v); }); }
 void ceil_op(const OpCall& c) { unary(c, [](float v) { return std::ceil(v); }); }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "spmd/ops/graph_op.hpp"
+#include "strided_copy.hpp"
 
 namespace spmd::ops {
 namespace {
@@ -18,12 +19,6 @@ double value_at(const Tensor& t, std::size_t k) { return t.type == ElemType::Flo
 void copy_element(Tensor& to, std::size_t k, const Tensor& from, std::size_t j) {
   if (to.type == ElemType::Float32) to.f[k] = from.f[j];
   else to.i[k] = from.i[j];
-}
-
-std::vector<std::int64_t> strides_for(const std::vector<std::int64_t>& shape) {
-  std::vector<std::int64_t> s(shape.size(), 1);
-  for (std::size_t k = shape.size(); k-- > 1;) s[k - 1] = s[k] * shape[k];
-  return s;
 }
 
 // A scatter's new value at an index: the update, or the reduction (opsets 16, 18) of the two.
@@ -71,7 +66,7 @@ void elements(const OpCall& c, bool scatter) {
   const std::size_t axis = c.axis(c.node.attrs.i("axis", 0), data.shape.size());
   if (index.shape.size() != data.shape.size()) c.fail("indices " + to_string(index.shape) + " and data " + to_string(data.shape) + " differ in rank");
   const auto idx = index.as_ints();
-  const auto ds = strides_for(data.shape), is = strides_for(index.shape);
+  const auto ds = strides_of(data.shape), is = strides_of(index.shape);
   Tensor& y = *c.out[0];
   const std::string reduction = c.node.attrs.s("reduction", "none");
   if (scatter) {
@@ -103,7 +98,7 @@ void scatter_nd(const OpCall& c) {
   const Tensor& updates = c.input(2);
   if (ishape.empty() || ishape.back() > static_cast<std::int64_t>(data.shape.size())) c.fail("indices " + to_string(ishape) + " do not index data " + to_string(data.shape));
   const std::int64_t depth = ishape.back(), count = static_cast<std::int64_t>(idx.size()) / std::max<std::int64_t>(1, depth);
-  const auto ds = strides_for(data.shape);
+  const auto ds = strides_of(data.shape);
   const std::int64_t slice = depth < static_cast<std::int64_t>(data.shape.size()) ? ds[static_cast<std::size_t>(depth - 1)] : 1;
   const std::int64_t block = depth == 0 ? data.size() : slice;
   if (updates.size() != count * block) c.fail("updates " + to_string(updates.shape) + " do not match indices " + to_string(ishape));

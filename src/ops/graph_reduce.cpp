@@ -204,9 +204,52 @@ bool reduced_block(const std::vector<std::int64_t>& shape, const std::vector<boo
   return true;
 }
 
+// y[kept index] = combine(y[kept index], x[e]) over every element e in index order, y holding
+// each output's initial value: any set of reduced axes, any layout.
+template <class T, class Combine>
+void reduce_by_odometer(const std::vector<std::int64_t>& shape, const std::vector<bool>& reduced,
+                        const std::vector<std::int64_t>& kept_shape, const T* x, T* y, Combine combine) {
+  const std::size_t r = shape.size();
+  std::vector<std::int64_t> out_strides(r, 0), index(r, 0);
+  std::int64_t n = 1;
+  for (std::int64_t k = static_cast<std::int64_t>(r) - 1, s = 1; k >= 0; --k) {
+    out_strides[static_cast<std::size_t>(k)] = reduced[static_cast<std::size_t>(k)] ? 0 : s;
+    s *= kept_shape[static_cast<std::size_t>(k)];
+    n *= shape[static_cast<std::size_t>(k)];
+  }
+  for (std::int64_t e = 0; e < n; ++e) {
+    std::int64_t o = 0;
+    for (std::size_t k = 0; k < r; ++k) o += index[k] * out_strides[k];
+    y[o] = combine(y[o], x[e]);
+    for (std::size_t k = r; k-- > 0;) {
+      if (++index[k] < shape[k]) break;
+      index[k] = 0;
+    }
+  }
+}
+
+// An int64 reduction (the shape arithmetic of torch.std / var: the count of the reduced
+// elements as ReduceProd over a Shape's entries): exact, in the odometer's order.
+template <Reduce kOp>
+void reduce_ints(const OpCall& c, const Tensor& x, const std::vector<bool>& reduced, const std::vector<std::int64_t>& kept_shape,
+                 const std::vector<std::int64_t>& out_shape) {
+  if constexpr (kOp != Reduce::Sum && kOp != Reduce::Prod && kOp != Reduce::Max && kOp != Reduce::Min) {
+    c.fail("input 0 is an integer tensor; this op computes in float32 (ReduceSum, ReduceProd, ReduceMax and ReduceMin take int64)");
+  } else {
+    Tensor& y = *c.out[0];
+    y.reset(ElemType::Int64, out_shape);
+    const std::int64_t init = kOp == Reduce::Max ? std::numeric_limits<std::int64_t>::min()
+                              : kOp == Reduce::Min ? std::numeric_limits<std::int64_t>::max() : kOp == Reduce::Prod ? 1 : 0;
+    std::fill(y.i.begin(), y.i.end(), init);
+    reduce_by_odometer(x.shape, reduced, kept_shape, x.i.data(), y.i.data(), [](std::int64_t acc, std::int64_t v) {
+      return kOp == Reduce::Max ? std::max(acc, v) : kOp == Reduce::Min ? std::min(acc, v) : kOp == Reduce::Prod ? acc * v : acc + v;
+    });
+  }
+}
+
 template <Reduce kOp>
 void reduce(const OpCall& c) {
-  const Tensor& x = c.float_input(0);
+  const Tensor& x = c.input(0);
   const std::size_t r = x.shape.size();
   std::vector<std::int64_t> axes = c.node.attrs.ints_or("axes", {});
   if (axes.empty() && c.has_input(1)) axes = c.input(1).as_ints();  // ReduceSum 13's, the others' 18's input form
@@ -223,6 +266,7 @@ void reduce(const OpCall& c) {
     kept_shape.push_back(reduced[k] ? 1 : x.shape[k]);
     if (!reduced[k] || keep) out_shape.push_back(kept_shape.back());
   }
+  if (x.type == ElemType::Int64) return reduce_ints<kOp>(c, x, reduced, kept_shape, out_shape);
   Tensor& y = *c.out[0];
   y.reset(ElemType::Float32, out_shape);
   const float init = kOp == Reduce::Max ? -std::numeric_limits<float>::infinity()
@@ -252,22 +296,8 @@ void reduce(const OpCall& c) {
       }
     }
   } else {
-    std::vector<std::int64_t> out_strides(r, 0), index(r, 0);
-    for (std::int64_t k = static_cast<std::int64_t>(r) - 1, s = 1; k >= 0; --k) {
-      out_strides[static_cast<std::size_t>(k)] = reduced[static_cast<std::size_t>(k)] ? 0 : s;
-      s *= kept_shape[static_cast<std::size_t>(k)];
-    }
-    const std::int64_t n = x.size();
-    for (std::int64_t e = 0; e < n; ++e) {
-      std::int64_t o = 0;
-      for (std::size_t k = 0; k < r; ++k) o += index[k] * out_strides[k];
-      float& acc = y.f[static_cast<std::size_t>(o)];
-      acc = combine(acc, reduce_term<kOp>(x.f[static_cast<std::size_t>(e)]));
-      for (std::size_t k = r; k-- > 0;) {
-        if (++index[k] < x.shape[k]) break;
-        index[k] = 0;
-      }
-    }
+    reduce_by_odometer(x.shape, reduced, kept_shape, x.f.data(), y.f.data(),
+                       [&](float acc, float v) { return combine(acc, reduce_term<kOp>(v)); });
   }
   if (kOp == Reduce::Mean && y.size() > 0) {
     const float count = static_cast<float>(x.size() / y.size());

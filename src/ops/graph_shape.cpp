@@ -102,13 +102,6 @@ void unsqueeze(const OpCall& c) {
   copy_as(c, shape);
 }
 
-// Strides of a row-major shape.
-std::vector<std::int64_t> strides_of(const std::vector<std::int64_t>& shape) {
-  std::vector<std::int64_t> s(shape.size(), 1);
-  for (std::size_t k = shape.size(); k-- > 1;) s[k - 1] = s[k] * shape[k];
-  return s;
-}
-
 // Output element at multi-index `index` comes from `src_offset(index)`; T is float or int64.
 template <class T, class Offset>
 void gather_elements(const std::vector<std::int64_t>& out_shape, const T* src, T* dst, Offset src_offset) {

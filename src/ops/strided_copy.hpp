@@ -1,11 +1,18 @@
 #pragma once
 // A strided gather of a tensor's elements in one pass: what Transpose, Slice, Split and
-// Einsum's operand layouts are (graph_shape.cpp, graph_einsum.cpp).
+// Einsum's operand layouts, DepthToSpace and SpaceToDepth are.
 #include <algorithm>
 #include <cstdint>
 #include <vector>
 
 namespace spmd::ops {
+
+// Row-major strides of a shape, in elements.
+inline std::vector<std::int64_t> strides_of(const std::vector<std::int64_t>& shape) {
+  std::vector<std::int64_t> s(shape.size(), 1);
+  for (std::size_t k = shape.size(); k-- > 1;) s[k - 1] = s[k] * shape[k];
+  return s;
+}
 
 // y[i] = x[base + sum_k i_k * strides[k]] over y's shape: what Transpose, Slice and Split are.
 // Dimensions that are contiguous in both are merged and 1-sized ones dropped, so the innermost

@@ -167,3 +167,17 @@ case("topk_ties_smallest_11", 11, [n("Mul", ["x", "two"], ["m"]), n("Round", ["m
 case("trilu_lower_14", 14, [n("Trilu", ["x", "k"], ["y"], upper=0)], [2, 4, 6], ["y"], [("k", np.array(-1, np.int64))])
 case("onehot_axis_11", 11, [n("Abs", ["x"], ["a"]), n("Floor", ["a"], ["f"]), n("OneHot", ["f", "d", "v"], ["y"], axis=1)],
      [2, 3], ["y"], [("d", np.array(3.0, np.float32)), ("v", f32(-1, 2))])
+# GridSample (16) in every mode, padding and align_corners, the grid reaching past [-1, 1] (where the
+# padding rules differ).
+for mode in ("bilinear", "nearest", "bicubic"):
+    for padding in ("zeros", "border", "reflection"):
+        for align in (0, 1):
+            case(f"gridsample_{mode}_{padding}_{align}_16", 16,
+                 [n("GridSample", ["x", "g"], ["y"], mode=mode, padding_mode=padding, align_corners=align)], [2, 3, 5, 6], ["y"],
+                 [("g", rng.uniform(-1.6, 1.6, size=(2, 4, 7, 2)).astype(np.float32))])
+# int64 reductions and Neg / Abs (shape arithmetic: torch.std's element count), exact.
+for op in ("ReduceSum", "ReduceProd", "ReduceMax", "ReduceMin"):
+    case(f"{op.lower()}_int64_18", 18, [n("Mul", ["x", "three"], ["m"]), n("Cast", ["m"], ["i"], to=T.INT64), n("Neg", ["i"], ["ng"]),
+                                        n("Abs", ["ng"], ["ab"]), n("Sub", ["ab", "ng"], ["d"]),
+                                        n(op, ["d", "a"], ["r"], keepdims=1), n("Cast", ["r"], ["y"], to=T.FLOAT)],
+         [3, 4, 5], ["y"], [("three", np.array(3.0, np.float32)), ("a", i64(1))])

@@ -3,7 +3,8 @@ without dynamic_axes (the batch of the example input fixed in the file, and, whe
 writes x.reshape(x.size(0), -1), fixed in a Reshape too), with dynamic height and width (a fully
 convolutional net), several outputs, a [batch, 1, classes] output, LocalResponseNorm (an If and a 3-D pool in the export), uint8
 images scaled inside the graph, F.interpolate (nearest, bilinear, bicubic), transposed convolutions, a float16 model, Conv3d and
-MaxPool3d; and PyTorch's outputs.
+MaxPool3d, PixelShuffle / PixelUnshuffle, torch.std / var (int64 shape arithmetic), F.grid_sample
+(opset 16); and PyTorch's outputs.
 
   torch_export_styles.py names                 one line per model: NAME
   torch_export_styles.py export DIR            writes DIR/NAME.onnx
@@ -164,6 +165,61 @@ class FullyConvRgb(FullyConv):
         super().__init__(3)
 
 
+class PixelShuffle(nn.Module):  # PixelUnshuffle and PixelShuffle (SpaceToDepth, DepthToSpace CRD) around a conv
+    def __init__(self):
+        super().__init__()
+        self.c1, self.c2 = nn.Conv2d(4, 16, 3, padding=1), nn.Conv2d(4, 4, 3, stride=2)
+        self.fc = nn.Linear(4 * 13 * 13, 10)
+
+    def forward(self, x):
+        x = nn.functional.pixel_shuffle(torch.relu(self.c1(nn.functional.pixel_unshuffle(x, 2))), 2)  # [N, 4, 28, 28]
+        return self.fc(torch.relu(self.c2(x)).flatten(1))
+
+
+class Standardize(nn.Module):  # torch.std / torch.var / var_mean: the element count as int64 shape arithmetic
+    def __init__(self):
+        super().__init__()
+        self.c = nn.Conv2d(1, 6, 3, padding=1)
+        self.fc = nn.Linear(6 * 14 * 14, 10)
+
+    def forward(self, x):
+        x = (x - x.mean((2, 3), keepdim=True)) / (x.std((2, 3), keepdim=True) + 1e-3)
+        y = self.c(x)
+        var, mean = torch.var_mean(y, dim=1, keepdim=True, unbiased=False)
+        y = (y - mean) * torch.rsqrt(var + 1e-3) + y.var(dim=(2, 3), keepdim=True)
+        return self.fc(nn.functional.max_pool2d(y, 2).flatten(1))
+
+
+class Sampled(nn.Module):  # F.grid_sample at offsets a small net predicts (a spatial transformer's sampling)
+    def __init__(self, mode, padding, align):
+        super().__init__()
+        self.mode, self.padding, self.align = mode, padding, align
+        self.loc = nn.Conv2d(1, 2, 5, stride=4)  # [N, 2, 6, 6]: a grid of 6x6 points
+        self.base = nn.Parameter(torch.rand(1, 12, 12, 2) * 2.4 - 1.2)  # reaches past [-1, 1]
+        self.fc = nn.Linear(12 * 12, 10)
+
+    def forward(self, x):
+        offset = nn.functional.interpolate(torch.tanh(self.loc(x)), size=(12, 12), mode="nearest").permute(0, 2, 3, 1)
+        y = nn.functional.grid_sample(x, self.base + 0.3 * offset, mode=self.mode, padding_mode=self.padding,
+                                      align_corners=self.align)
+        return self.fc(y.flatten(1))
+
+
+class SampledBilinear(Sampled):
+    def __init__(self):
+        super().__init__("bilinear", "zeros", False)
+
+
+class SampledNearest(Sampled):
+    def __init__(self):
+        super().__init__("nearest", "border", True)
+
+
+class SampledBicubic(Sampled):
+    def __init__(self):
+        super().__init__("bicubic", "reflection", False)
+
+
 # name: (class, example input batch, input shape without the batch, the input's dynamic axes)
 BATCH, HW = {0: "batch"}, {0: "batch", 2: "height", 3: "width"}
 MODELS = {
@@ -181,6 +237,11 @@ MODELS = {
     "float16": (Float16, 2, [1, 28, 28], BATCH),
     "volume": (Volume, 2, [1, 28, 28], BATCH),
     "rgb_dynamic_hw": (FullyConvRgb, 2, [3, 32, 32], HW),  # for 1-channel images: refused
+    "pixel_shuffle": (PixelShuffle, 2, [1, 28, 28], BATCH),
+    "standardize": (Standardize, 2, [1, 28, 28], BATCH),
+    "grid_sample_bilinear": (SampledBilinear, 2, [1, 28, 28], BATCH),
+    "grid_sample_nearest": (SampledNearest, 2, [1, 28, 28], BATCH),
+    "grid_sample_bicubic": (SampledBicubic, 2, [1, 28, 28], BATCH),
 }
 
 
@@ -196,7 +257,8 @@ def main():
             outputs = ["logits", "embedding"] if name == "two_outputs" else ["output"]
             axes = {"input": dynamic, **{o: {0: "batch"} for o in outputs}} if dynamic else None
             example = torch.zeros([batch] + shape, dtype=torch.uint8 if name == "uint8_images" else torch.float32)
-            torch.onnx.export(build(name), example, f"{sys.argv[2]}/{name}.onnx", opset_version=13,
+            torch.onnx.export(build(name), example, f"{sys.argv[2]}/{name}.onnx",
+                              opset_version=16 if name.startswith("grid_sample") else 13,
                               input_names=["input"], output_names=outputs, dynamic_axes=axes)
             if name == "float16":
                 to_float16(f"{sys.argv[2]}/{name}.onnx")
