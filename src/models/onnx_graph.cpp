@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <sstream>
 
@@ -34,10 +35,13 @@ void call_op(ops::GraphOpFn fn, const ops::OpCall& call) {
 }
 
 constexpr const char* kBranchesAttr = "spmd_branches";  // an If node's index into OnnxGraph::branches_
+constexpr const char* kLoopAttr = "spmd_loop_body";     // a Loop node's index into OnnxGraph::branches_
+constexpr const char* kLoopCarriedAttr = "spmd_loop_carried";  // its count of loop-carried values
 
-// An If node whose condition is known only when the graph runs: OnnxRunner::run_if runs its
-// branch; no op of the library is an If, so a backend without branches refuses it by name.
-void if_reached_op_table(const ops::OpCall& call) { call.fail("internal: an If node reached the op table"); }
+// An If node whose condition is known only when the graph runs, or a Loop: OnnxRunner::run_if
+// and run_loop run their graphs; no op of the library is either, so a backend without
+// sub-graphs refuses them by name.
+void if_reached_op_table(const ops::OpCall& call) { call.fail("internal: a node with sub-graphs reached the op table"); }
 
 // A graph being read (the model's, or an If's branch): tensor slots by name, constant or
 // computed. A name it does not hold is looked up in the graph around it: a constant there is
@@ -95,6 +99,10 @@ struct OnnxGraph::Reader {
       }
       if (known_domain && n.op_type() == "If") {
         read_if(g, n, std::move(node), s, opset);
+        continue;
+      }
+      if (known_domain && n.op_type() == "Loop") {
+        read_loop(g, n, std::move(node), s, opset);
         continue;
       }
       const ops::GraphOpFn fn = known_domain ? ops::find_graph_op(n.op_type()) : nullptr;
@@ -173,6 +181,50 @@ struct OnnxGraph::Reader {
     }
     node.attrs.ints[kBranchesAttr] = static_cast<std::int64_t>(g.branches_.size());
     g.branches_.push_back(std::move(branches));
+    for (const auto& out : n.output()) node.outputs.push_back(s.add(out, false));
+    g.nodes_.push_back(std::move(node));
+    g.fns_.push_back(&if_reached_op_table);
+  }
+
+  // A Loop: its body read as a graph of its own whose inputs are the iteration number, the
+  // condition, the loop-carried values, then the values it reads from the graphs around it;
+  // OnnxRunner::run_loop runs it. (PyTorch exports nn.EmbeddingBag over a [batch, length]
+  // input as a Loop over the bags.)
+  void read_loop(OnnxGraph& g, const onnx::NodeProto& n, ops::GraphNode node, Scope& s, int opset) {
+    const onnx::GraphProto* body = nullptr;
+    for (const auto& a : n.attribute())
+      if (a.name() == "body") body = &a.g();
+    const int carried = n.input_size() - 2;
+    if (!body || carried < 0 || body->input_size() != carried + 2 || body->output_size() < carried + 1 ||
+        n.output_size() != body->output_size() - 1)
+      throw Error(what + ": Loop node '" + node.name + "' needs a trip count and condition input (either may be empty), a body of " +
+                  "2 + N inputs for its N loop-carried values, and one output per body output but the condition");
+    Scope inner;
+    inner.outer = &s;
+    auto graph = std::make_shared<OnnxGraph>();
+    graph->path_ = g.path_;
+    graph->opset_ = g.opset_;
+    for (const auto& in : body->input()) {
+      graph->inputs_.push_back({in.name(), dims_of(in), ElemType::Float32});
+      graph->input_index_.push_back(inner.add(in.name(), false));
+    }
+    read_nodes(*graph, *body, inner, opset);
+    for (int k = 0; k < body->output_size(); ++k) {
+      graph->outputs_.push_back({body->output(k).name(), dims_of(body->output(k))});
+      graph->output_index_.push_back(output_slot(*body, k, inner));
+    }
+    for (const auto& in : n.input()) node.inputs.push_back(in.empty() ? -1 : s.find(in));
+    for (std::size_t k = 2; k < node.inputs.size(); ++k)
+      if (node.inputs[k] < 0) throw Error(what + ": Loop node '" + node.name + "' reads a value that nothing produces");
+    for (const auto& [there, here] : inner.captures) {
+      graph->inputs_.push_back({"", {}, ElemType::Float32});
+      graph->input_index_.push_back(here);
+      node.inputs.push_back(there);
+    }
+    graph->finish(inner.constant, inner.values);
+    node.attrs.ints[kLoopAttr] = static_cast<std::int64_t>(g.branches_.size());
+    node.attrs.ints[kLoopCarriedAttr] = carried;
+    g.branches_.push_back({{std::move(graph), nullptr}});
     for (const auto& out : n.output()) node.outputs.push_back(s.add(out, false));
     g.nodes_.push_back(std::move(node));
     g.fns_.push_back(&if_reached_op_table);
@@ -268,7 +320,7 @@ std::shared_ptr<const OnnxGraph> OnnxGraph::load(const std::string& path) {
     for (const auto& [op, count] : reader.unsupported)
       list += (list.empty() ? "" : ", ") + op + " (" + std::to_string(count) + " node" + (count > 1 ? "s" : "") + ")";
     for (const auto& op : ops::graph_op_names()) have += (have.empty() ? "" : " ") + op;
-    throw Error(what + " uses ops spmd does not run: " + list + ". Supported: Constant If " + have);
+    throw Error(what + " uses ops spmd does not run: " + list + ". Supported: Constant If Loop " + have);
   }
   for (int k = 0; k < graph.output_size(); ++k) {
     g->outputs_.push_back({graph.output(k).name(), dims_of(graph.output(k))});
@@ -387,6 +439,62 @@ void OnnxRunner::run_if(const ops::OpCall& call, std::size_t index) {
   for (std::size_t k = 0; k < call.out.size(); ++k) *call.out[k] = runner->output(k);
 }
 
+// ONNX's Loop: while the iteration is below the trip count (where given) and the condition
+// holds, the body runs on (iteration, condition, carried values, captured values); its outputs
+// are the condition, the next carried values, then the scan outputs, stacked along a new first
+// axis over the iterations.
+void OnnxRunner::run_loop(const ops::OpCall& call, std::size_t index) {
+  const auto& body = graph_->branches_.at(index).graph[0];
+  branch_runners_.resize(graph_->branches_.size());
+  auto& runner = branch_runners_[index][0];
+  if (!runner) runner = std::make_unique<OnnxRunner>(body);
+  const auto scalar = [&](std::size_t k, const char* what) {
+    const ops::Tensor& t = call.input(k);
+    if (t.size() != 1) call.fail(std::string(what) + " holds " + std::to_string(t.size()) + " values, not one");
+    return t.type == ops::ElemType::Int64 ? t.i[0] : static_cast<std::int64_t>(t.f[0]);
+  };
+  const std::int64_t trips = call.has_input(0) ? scalar(0, "its trip count") : std::numeric_limits<std::int64_t>::max();
+  bool go = !call.has_input(1) || scalar(1, "its condition") != 0;
+  const auto carried = static_cast<std::size_t>(call.node.attrs.i(kLoopCarriedAttr, 0));
+  const std::size_t scans = call.out.size() - carried;
+  for (std::size_t k = 0; k < carried; ++k) *call.out[k] = *call.in[2 + k];
+  std::vector<ops::Tensor*> stacked(call.out.begin() + static_cast<std::ptrdiff_t>(carried), call.out.end());
+  std::vector<std::vector<std::int64_t>> step_shape(scans);
+  // The captured values are the same in every iteration (no body node writes its inputs).
+  for (std::size_t k = 2 + carried; k < call.in.size(); ++k) runner->input(k) = *call.in[k];
+  std::int64_t i = 0;
+  for (; i < trips && go; ++i) {
+    runner->input(0).reset(ops::ElemType::Int64, {});
+    runner->input(0).i[0] = i;
+    runner->input(1).reset(ops::ElemType::Int64, {});
+    runner->input(1).i[0] = go ? 1 : 0;
+    for (std::size_t k = 0; k < carried; ++k) runner->input(2 + k) = *call.out[k];
+    runner->run();
+    const ops::Tensor& c = runner->output(0);
+    go = c.size() == 1 && (c.type == ops::ElemType::Int64 ? c.i[0] != 0 : c.f[0] != 0.0f);
+    for (std::size_t k = 0; k < carried; ++k) *call.out[k] = runner->output(1 + k);
+    for (std::size_t k = 0; k < scans; ++k) {
+      const ops::Tensor& y = runner->output(1 + carried + k);
+      ops::Tensor& all = *stacked[k];
+      if (i == 0) {
+        step_shape[k] = y.shape;
+        all.type = y.type;
+        all.f.clear();
+        all.i.clear();
+      } else if (y.shape != step_shape[k] || y.type != all.type) {
+        call.fail("scan output " + std::to_string(k) + " is " + ops::to_string(y.shape) + " in iteration " + std::to_string(i) +
+                  " and " + ops::to_string(step_shape[k]) + " before");
+      }
+      all.f.insert(all.f.end(), y.f.begin(), y.f.end());
+      all.i.insert(all.i.end(), y.i.begin(), y.i.end());
+    }
+  }
+  for (std::size_t k = 0; k < scans; ++k) {
+    stacked[k]->shape = step_shape[k];
+    stacked[k]->shape.insert(stacked[k]->shape.begin(), i);
+  }
+}
+
 void OnnxRunner::run(const NodeObserver& after_each) {
   const auto& g = *graph_;
   for (std::size_t n = 0; n < g.nodes_.size(); ++n) {
@@ -403,6 +511,8 @@ void OnnxRunner::run(const NodeObserver& after_each) {
     if (g.input0_dies_[n]) call.dying_input0 = &tensors_[static_cast<std::size_t>(node.inputs[0])];
     if (const auto b = node.attrs.ints.find(kBranchesAttr); b != node.attrs.ints.end())
       run_if(call, static_cast<std::size_t>(b->second));
+    else if (const auto l = node.attrs.ints.find(kLoopAttr); l != node.attrs.ints.end())
+      run_loop(call, static_cast<std::size_t>(l->second));
     else
       call_op(g.fns_[n], call);
     if (after_each) after_each(call);

@@ -140,7 +140,7 @@ OnnxModelInfo describe_onnx_model(const std::string& path) {
     const bool default_domain = n.domain().empty() || n.domain() == "ai.onnx";
     const std::string op = default_domain ? n.op_type() : n.domain() + "." + n.op_type();
     ++info.op_counts[op];
-    if (!default_domain || (op != "Constant" && op != "If" && !ops::find_graph_op(op))) ++info.unsupported[op];
+    if (!default_domain || (op != "Constant" && op != "If" && op != "Loop" && !ops::find_graph_op(op))) ++info.unsupported[op];
   }
   if (!info.unsupported.empty()) {
     info.refusal = "it uses ops spmd does not run:";

@@ -6,7 +6,8 @@
 # (torch.flatten); a fully convolutional net with dynamic height and width (the sizes taken from
 # the data; refused where they cannot be); two outputs; a [batch, 1, classes] output; LocalResponseNorm, which PyTorch exports
 # as an If on a shape around a 3-D AveragePool; uint8 images in, scaled inside the graph (fed the
-# stored bytes; a scale or float features refused); a text classifier on stored token ids; F.interpolate (Resize: nearest, bilinear,
+# stored bytes; a scale or float features refused); text classifiers on stored token ids (a GRU; an
+# EmbeddingBag, exported as a Loop); F.interpolate (Resize: nearest, bilinear,
 # bicubic with align_corners); ConvTranspose 1-D and 2-D (strided, output_padding, grouped,
 # dilated); a float16 model (weights, input and output float16, computed in float32: against
 # PyTorch on the same rounded values); Conv3d and MaxPool3d; PixelShuffle / PixelUnshuffle; torch.std,
@@ -86,9 +87,10 @@ expect_in "spmd model info: eval takes the sizes from the data" "spmd eval takes
 refuse rgb_for_gray 2 "input 'input' \[batch, 3, -1, -1\] \(-1: symbolic\) cannot take its sizes from the data's samples \[28, 28, 1\]" \
   "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/rgb_dynamic_hw.onnx" --predictions "$OUT/p.h5"
 
-# A text classifier: int32 token ids stored, an int64 input, nn.Embedding (Gather) + nn.GRU +
-# Linear: fed the stored ids as they are; against PyTorch, the same bytes on both layouts.
-run text_model 0 120 $PY - "$WORK" <<'PYEOF'
+# Text classifiers: int32 token ids stored, an int64 input; nn.Embedding (Gather) + nn.GRU +
+# Linear, and nn.EmbeddingBag (mean of each row's embeddings; PyTorch exports a Loop over the
+# bags) + Linear: fed the stored ids as they are; against PyTorch, the same bytes on both layouts.
+run text_models 0 120 $PY - "$WORK" <<'PYEOF'
 import sys, numpy as np, h5py, torch
 from torch import nn
 work = sys.argv[1]
@@ -98,24 +100,33 @@ class Text(nn.Module):
         self.emb, self.gru, self.fc = nn.Embedding(100, 16), nn.GRU(16, 8, batch_first=True), nn.Linear(8, 4)
     def forward(self, ids):
         return self.fc(self.gru(self.emb(ids))[1][0])
-torch.manual_seed(5)
-m = Text().eval()
-torch.onnx.export(m, torch.zeros(2, 12, dtype=torch.int64), f"{work}/text.onnx", input_names=["ids"], output_names=["logits"],
-                  dynamic_axes={"ids": {0: "batch"}, "logits": {0: "batch"}}, opset_version=13)
+class Bag(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.bag, self.fc = nn.EmbeddingBag(100, 16), nn.Linear(16, 4)
+    def forward(self, ids):
+        return self.fc(torch.relu(self.bag(ids)))
 rng = np.random.default_rng(1)
 ids = rng.integers(0, 100, size=(211, 12)).astype(np.int32)
 with h5py.File(f"{work}/text.h5", "w") as f:
     f["features"], f["labels"] = ids, rng.integers(0, 4, size=211)
-with torch.no_grad():
-    np.save(f"{work}/text.torch.npy", torch.softmax(m(torch.from_numpy(ids).long()), 1).numpy())
+for name, kind in (("text", Text), ("bag", Bag)):
+    torch.manual_seed(5)
+    m = kind().eval()
+    torch.onnx.export(m, torch.zeros(2, 12, dtype=torch.int64), f"{work}/{name}.onnx", input_names=["ids"], output_names=["logits"],
+                      dynamic_axes={"ids": {0: "batch"}, "logits": {0: "batch"}}, opset_version=13)
+    with torch.no_grad():
+        np.save(f"{work}/{name}.torch.npy", torch.softmax(m(torch.from_numpy(ids).long()), 1).numpy())
 PYEOF
-run eval_text 0 60 "$SPMD" eval --data "$WORK/text.h5" --model onnx --weights "$WORK/text.onnx" --predictions "$WORK/text.1x1.h5"
-expect_in "the token ids are fed as stored" "input 'ids' \[batch, 12\], int64: the stored values as they are"
-run compare_text 0 60 compare "$WORK/text.1x1.h5" "$WORK/text.torch.npy"
-cat "$LAST_OUT"
-run eval_text_3x2 0 120 mpi 3 "$SPMD" eval --data "$WORK/text.h5" --model onnx --weights "$WORK/text.onnx" --devices 2 \
-  --per-device-batch 23 --predictions "$WORK/text.3x2.h5"
-run text_same_bytes 0 10 cmp "$WORK/text.1x1.h5" "$WORK/text.3x2.h5"
+for m in text bag; do
+  run "eval_$m" 0 60 "$SPMD" eval --data "$WORK/text.h5" --model onnx --weights "$WORK/$m.onnx" --predictions "$WORK/$m.1x1.h5"
+  expect_in "$m: the token ids are fed as stored" "input 'ids' \[batch, 12\], int64: the stored values as they are"
+  run "compare_$m" 0 60 compare "$WORK/$m.1x1.h5" "$WORK/$m.torch.npy"
+  cat "$LAST_OUT"
+  run "eval_${m}_3x2" 0 120 mpi 3 "$SPMD" eval --data "$WORK/text.h5" --model onnx --weights "$WORK/$m.onnx" --devices 2 \
+    --per-device-batch 23 --predictions "$WORK/$m.3x2.h5"
+  run "${m}_same_bytes" 0 10 cmp "$WORK/$m.1x1.h5" "$WORK/$m.3x2.h5"
+done
 
 # --dry-run's memory: a fixed batch's run tensors are that batch's whatever the per-device batch;
 # only the device batch's own buffers (features and labels, 784 * 4 + 4 bytes a row) grow.

@@ -181,3 +181,17 @@ for op in ("ReduceSum", "ReduceProd", "ReduceMax", "ReduceMin"):
                                         n("Abs", ["ng"], ["ab"]), n("Sub", ["ab", "ng"], ["d"]),
                                         n(op, ["d", "a"], ["r"], keepdims=1), n("Cast", ["r"], ["y"], to=T.FLOAT)],
          [3, 4, 5], ["y"], [("three", np.array(3.0, np.float32)), ("a", i64(1))])
+# Loop: a trip count of 5 and a condition that ends it after 4 iterations, a loop-carried value,
+# a scan output stacked over the iterations, the body reading a value computed outside it
+# ('t') and an initializer ('half').
+loop_body = helper.make_graph(
+    [n("Gather", ["t", "iter"], ["row"], axis=0), n("Mul", ["acc", "half"], ["decayed"]), n("Add", ["decayed", "row"], ["acc_out"]),
+     n("Cast", ["iter"], ["fi"], to=T.FLOAT), n("Mul", ["acc_out", "fi"], ["scan"]), n("Less", ["iter", "three"], ["cond_out"])],
+    "body", [helper.make_tensor_value_info("iter", T.INT64, []), helper.make_tensor_value_info("cond", T.BOOL, []),
+             helper.make_tensor_value_info("acc", T.FLOAT, None)],
+    [helper.make_tensor_value_info(v, t, None) for v, t in (("cond_out", T.BOOL), ("acc_out", T.FLOAT), ("scan", T.FLOAT))],
+    [numpy_helper.from_array(np.array(3, np.int64), "three")])
+case("loop_carried_scan_13", 13, [n("Exp", ["x"], ["t"]), n("ReduceSum", ["x", "a0"], ["acc0"], keepdims=0),
+                                  n("Loop", ["m", "go", "acc0"], ["acc", "scans"], body=loop_body)],
+     [6, 4], ["acc", "scans"], [("m", np.array(5, np.int64)), ("go", np.array(True)), ("a0", i64(0)),
+                                ("half", np.array(0.5, np.float32))])

@@ -81,7 +81,7 @@ class OnnxGraph {
   // The branches (then, else) of each If node whose condition is known only at run time, as
   // graphs of their own whose inputs are the values they read from this one; the If node's
   // inputs are its condition, then branch 0's inputs, then branch 1's. Its attribute
-  // spmd_branches indexes this.
+  // spmd_branches indexes this. A Loop's body is graph[0] of an entry (spmd_loop_body).
   struct Branches {
     std::shared_ptr<const OnnxGraph> graph[2];
   };
@@ -123,6 +123,7 @@ class OnnxRunner {
   std::vector<ops::Tensor*> out_;
   // An If node's chosen branch, run by a runner of its own (made when first chosen).
   void run_if(const ops::OpCall& call, std::size_t index);
+  void run_loop(const ops::OpCall& call, std::size_t index);  // a Loop's body, by a runner of its own
   std::vector<std::array<std::unique_ptr<OnnxRunner>, 2>> branch_runners_;
 };
 
