@@ -37,6 +37,11 @@ struct Scope {
   std::vector<Tensor> values;  // constants' values (empty for computed slots)
   Scope* outer = nullptr;
   std::vector<std::pair<int, int>> captures;
+  std::map<std::string, int> declared_type;  // TensorProto element types the file states (for CastLike)
+  int type_of(const std::string& name) const {  // 0: not stated
+    if (const auto it = declared_type.find(name); it != declared_type.end()) return it->second;
+    return outer == nullptr ? 0 : outer->type_of(name);
+  }
   int add(const std::string& name, bool is_constant, Tensor value = {}) {
     const int k = static_cast<int>(constant.size());
     constant.push_back(is_constant);
@@ -67,7 +72,11 @@ struct OnnxGraph::Reader {
 
   // opset: of the default domain, for the nodes read (a function's body may import another).
   void read_nodes(OnnxGraph& g, const onnx::GraphProto& graph, Scope& s, int opset) {
+    for (const auto* list : {&graph.input(), &graph.value_info(), &graph.output()})
+      for (const auto& v : *list)
+        if (v.type().has_tensor_type()) s.declared_type[v.name()] = v.type().tensor_type().elem_type();
     for (const auto& init : graph.initializer()) {
+      s.declared_type[init.name()] = init.data_type();
       s.add(init.name(), true, tensor_from(init, what));
       g.parameter_floats_ += s.values.back().size();
     }
@@ -78,6 +87,9 @@ struct OnnxGraph::Reader {
       }
       ops::GraphNode node{n.op_type(), n.name().empty() ? n.output(0) : n.name(), opset, attrs_from(n, what), {}, {}};
       const bool known_domain = n.domain().empty() || n.domain() == "ai.onnx";
+      note_declared_type(n, s);
+      if (known_domain && n.op_type() == "CastLike" && n.input_size() == 2)
+        if (const int to = s.type_of(n.input(1)); to != 0) node.attrs.ints["spmd_to"] = to;
       if (known_domain && n.op_type() == "Constant") {
         s.add(n.output(0), true, constant_value(node.attrs, what + ", node '" + node.name + "'"));
         continue;
@@ -116,6 +128,18 @@ struct OnnxGraph::Reader {
       for (const auto& out : n.output()) node.outputs.push_back(s.add(out, false));
       g.nodes_.push_back(std::move(node));
       g.fns_.push_back(fn);
+    }
+  }
+
+  // The element type a Constant or Cast states for its output.
+  static void note_declared_type(const onnx::NodeProto& n, Scope& s) {
+    if (n.output_size() < 1) return;
+    for (const auto& a : n.attribute()) {
+      if (n.op_type() == "Cast" && a.name() == "to") s.declared_type[n.output(0)] = static_cast<int>(a.i());
+      if (n.op_type() != "Constant") continue;
+      if (a.name() == "value") s.declared_type[n.output(0)] = a.t().data_type();
+      if (a.name() == "value_float" || a.name() == "value_floats") s.declared_type[n.output(0)] = onnx::TensorProto::FLOAT;
+      if (a.name() == "value_int" || a.name() == "value_ints") s.declared_type[n.output(0)] = onnx::TensorProto::INT64;
     }
   }
 

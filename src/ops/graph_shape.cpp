@@ -312,10 +312,9 @@ void slice(const OpCall& c) {
   strided_copy_into(x, y, strides, base);
 }
 
-void cast(const OpCall& c) {
+// x as the TensorProto type `to` (1 float, 7 int64, 6 int32, 9 bool, 11 double, 10 float16, 16 bfloat16).
+void cast_to(const OpCall& c, std::int64_t to) {
   const Tensor& x = c.input(0);
-  if (c.node.opset < 6) c.fail("opset " + std::to_string(c.node.opset) + "'s Cast (the type as a string) is not supported; export with opset >= 7");
-  const std::int64_t to = c.node.attrs.i("to", 1);  // TensorProto: 1 float, 7 int64, 6 int32, 9 bool, 11 double
   Tensor& y = *c.out[0];
   const bool to_float = to == 1 || to == 10 || to == 11 || to == 16, to_bool = to == 9;
   y.reset(to_float ? ElemType::Float32 : ElemType::Int64, x.shape);
@@ -330,6 +329,18 @@ void cast(const OpCall& c) {
     else if (to_bool) y.i[u] = x.type == ElemType::Int64 ? x.i[u] != 0 : x.f[u] != 0.0f;
     else y.i[u] = x.type == ElemType::Int64 ? x.i[u] : static_cast<std::int64_t>(x.f[u]);
   }
+}
+
+void cast(const OpCall& c) {
+  if (c.node.opset < 6) c.fail("opset " + std::to_string(c.node.opset) + "'s Cast (the type as a string) is not supported; export with opset >= 7");
+  cast_to(c, c.node.attrs.i("to", 1));
+}
+
+// CastLike (opset 15; PyTorch 2's exporter writes it): to the type of input 1, as the loader
+// found it declared (spmd_to: a graph input's, an initializer's, a Constant's, a Cast's
+// output's, value_info's), else as computed here (float32 or int64).
+void cast_like(const OpCall& c) {
+  cast_to(c, c.node.attrs.i("spmd_to", c.input(1).type == ElemType::Float32 ? 1 : 7));
 }
 
 void constant_of_shape(const OpCall& c) {
@@ -439,6 +450,7 @@ SPMD_REGISTER_GRAPH_OP("Shape", shape_op);
 SPMD_REGISTER_GRAPH_OP("Gather", gather);
 SPMD_REGISTER_GRAPH_OP("Slice", slice);
 SPMD_REGISTER_GRAPH_OP("Cast", cast);
+SPMD_REGISTER_GRAPH_OP("CastLike", cast_like);
 SPMD_REGISTER_GRAPH_OP("ConstantOfShape", constant_of_shape);
 SPMD_REGISTER_GRAPH_OP("Pad", pad);
 

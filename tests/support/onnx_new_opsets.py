@@ -195,3 +195,9 @@ case("loop_carried_scan_13", 13, [n("Exp", ["x"], ["t"]), n("ReduceSum", ["x", "
                                   n("Loop", ["m", "go", "acc0"], ["acc", "scans"], body=loop_body)],
      [6, 4], ["acc", "scans"], [("m", np.array(5, np.int64)), ("go", np.array(True)), ("a0", i64(0)),
                                 ("half", np.array(0.5, np.float32))])
+# CastLike (15; PyTorch 2's exporter writes it) to a type no declaration states (a Shape's int64) and to an
+# initializer's bool (non-zero is 1, not a truncation).
+case("castlike_computed_like_15", 15, [n("Mul", ["x", "three"], ["m"]), n("Shape", ["x"], ["s"]), n("CastLike", ["m", "s"], ["i"]),
+                                       n("Cast", ["i"], ["y"], to=T.FLOAT)], [3, 4], ["y"], [("three", np.array(3.0, np.float32))])
+case("castlike_bool_like_15", 15, [n("CastLike", ["x", "flag"], ["b"]), n("Cast", ["b"], ["y"], to=T.FLOAT)], [3, 4], ["y"],
+     [("flag", np.array(True))])
