@@ -120,7 +120,17 @@ void selu(const OpCall& c) {
 }
 
 // Clip: bounds as attributes (opset < 11) or optional inputs 1 and 2.
+// Clip of int64 values (a length clamped before indexing), its bounds as integers.
+void clip_ints(const OpCall& c) {
+  const auto bound = [&c](std::size_t k, std::int64_t none) {
+    return c.has_input(k) && c.input(k).size() > 0 ? c.input(k).as_ints().at(0) : none;
+  };
+  const std::int64_t lo = bound(1, std::numeric_limits<std::int64_t>::min()), hi = bound(2, std::numeric_limits<std::int64_t>::max());
+  unary_or_int(c, [](float v) { return v; }, [lo, hi](std::int64_t v) { return std::min(std::max(v, lo), hi); });
+}
+
 void clip(const OpCall& c) {
+  if (c.node.opset >= 11 && c.input(0).type == ElemType::Int64) return clip_ints(c);
   float lo = -std::numeric_limits<float>::infinity(), hi = std::numeric_limits<float>::infinity();
   if (c.node.opset < 11) {
     lo = c.node.attrs.f("min", lo);

@@ -36,10 +36,25 @@ Around around(const Tensor& x, std::size_t axis) {
   return a;
 }
 
-// ArgMax / ArgMin along an axis (the first extreme, or the last with select_last_index).
+// ArgMax / ArgMin along an axis (the first extreme, or the last with select_last_index), of
+// float or int64 values (token ids: CLIP's text pooling takes the position of the largest).
+template <bool kMax, class T>
+void arg_extreme_of(const Around& a, bool last, const T* x, std::int64_t* y) {
+  for (std::int64_t o = 0; o < a.outer; ++o)
+    for (std::int64_t i = 0; i < a.inner; ++i) {
+      const T* v = x + o * a.length * a.inner + i;
+      std::int64_t best = 0;
+      for (std::int64_t k = 1; k < a.length; ++k) {
+        const T u = v[k * a.inner], b = v[best * a.inner];
+        if (kMax ? (u > b || (last && u == b)) : (u < b || (last && u == b))) best = k;
+      }
+      y[o * a.inner + i] = best;
+    }
+}
+
 template <bool kMax>
 void arg_extreme(const OpCall& c) {
-  const Tensor& x = c.float_input(0);
+  const Tensor& x = c.input(0);
   const std::size_t axis = c.axis(c.node.attrs.i("axis", 0), x.shape.size());
   const bool keep = c.node.attrs.i("keepdims", 1) != 0, last = c.node.attrs.i("select_last_index", 0) != 0;
   auto shape = x.shape;
@@ -48,16 +63,8 @@ void arg_extreme(const OpCall& c) {
   const Around a = around(x, axis);
   Tensor& y = *c.out[0];
   y.reset(ElemType::Int64, shape);
-  for (std::int64_t o = 0; o < a.outer; ++o)
-    for (std::int64_t i = 0; i < a.inner; ++i) {
-      const float* v = x.f.data() + o * a.length * a.inner + i;
-      std::int64_t best = 0;
-      for (std::int64_t k = 1; k < a.length; ++k) {
-        const float u = v[k * a.inner], b = v[best * a.inner];
-        if (kMax ? (u > b || (last && u == b)) : (u < b || (last && u == b))) best = k;
-      }
-      y.i[static_cast<std::size_t>(o * a.inner + i)] = best;
-    }
+  if (x.type == ElemType::Float32) arg_extreme_of<kMax>(a, last, x.f.data(), y.i.data());
+  else arg_extreme_of<kMax>(a, last, x.i.data(), y.i.data());
 }
 
 // Hardmax: 1 at each group's first maximum, 0 elsewhere (opset 13: along `axis`; before, the

@@ -88,8 +88,10 @@ refuse rgb_for_gray 2 "input 'input' \[batch, 3, -1, -1\] \(-1: symbolic\) canno
   "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/rgb_dynamic_hw.onnx" --predictions "$OUT/p.h5"
 
 # Text classifiers: int32 token ids stored, an int64 input; nn.Embedding (Gather) + nn.GRU +
-# Linear, and nn.EmbeddingBag (mean of each row's embeddings; PyTorch exports a Loop over the
-# bags) + Linear: fed the stored ids as they are; against PyTorch, the same bytes on both layouts.
+# Linear; nn.EmbeddingBag (mean of each row's embeddings; PyTorch exports a Loop over the
+# bags) + Linear; one position's embedding per row, at the largest id (ArgMax of int64, as CLIP
+# pools) or the last non-padding token (int64 Clip): fed the stored ids as they are; against
+# PyTorch, the same bytes on both layouts.
 run text_models 0 120 $PY - "$WORK" <<'PYEOF'
 import sys, numpy as np, h5py, torch
 from torch import nn
@@ -106,19 +108,28 @@ class Bag(nn.Module):
         self.bag, self.fc = nn.EmbeddingBag(100, 16), nn.Linear(16, 4)
     def forward(self, ids):
         return self.fc(torch.relu(self.bag(ids)))
+class Pooled(nn.Module):  # one position's embedding per row, picked by index pairs as CLIP's text encoder does
+    def __init__(self, last):
+        super().__init__()
+        self.last, self.emb, self.fc = last, nn.Embedding(100, 16), nn.Linear(16, 4)
+    def forward(self, ids):
+        h = self.emb(ids)
+        at = ((ids != 0).sum(1) - 1).clamp(min=0) if self.last else ids.argmax(dim=-1)  # int64 Clip / ArgMax
+        return self.fc(h[torch.arange(h.shape[0]), at])
 rng = np.random.default_rng(1)
 ids = rng.integers(0, 100, size=(211, 12)).astype(np.int32)
+ids[::3, 9:] = 0  # padded rows
 with h5py.File(f"{work}/text.h5", "w") as f:
     f["features"], f["labels"] = ids, rng.integers(0, 4, size=211)
-for name, kind in (("text", Text), ("bag", Bag)):
+for name, make in (("text", Text), ("bag", Bag), ("argmax_token", lambda: Pooled(False)), ("last_token", lambda: Pooled(True))):
     torch.manual_seed(5)
-    m = kind().eval()
+    m = make().eval()
     torch.onnx.export(m, torch.zeros(2, 12, dtype=torch.int64), f"{work}/{name}.onnx", input_names=["ids"], output_names=["logits"],
                       dynamic_axes={"ids": {0: "batch"}, "logits": {0: "batch"}}, opset_version=13)
     with torch.no_grad():
         np.save(f"{work}/{name}.torch.npy", torch.softmax(m(torch.from_numpy(ids).long()), 1).numpy())
 PYEOF
-for m in text bag; do
+for m in text bag argmax_token last_token; do
   run "eval_$m" 0 60 "$SPMD" eval --data "$WORK/text.h5" --model onnx --weights "$WORK/$m.onnx" --predictions "$WORK/$m.1x1.h5"
   expect_in "$m: the token ids are fed as stored" "input 'ids' \[batch, 12\], int64: the stored values as they are"
   run "compare_$m" 0 60 compare "$WORK/$m.1x1.h5" "$WORK/$m.torch.npy"
