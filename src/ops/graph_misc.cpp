@@ -93,25 +93,33 @@ void hardmax(const OpCall& c) {
 }
 
 // CumSum along the axis input (exclusive: starting from 0; reverse: from the end).
+template <class T>
+void cumsum_of(const Around& a, bool exclusive, bool reverse, const T* x, T* y) {
+  for (std::int64_t o = 0; o < a.outer; ++o)
+    for (std::int64_t i = 0; i < a.inner; ++i) {
+      T acc = 0;
+      for (std::int64_t s = 0; s < a.length; ++s) {
+        const std::int64_t k = reverse ? a.length - 1 - s : s;
+        const std::int64_t at = (o * a.length + k) * a.inner + i;
+        const T v = x[at];
+        if (!exclusive) acc += v;
+        y[at] = acc;
+        if (exclusive) acc += v;
+      }
+    }
+}
+
+// CumSum of float or int64 values (RoBERTa-style position ids: a cumulative sum of the
+// non-padding mask).
 void cumsum(const OpCall& c) {
-  const Tensor& x = c.float_input(0);
+  const Tensor& x = c.input(0);
   const std::size_t axis = c.axis(c.input(1).as_ints().at(0), x.shape.size());
   const bool exclusive = c.node.attrs.i("exclusive", 0) != 0, reverse = c.node.attrs.i("reverse", 0) != 0;
   const Around a = around(x, axis);
   Tensor& y = *c.out[0];
-  y.reset(ElemType::Float32, x.shape);
-  for (std::int64_t o = 0; o < a.outer; ++o)
-    for (std::int64_t i = 0; i < a.inner; ++i) {
-      float acc = 0.0f;
-      for (std::int64_t s = 0; s < a.length; ++s) {
-        const std::int64_t k = reverse ? a.length - 1 - s : s;
-        const std::size_t at = static_cast<std::size_t>((o * a.length + k) * a.inner + i);
-        const float v = x.f[at];
-        if (!exclusive) acc += v;
-        y.f[at] = acc;
-        if (exclusive) acc += v;
-      }
-    }
+  y.reset(x.type, x.shape);
+  if (x.type == ElemType::Float32) cumsum_of(a, exclusive, reverse, x.f.data(), y.f.data());
+  else cumsum_of(a, exclusive, reverse, x.i.data(), y.i.data());
 }
 
 // Mod: fmod = 1 the C remainder (sign of the dividend); else Python's (sign of the divisor),

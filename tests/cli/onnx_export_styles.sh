@@ -90,7 +90,8 @@ refuse rgb_for_gray 2 "input 'input' \[batch, 3, -1, -1\] \(-1: symbolic\) canno
 # Text classifiers: int32 token ids stored, an int64 input; nn.Embedding (Gather) + nn.GRU +
 # Linear; nn.EmbeddingBag (mean of each row's embeddings; PyTorch exports a Loop over the
 # bags) + Linear; one position's embedding per row, at the largest id (ArgMax of int64, as CLIP
-# pools) or the last non-padding token (int64 Clip): fed the stored ids as they are; against
+# pools) or the last non-padding token (int64 Clip); RoBERTa's position ids (an int CumSum of the
+# padding mask): fed the stored ids as they are; against
 # PyTorch, the same bytes on both layouts.
 run text_models 0 120 $PY - "$WORK" <<'PYEOF'
 import sys, numpy as np, h5py, torch
@@ -116,12 +117,21 @@ class Pooled(nn.Module):  # one position's embedding per row, picked by index pa
         h = self.emb(ids)
         at = ((ids != 0).sum(1) - 1).clamp(min=0) if self.last else ids.argmax(dim=-1)  # int64 Clip / ArgMax
         return self.fc(h[torch.arange(h.shape[0]), at])
+class Positions(nn.Module):  # RoBERTa's position ids: padding_idx + the cumulative count of real tokens (int CumSum)
+    def __init__(self):
+        super().__init__()
+        self.tok, self.pos, self.fc = nn.Embedding(100, 16, padding_idx=0), nn.Embedding(14, 16, padding_idx=1), nn.Linear(16, 4)
+    def forward(self, ids):
+        mask = ids.ne(0).int()
+        positions = (torch.cumsum(mask, dim=1).type_as(mask) * mask).long() + 1
+        return self.fc(torch.tanh(self.tok(ids) + self.pos(positions)).mean(1))
 rng = np.random.default_rng(1)
 ids = rng.integers(0, 100, size=(211, 12)).astype(np.int32)
 ids[::3, 9:] = 0  # padded rows
 with h5py.File(f"{work}/text.h5", "w") as f:
     f["features"], f["labels"] = ids, rng.integers(0, 4, size=211)
-for name, make in (("text", Text), ("bag", Bag), ("argmax_token", lambda: Pooled(False)), ("last_token", lambda: Pooled(True))):
+for name, make in (("text", Text), ("bag", Bag), ("argmax_token", lambda: Pooled(False)), ("last_token", lambda: Pooled(True)),
+                   ("positions", Positions)):
     torch.manual_seed(5)
     m = make().eval()
     torch.onnx.export(m, torch.zeros(2, 12, dtype=torch.int64), f"{work}/{name}.onnx", input_names=["ids"], output_names=["logits"],
@@ -129,7 +139,7 @@ for name, make in (("text", Text), ("bag", Bag), ("argmax_token", lambda: Pooled
     with torch.no_grad():
         np.save(f"{work}/{name}.torch.npy", torch.softmax(m(torch.from_numpy(ids).long()), 1).numpy())
 PYEOF
-for m in text bag argmax_token last_token; do
+for m in text bag argmax_token last_token positions; do
   run "eval_$m" 0 60 "$SPMD" eval --data "$WORK/text.h5" --model onnx --weights "$WORK/$m.onnx" --predictions "$WORK/$m.1x1.h5"
   expect_in "$m: the token ids are fed as stored" "input 'ids' \[batch, 12\], int64: the stored values as they are"
   run "compare_$m" 0 60 compare "$WORK/$m.1x1.h5" "$WORK/$m.torch.npy"
