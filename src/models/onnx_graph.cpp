@@ -125,7 +125,10 @@ struct OnnxGraph::Reader {
         for (int k = 0; k < n.output_size(); ++k) s.add(n.output(k), true, std::move(outs[static_cast<std::size_t>(k)]));
         continue;
       }
-      for (const auto& out : n.output()) node.outputs.push_back(s.add(out, false));
+      // Optional outputs left unnamed at the end (MaxPool's Indices, Dropout's mask) are not made.
+      int outputs = n.output_size();
+      while (outputs > 1 && n.output(outputs - 1).empty()) --outputs;
+      for (int k = 0; k < outputs; ++k) node.outputs.push_back(s.add(n.output(k), false));
       g.nodes_.push_back(std::move(node));
       g.fns_.push_back(fn);
     }

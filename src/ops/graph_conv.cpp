@@ -274,15 +274,49 @@ void conv(const OpCall& call) {
   }
 }
 
+// MaxPool with its Indices output (PyTorch 2's exporter writes max_pool2d as
+// max_pool2d_with_indices): each maximum's position in the input flattened row-major
+// (storage_order 1: each plane column-major), the first of equal maxima in tap order.
+void max_pool_with_indices(const OpCall& call, const Tensor& x, const Window& g, std::int64_t kh, std::int64_t kw) {
+  const bool column_major = call.node.attrs.i("storage_order", 0) != 0;
+  Tensor& y = *call.out[0];
+  Tensor& at = *call.out[1];
+  y.reset(ElemType::Float32, output_shape(x, g.c, g));
+  at.reset(ElemType::Int64, y.shape);
+  for (std::int64_t plane = 0; plane < g.n * g.c; ++plane)
+    for (std::int64_t oy = 0; oy < g.oh; ++oy)
+      for (std::int64_t ox = 0; ox < g.ow; ++ox) {
+        float best = -std::numeric_limits<float>::infinity();
+        std::int64_t where = -1;
+        for (std::int64_t ky = 0; ky < kh; ++ky)
+          for (std::int64_t kx = 0; kx < kw; ++kx) {
+            const std::int64_t iy = oy * g.sh - g.top + ky * g.dh, ix = ox * g.sw - g.left + kx * g.dw;
+            if (iy < 0 || iy >= g.h || ix < 0 || ix >= g.w) continue;
+            const float v = x.f[static_cast<std::size_t>((plane * g.h + iy) * g.w + ix)];
+            if (where < 0 || v > best) {
+              best = v;
+              where = plane * g.h * g.w + (column_major ? ix * g.h + iy : iy * g.w + ix);
+            }
+          }
+        const auto o = static_cast<std::size_t>((plane * g.oh + oy) * g.ow + ox);
+        y.f[o] = best;
+        at.i[o] = where;
+      }
+}
+
 template <bool kMax>
 void pool(const OpCall& call) {
   const Tensor& x = call.float_input(0);
-  if (call.out.size() > 1) call.fail("the Indices output (argmax positions) is not supported");
   const auto kernel = call.node.attrs.ints_or("kernel_shape", {});
-  if (kernel.size() > 2) return pool_nd(call, kMax);
+  const bool indices = call.out.size() > 1 && call.out[1] != nullptr;
+  if (kernel.size() > 2) {
+    if (indices) call.fail("the Indices output of a pool over three or more spatial dimensions is not supported");
+    return pool_nd(call, kMax);
+  }
   if (kernel.empty()) call.fail("kernel_shape is missing");
   const std::int64_t kh = kernel.size() == 2 ? kernel[0] : 1, kw = kernel.back();
   const Window g = window_of(call, x, kh, kw, call.node.attrs.i("ceil_mode", 0) != 0);
+  if (kMax && indices) return max_pool_with_indices(call, x, g, kh, kw);
   const bool include_pad = call.node.attrs.i("count_include_pad", 0) != 0;
   Tensor& y = *call.out[0];
   y.reset(ElemType::Float32, output_shape(x, g.c, g));

@@ -201,3 +201,11 @@ case("castlike_computed_like_15", 15, [n("Mul", ["x", "three"], ["m"]), n("Shape
                                        n("Cast", ["i"], ["y"], to=T.FLOAT)], [3, 4], ["y"], [("three", np.array(3.0, np.float32))])
 case("castlike_bool_like_15", 15, [n("CastLike", ["x", "flag"], ["b"]), n("Cast", ["b"], ["y"], to=T.FLOAT)], [3, 4], ["y"],
      [("flag", np.array(True))])
+# MaxPool's Indices output (PyTorch 2's exporter writes max_pool2d as max_pool2d_with_indices):
+# ties (rounded values: the first maximum), padding, dilations, column-major storage_order.
+for order in (0, 1):
+    case(f"maxpool_indices_order{order}_12", 12, [n("Mul", ["x", "two"], ["m"]), n("Round", ["m"], ["r"]),
+                                                  n("MaxPool", ["r"], ["v", "ix"], kernel_shape=[3, 2], strides=[2, 1], pads=[1, 0, 1, 1],
+                                                    dilations=[1, 2], storage_order=order),
+                                                  n("Cast", ["ix"], ["y"], to=T.FLOAT)],
+         [2, 3, 7, 6], ["v", "y"], [("two", np.array(2.0, np.float32))])

@@ -4,7 +4,7 @@ writes x.reshape(x.size(0), -1), fixed in a Reshape too), with dynamic height an
 convolutional net), several outputs, a [batch, 1, classes] output, LocalResponseNorm (an If and a 3-D pool in the export), uint8
 images scaled inside the graph, F.interpolate (nearest, bilinear, bicubic), transposed convolutions, a float16 model, Conv3d and
 MaxPool3d, PixelShuffle / PixelUnshuffle, torch.std / var (int64 shape arithmetic), F.grid_sample
-(opset 16); and PyTorch's outputs.
+(opset 16), max_pool2d's indices; and PyTorch's outputs.
 
   torch_export_styles.py names                 one line per model: NAME
   torch_export_styles.py export DIR            writes DIR/NAME.onnx
@@ -220,6 +220,17 @@ class SampledBicubic(Sampled):
         super().__init__("bicubic", "reflection", False)
 
 
+class PoolIndices(nn.Module):  # max_pool2d's indices used (as PyTorch 2's exporter writes every max_pool2d)
+    def __init__(self):
+        super().__init__()
+        self.c = nn.Conv2d(1, 4, 3, padding=1)
+        self.fc = nn.Linear(8 * 14 * 14, 10)
+
+    def forward(self, x):
+        v, i = nn.functional.max_pool2d(self.c(x), 2, return_indices=True)
+        return self.fc(torch.cat([v, (i % 7).float() * 0.1], 1).flatten(1))
+
+
 # name: (class, example input batch, input shape without the batch, the input's dynamic axes)
 BATCH, HW = {0: "batch"}, {0: "batch", 2: "height", 3: "width"}
 MODELS = {
@@ -242,6 +253,7 @@ MODELS = {
     "grid_sample_bilinear": (SampledBilinear, 2, [1, 28, 28], BATCH),
     "grid_sample_nearest": (SampledNearest, 2, [1, 28, 28], BATCH),
     "grid_sample_bicubic": (SampledBicubic, 2, [1, 28, 28], BATCH),
+    "pool_indices": (PoolIndices, 2, [1, 28, 28], BATCH),
 }
 
 
