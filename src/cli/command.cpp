@@ -309,14 +309,6 @@ void require_inputs_unchanged(const CommandLine& cl, const std::string& when) {
 
 std::string json_path(const po::variables_map& vm) { return vm.count("json") ? vm["json"].as<std::string>() : ""; }
 
-}  // namespace spmd::cli
-
-#include "spmd/runtime/agree.hpp"
-#include "spmd/runtime/mpi.hpp"
-#include "spmd/runtime/io_deadline.hpp"
-
-namespace spmd::cli {
-
 namespace {
 // The node's rank 0 sends its identities of the inputs to the node's other ranks, with each
 // input's absolute path: a rank whose path differs (another working directory) stats the file
@@ -424,7 +416,10 @@ CommandLine parse_validated(const std::string& command, const std::string& usage
     cl = parse_command(command, usage, options, args, files.inputs);
     cl.checks_files = checks_here;
   });
-  if (cl.help) return cl;
+  if (cl.help) {
+    print_root(cl.help_text);
+    return cl;
+  }
   resolve_outputs_in_one_directory(cl, with_common(files.outputs, "json"));
   runtime::agree_on(MPI_COMM_WORLD, [&] {
     if (!checks_here) return;

@@ -86,7 +86,7 @@ struct Bound {
 
 // The front half of a workload command (parse_validated) from O's declarations
 // (O::declared()), with `more` (shared groups such as the dataset keys) and the common
-// options. With --help, rank 0 prints it and the result is empty (exit 0).
+// options. With --help (printed by parse_validated) the result is empty (exit 0).
 template <class O>
 std::optional<Bound<O>> bind(const std::string& command, const std::string& usage, const Args& args,
                              const std::vector<po::options_description>& more = {}) {
@@ -101,10 +101,7 @@ std::optional<Bound<O>> bind(const std::string& command, const std::string& usag
                                filled(list, vm).validate();
                              }),
              O{}};
-  if (b.cl.help) {
-    print_root(b.cl.help_text);
-    return std::nullopt;
-  }
+  if (b.cl.help) return std::nullopt;
   b.options = filled(list, b.cl.vm);
   return b;
 }
