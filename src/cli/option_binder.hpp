@@ -16,8 +16,18 @@ namespace spmd::cli {
 // Rank 0 of the checking node: the declared rule of one option, in this order: present,
 // readable or writable, then the numeric constraints. A required option is checked first
 // (check_required) so that a missing one is named before another's value.
-void check_required(const std::string& name, const workloads::OptionRules& rules, const po::variables_map& vm);
-void check_rules(const std::string& name, const workloads::OptionRules& rules, const po::variables_map& vm);
+inline void check_required(const std::string& name, const workloads::OptionRules& rules, const po::variables_map& vm) {
+  if (rules.has(workloads::OptionRules::kRequired)) require_present(vm, name);
+}
+
+inline void check_rules(const std::string& name, const workloads::OptionRules& rules, const po::variables_map& vm) {
+  using R = workloads::OptionRules;
+  if (rules.has(R::kInputFile)) require_readable_file(vm, name);
+  if (rules.has(R::kOutputFile)) require_writable_destination(vm, name);
+  if (rules.has(R::kPositive)) require_positive(vm, name);
+  if (rules.has(R::kNonNegative)) require_non_negative(vm, name);
+  if (rules.has(R::kAtMost)) require_at_most(vm, name, rules.limit, rules.why);
+}
 
 template <class O>
 po::options_description described(const std::string& title, const std::vector<workloads::Option<O>>& list) {

@@ -68,7 +68,7 @@ std::string summary_text(const EnsembleResult& r, const EnsembleOptions& o) {
                       static_cast<unsigned long long>(r.params_digest));
 }
 
-nlohmann::json to_json(const EnsembleResult& r, const EnsembleOptions& o, const runtime::Context& ctx) {
+nlohmann::json to_json(const EnsembleResult& r, const EnsembleOptions& o) {
   nlohmann::json j;
   j["members"] = r.members;
   nlohmann::json epochs = nlohmann::json::array();
@@ -94,8 +94,6 @@ nlohmann::json to_json(const EnsembleResult& r, const EnsembleOptions& o, const 
   };
   j["train"] = set_json(o.train, o.keys, r.train_examples, r.train_dataset_rows);
   j["test"] = set_json(o.test, o.test_keys, r.test_examples, r.test_dataset_rows);
-  j["ranks"] = ctx.size();
-  j["devices_per_rank"] = ctx.devices_per_rank();
   j["batch_size"] = o.batch_size;
   j["learning_rate"] = o.sgd.learning_rate;
   j["momentum"] = o.sgd.momentum;

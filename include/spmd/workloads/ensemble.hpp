@@ -1,12 +1,10 @@
 #pragma once
 // spmd ensemble: one CNN per device (member g = global device index, initialised from the
 // g-th key split from --seed, never from its rank), every member on the same shuffled
-// batches, SGD with momentum. The ensemble prediction is the mean of the members'
-// softmax probabilities (Flax's ensembling guide), summed in global member order, so every
-// metric is bitwise the same for any layout of the members over ranks and devices. The
-// members and what is done with them (step, evaluate, save, resume) are the
-// EnsembleTrainer (ensemble_trainer.hpp); run_ensemble is the epoch loop. --resume continues
-// from a checkpoint (checkpoint.hpp) bitwise as if never stopped.
+// batches, SGD with momentum. The members, their mean prediction and why every metric is the
+// same bits on any layout are the EnsembleTrainer's (ensemble_trainer.hpp); run_ensemble is
+// the epoch loop. --resume continues from a checkpoint (checkpoint.hpp) bitwise as if never
+// stopped.
 #include <cstdint>
 #include <functional>
 #include <string>

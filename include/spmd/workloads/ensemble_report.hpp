@@ -35,7 +35,8 @@ class EnsembleDisplay {
 // parameters' digest.
 std::string summary_text(const EnsembleResult& r, const EnsembleOptions& o);
 
-nlohmann::json to_json(const EnsembleResult& r, const EnsembleOptions& o, const runtime::Context& ctx);
+// The run's fields; the layout (ranks, devices per rank) is startup_json's.
+nlohmann::json to_json(const EnsembleResult& r, const EnsembleOptions& o);
 std::string metrics_csv(const EnsembleResult& r);
 
 }  // namespace spmd::workloads
