@@ -87,11 +87,7 @@ std::string eval_dry_run(const Context& ctx, const EvalOptions& o, const models:
   model.check_sample_shape(shape.sample_shape, o.data);
   const int d = ctx.devices_per_rank();
   const sharding::BatchGeometry geometry{d, o.per_device_batch};
-  const std::int64_t min_device_batch =
-      (o.strategy == EvalStrategy::Pad || o.strategy == EvalStrategy::PadMetrics)
-          ? (o.min_device_batch > 0 ? o.min_device_batch : o.per_device_batch)
-          : o.per_device_batch;
-  const std::int64_t bdev = std::max(o.per_device_batch, min_device_batch);
+  const std::int64_t bdev = o.device_batch();
   const std::int64_t bytes = bdev * shape.sample_size * 4 + bdev * 4 + model.parameter_bytes() + model.workspace_bytes(bdev);
   std::string shape_text = "[" + std::to_string(d) + ", " + std::to_string(bdev);
   for (auto e : shape.sample_shape) shape_text += ", " + std::to_string(e);

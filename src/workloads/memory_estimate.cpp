@@ -68,8 +68,7 @@ MemoryEstimate eval_memory(const runtime::Context& ctx, const EvalOptions& o, co
                            const models::Classifier& model, bool predictions, bool benchmark) {
   const std::int64_t rows = sharding::split_for_process(shape.rows, ctx.rank(), ctx.size()).size;
   const double d = ctx.devices_per_rank(), sample = static_cast<double>(shape.sample_size);
-  const bool padded = o.strategy == EvalStrategy::Pad || o.strategy == EvalStrategy::PadMetrics;
-  const std::int64_t bdev = std::max(o.per_device_batch, padded ? o.min_device_batch : 0);
+  const std::int64_t bdev = o.device_batch();
   const double step_bytes = d * static_cast<double>(o.per_device_batch) * (4 * sample + 4);
   MemoryEstimate e;
   e.parts.emplace_back("labels", label_bytes(rows));

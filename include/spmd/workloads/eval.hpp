@@ -65,6 +65,9 @@ struct EvalOptions {
 
   static const std::vector<Option<EvalOptions>>& declared();
   void validate() const;  // the rules between members; throws spmd::Error naming the option
+  // The rows of a device's padded batch: per_device_batch, or min_device_batch when larger
+  // (pad, pad-metrics).
+  std::int64_t device_batch() const;
 };
 
 // A rank's share of the evaluation. Its labels and sizes are in memory (4 bytes per row);
