@@ -31,10 +31,7 @@ int fashion_mnist(const Args& args) {
   options.add(common_options(false));
   const auto cl = parse_validated("data fashion-mnist", "--out DIR", options, args, {},
                                   [](const po::variables_map& vm) { require_present(vm, "out"); });
-  if (cl.help) {
-    print_root(cl.help_text);
-    return 0;
-  }
+  if (cl.help) return 0;
   on_root([&] {
     const auto t0 = std::chrono::steady_clock::now();
     const auto s = data::convert_fashion_mnist(cl.vm["source"].as<std::string>(), cl.vm["out"].as<std::string>());
@@ -92,10 +89,7 @@ int make_classification(const Args& args) {
                                     require_writable_destination(vm, "out");
                                     data::validate(params(vm));
                                   });
-  if (cl.help) {
-    print_root(cl.help_text);
-    return 0;
-  }
+  if (cl.help) return 0;
   on_root([&] {
     const auto t0 = std::chrono::steady_clock::now();
     const auto p = params(cl.vm);
@@ -124,10 +118,7 @@ int info(const Args& args) {
                                     require_present(vm, "file");
                                     require_readable_file(vm, "file");
                                   });
-  if (cl.help) {
-    print_root(cl.help_text);
-    return 0;
-  }
+  if (cl.help) return 0;
   on_root([&] {
     const std::string path = cl.vm["file"].as<std::string>();
     const auto d = data::describe_file(path);

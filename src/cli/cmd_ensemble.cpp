@@ -50,7 +50,7 @@ int cmd_ensemble(const Args& args) {
   if (!o.metrics_csv.empty()) outputs.write_text(o.metrics_csv, workloads::metrics_csv(r));
   auto j = workloads::startup_json(ctx);
   if (ctx.is_root() && !s.json.empty()) {
-    j.update(workloads::to_json(r, o, ctx));
+    j.update(workloads::to_json(r, o));
     j["time_breakdown"] = breakdown;
     // The keys as eval's JSON has them (`keys`), and flat in each set as before.
     j["train"].update(data::to_json(train_keys));

@@ -72,7 +72,7 @@ int cmd_eval(const Args& args) {
   require_inputs_unchanged(s.cl, "at the end of the evaluation");
   print_root(workloads::result_table(result, o, eval_model));
   print_root(workloads::confusion_table(result.confusion));
-  j.update(workloads::to_json(result, o, ctx));
+  j.update(workloads::to_json(result, o));
   // seconds and examples_per_second stay (tools/scaling_report.py reads them); this says
   // whether they include a model's compute (false for --model zero: data movement only).
   j["timing_includes_compute"] = eval_model.computes;

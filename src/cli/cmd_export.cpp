@@ -26,10 +26,7 @@ int cmd_export(const Args& args) {
                                     if (vm.count("member") && vm["member"].as<int>() < 0)
                                       throw Error("--member must be >= 0 (got " + std::to_string(vm["member"].as<int>()) + ")");
                                   });
-  if (cl.help) {
-    print_root(cl.help_text);
-    return 0;
-  }
+  if (cl.help) return 0;
   const auto& vm = cl.vm;
   runtime::Context ctx(MPI_COMM_WORLD, context_options(vm));
   workloads::ExportRequest request{vm["weights"].as<std::string>(), vm["out"].as<std::string>(), std::nullopt};

@@ -17,10 +17,7 @@ namespace spmd::cli {
 int cmd_info(const Args& args) {
   po::options_description options = common_options();
   const auto cl = parse_validated("info", "[options]", options, args, {}, nullptr);
-  if (cl.help) {
-    print_root(cl.help_text);
-    return 0;
-  }
+  if (cl.help) return 0;
   runtime::Context ctx(MPI_COMM_WORLD, context_options(cl.vm));
   const std::string table = workloads::startup_table(ctx, "info");
   auto versions = runtime::library_versions();

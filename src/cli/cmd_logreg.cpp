@@ -41,7 +41,7 @@ int cmd_logreg(const Args& args) {
   if (!o.metrics_csv.empty()) outputs.write_text(o.metrics_csv, workloads::metrics_csv(r));
   if (!s.json.empty()) {
     if (ctx.is_root()) {
-      j.update(workloads::to_json(r, o, ctx));
+      j.update(workloads::to_json(r, o));
       j["time_breakdown"] = breakdown;
       j["data"] = o.data;
       j["keys"] = data::to_json(keys);

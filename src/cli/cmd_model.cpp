@@ -27,10 +27,7 @@ int info(const Args& args) {
                                     require_present(vm, "model");
                                     require_readable_file(vm, "model");
                                   });
-  if (cl.help) {
-    print_root(cl.help_text);
-    return 0;
-  }
+  if (cl.help) return 0;
   on_root([&] {
     const auto description = models::describe_onnx_model(cl.vm["model"].as<std::string>());
     print_root(workloads::model_info_text(description));

@@ -66,6 +66,14 @@ po::options_description common_options(bool with_devices) {
 }
 
 namespace {
+// As many significant digits as read back to the same float (9) or double (17).
+std::string real_text(double x, int digits) {
+  std::ostringstream os;
+  os.precision(digits);
+  os << x;
+  return os.str();
+}
+
 std::string value_text(const po::variable_value& v) {
   const auto& a = v.value();
   if (auto p = boost::any_cast<std::string>(&a)) return *p;
@@ -74,18 +82,8 @@ std::string value_text(const po::variable_value& v) {
   if (auto p = boost::any_cast<long long>(&a)) return std::to_string(*p);
   if (auto p = boost::any_cast<unsigned>(&a)) return std::to_string(*p);
   if (auto p = boost::any_cast<std::uint64_t>(&a)) return std::to_string(*p);
-  if (auto p = boost::any_cast<double>(&a)) {
-    std::ostringstream os;
-    os.precision(17);
-    os << *p;
-    return os.str();
-  }
-  if (auto p = boost::any_cast<float>(&a)) {
-    std::ostringstream os;
-    os.precision(9);
-    os << *p;
-    return os.str();
-  }
+  if (auto p = boost::any_cast<double>(&a)) return real_text(*p, 17);
+  if (auto p = boost::any_cast<float>(&a)) return real_text(*p, 9);
   if (auto p = boost::any_cast<bool>(&a)) return *p ? "true" : "false";
   if (auto p = boost::any_cast<std::vector<std::string>>(&a)) {
     std::string s;
@@ -242,18 +240,20 @@ double numeric(const po::variable_value& v) {
   if (auto p = boost::any_cast<unsigned>(&a)) return *p;
   throw Error("internal: option is not numeric");
 }
+
+// A NaN breaks every rule (the comparisons are false).
+void require_rule(const po::variables_map& vm, const std::string& name, bool (*holds)(double), const char* rule) {
+  if (vm.count(name) && !holds(numeric(vm[name])))
+    throw Error("--" + name + " must be " + rule + " (got " + value_text(vm[name]) + ")");
+}
 }  // namespace
 
 void require_positive(const po::variables_map& vm, const std::string& name) {
-  if (!vm.count(name)) return;
-  const double x = numeric(vm[name]);
-  if (!(x > 0)) throw Error("--" + name + " must be > 0 (got " + value_text(vm[name]) + ")");
+  require_rule(vm, name, [](double x) { return x > 0; }, "> 0");
 }
 
 void require_non_negative(const po::variables_map& vm, const std::string& name) {
-  if (!vm.count(name)) return;
-  const double x = numeric(vm[name]);
-  if (!(x >= 0)) throw Error("--" + name + " must be >= 0 (got " + value_text(vm[name]) + ")");
+  require_rule(vm, name, [](double x) { return x >= 0; }, ">= 0");
 }
 
 void require_at_most(const po::variables_map& vm, const std::string& name, double limit, const std::string& why) {
@@ -308,14 +308,6 @@ void require_inputs_unchanged(const CommandLine& cl, const std::string& when) {
 }
 
 std::string json_path(const po::variables_map& vm) { return vm.count("json") ? vm["json"].as<std::string>() : ""; }
-
-}  // namespace spmd::cli
-
-#include "spmd/runtime/agree.hpp"
-#include "spmd/runtime/mpi.hpp"
-#include "spmd/runtime/io_deadline.hpp"
-
-namespace spmd::cli {
 
 namespace {
 // The node's rank 0 sends its identities of the inputs to the node's other ranks, with each
@@ -424,7 +416,10 @@ CommandLine parse_validated(const std::string& command, const std::string& usage
     cl = parse_command(command, usage, options, args, files.inputs);
     cl.checks_files = checks_here;
   });
-  if (cl.help) return cl;
+  if (cl.help) {
+    print_root(cl.help_text);
+    return cl;
+  }
   resolve_outputs_in_one_directory(cl, with_common(files.outputs, "json"));
   runtime::agree_on(MPI_COMM_WORLD, [&] {
     if (!checks_here) return;

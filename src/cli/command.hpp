@@ -4,6 +4,7 @@
 // and the canonical text of the validated options that every rank hashes and compares.
 #include <boost/program_options.hpp>
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -73,12 +74,6 @@ void require_writable_destination(const po::variables_map& vm, const std::string
 // --json value or empty.
 std::string json_path(const po::variables_map& vm);
 
-}  // namespace spmd::cli
-
-#include <functional>
-
-namespace spmd::cli {
-
 // The files a command reads and writes, by option name. Inputs are stat'ed once per node
 // and hashed with the options; outputs are checked against the inputs and each other
 // (data::require_safe_outputs: no output may be an input, another output or a device).
@@ -95,8 +90,7 @@ struct FileOptions {
 // exits, rank 0 prints), then check that all ranks got the same options and inputs.
 // Relative outputs are resolved against rank 0's working directory when the ranks run in
 // different ones (MPMD launches, some schedulers), so that all ranks write one file.
-// Returns with help=true when --help was given (the caller prints help_text on rank 0 and
-// exits 0).
+// With --help, rank 0 prints help_text and it returns with help=true (the caller exits 0).
 CommandLine parse_validated(const std::string& command, const std::string& usage, const po::options_description& options,
                             const std::vector<std::string>& args, const FileOptions& files,
                             const std::function<void(const po::variables_map&)>& validate);

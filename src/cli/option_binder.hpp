@@ -16,8 +16,18 @@ namespace spmd::cli {
 // Rank 0 of the checking node: the declared rule of one option, in this order: present,
 // readable or writable, then the numeric constraints. A required option is checked first
 // (check_required) so that a missing one is named before another's value.
-void check_required(const std::string& name, const workloads::OptionRules& rules, const po::variables_map& vm);
-void check_rules(const std::string& name, const workloads::OptionRules& rules, const po::variables_map& vm);
+inline void check_required(const std::string& name, const workloads::OptionRules& rules, const po::variables_map& vm) {
+  if (rules.has(workloads::OptionRules::kRequired)) require_present(vm, name);
+}
+
+inline void check_rules(const std::string& name, const workloads::OptionRules& rules, const po::variables_map& vm) {
+  using R = workloads::OptionRules;
+  if (rules.has(R::kInputFile)) require_readable_file(vm, name);
+  if (rules.has(R::kOutputFile)) require_writable_destination(vm, name);
+  if (rules.has(R::kPositive)) require_positive(vm, name);
+  if (rules.has(R::kNonNegative)) require_non_negative(vm, name);
+  if (rules.has(R::kAtMost)) require_at_most(vm, name, rules.limit, rules.why);
+}
 
 template <class O>
 po::options_description described(const std::string& title, const std::vector<workloads::Option<O>>& list) {
@@ -86,7 +96,7 @@ struct Bound {
 
 // The front half of a workload command (parse_validated) from O's declarations
 // (O::declared()), with `more` (shared groups such as the dataset keys) and the common
-// options. With --help, rank 0 prints it and the result is empty (exit 0).
+// options. With --help (printed by parse_validated) the result is empty (exit 0).
 template <class O>
 std::optional<Bound<O>> bind(const std::string& command, const std::string& usage, const Args& args,
                              const std::vector<po::options_description>& more = {}) {
@@ -101,10 +111,7 @@ std::optional<Bound<O>> bind(const std::string& command, const std::string& usag
                                filled(list, vm).validate();
                              }),
              O{}};
-  if (b.cl.help) {
-    print_root(b.cl.help_text);
-    return std::nullopt;
-  }
+  if (b.cl.help) return std::nullopt;
   b.options = filled(list, b.cl.vm);
   return b;
 }

@@ -23,6 +23,10 @@ namespace {
 
 constexpr const char* kConfigAttribute = "cnn_config";
 
+bool is_ensemble_checkpoint(const data::H5Reader& in) {
+  return in.has_attribute("/", "model") && in.attribute_string("/", "model") == "cnn-ensemble";
+}
+
 // The config a checkpoint holds; one written before configs were stored holds the default.
 models::CnnConfig stored_config(const data::H5Reader& in, const std::string& what) {
   if (!in.has_attribute("/", kConfigAttribute)) return models::CnnConfig::seed_default();
@@ -89,13 +93,13 @@ nlohmann::json read_history(const data::H5Reader& in) {
     if (static_cast<std::int64_t>(history.size()) != shape[0])
       throw Error("checkpoint: history dataset '" + name + "' has " + std::to_string(shape[0]) + " epochs, others " +
                   std::to_string(history.size()));
-    const bool integer = in.element_type(name) == data::ElementType::Int64;
-    if (shape.size() == 1 && integer) {
-      const auto v = in.read<std::int64_t>(name);
+    const auto set_each = [&](const auto& v) {
       for (std::size_t e = 0; e < v.size(); ++e) history[e][field] = v[e];
+    };
+    if (shape.size() == 1 && in.element_type(name) == data::ElementType::Int64) {
+      set_each(in.read<std::int64_t>(name));
     } else if (shape.size() == 1) {
-      const auto v = in.read<double>(name);
-      for (std::size_t e = 0; e < v.size(); ++e) history[e][field] = v[e];
+      set_each(in.read<double>(name));
     } else {
       const auto v = in.read<double>(name);
       const auto width = static_cast<std::size_t>(shape[1]);
@@ -190,7 +194,7 @@ CheckpointState read_checkpoint(const runtime::Context& ctx, const std::string& 
     if (!ctx.is_root()) return;
     data::H5Reader in(path, "the checkpoint to resume (--checkpoint with --resume)");
     const std::string what = "checkpoint '" + path + "'";
-    if (!in.has_attribute("/", "model") || in.attribute_string("/", "model") != "cnn-ensemble")
+    if (!is_ensemble_checkpoint(in))
       throw Error(what + " is not an spmd ensemble checkpoint (no model = cnn-ensemble attribute)");
     const auto members = in.attribute_int("/", "members");
     const auto count = in.attribute_int("/", "param_count");
@@ -258,7 +262,7 @@ CheckpointParams read_checkpoint_params(const runtime::Context& ctx, const std::
   runtime::agree_on(ctx.comm(), [&] {
     if (!ctx.is_root()) return;
     data::H5Reader in(path, "the ensemble checkpoint (--weights)");
-    if (!in.has_attribute("/", "model") || in.attribute_string("/", "model") != "cnn-ensemble")
+    if (!is_ensemble_checkpoint(in))
       throw Error("--weights '" + path + "' is not an spmd ensemble checkpoint (no model = cnn-ensemble attribute)");
     const models::CnnConfig config = stored_config(in, "--weights '" + path + "'");
     const auto P = static_cast<std::int64_t>(models::CnnLayout(config).param_count());
@@ -301,7 +305,7 @@ std::string age_text(std::int64_t seconds) {
 std::string existing_contents(const std::string& path) {
   try {
     const data::H5Reader in(path);
-    if (!in.has_attribute("/", "model") || in.attribute_string("/", "model") != "cnn-ensemble")
+    if (!is_ensemble_checkpoint(in))
       return "an HDF5 file that is not a spmd ensemble checkpoint";
     return "a checkpoint of " + std::to_string(in.attribute_int("/", "members")) + " members after " +
            std::to_string(in.attribute_int("/", "epochs_done")) + " epochs";

@@ -7,6 +7,7 @@
 
 #include "spmd/data/feature_decoder.hpp"
 #include "spmd/data/file_identity.hpp"
+#include "spmd/data/h5_file.hpp"
 #include "spmd/models/cnn_init.hpp"
 #include "spmd/models/cnn_params.hpp"
 #include "spmd/runtime/agree.hpp"
@@ -22,30 +23,44 @@ namespace spmd::workloads {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
 void require_images(const models::CnnConfig& model, const data::DatasetShape& s, const std::string& path,
                     const std::string& key) {
   if (!model.accepts_sample_shape(s.sample_shape))
     throw CollectiveError("'" + path + "' dataset '" + key + "': the CNN needs images of " + model.image_text() +
-                          ", got samples of shape " +
-                          [&] {
-                            std::string t = "[";
-                            for (size_t i = 0; i < s.sample_shape.size(); ++i)
-                              t += (i ? ", " : "") + std::to_string(s.sample_shape[i]);
-                            return t + "]";
-                          }());
+                          ", got samples of shape " + data::format_shape(s.sample_shape));
 }
 
-EpochMetrics epoch_from_json(const nlohmann::json& j) {
-  EpochMetrics e;
-  e.epoch = j.at("epoch");
-  e.train_loss = j.at("train_loss");
-  e.train_accuracy = j.at("train_accuracy");
-  e.test_loss = j.at("test_loss");
-  e.test_accuracy = j.at("test_accuracy");
-  e.member_test_accuracy = j.at("member_test_accuracy").get<std::vector<double>>();
-  e.seconds = j.at("seconds");
-  e.images_per_second = j.at("images_per_second");
-  return e;
+// The architecture of a run: `requested` with its data-given fields (0) filled from the
+// training images' sample shape, validated. Throws spmd::CollectiveError naming the file,
+// the dataset and the field (channels-first images are refused with the transpose to apply).
+models::CnnConfig model_for_images(models::CnnConfig requested, const std::vector<std::int64_t>& shape,
+                                   const std::string& path, const std::string& key) {
+  const std::string where = "'" + path + "' dataset '" + key + "'";
+  const auto shape_text = [&] {
+    std::string t = "[N";
+    for (auto e : shape) t += ", " + std::to_string(e);
+    return t + "]";
+  };
+  if (shape.size() != 2 && shape.size() != 3)
+    throw CollectiveError(where + " has shape " + shape_text() + "; the CNN takes images [N, H, W, C] or [N, H, W]");
+  // [N, C, H, W] (PyTorch's layout) shows as few "rows" and many "channels".
+  if (shape.size() == 3 && shape[0] <= 4 && shape[2] > 4)
+    throw CollectiveError(where + " has shape " + shape_text() + ", which looks channels-first [N, C, H, W]; spmd takes "
+                          "channels-last images [N, H, W, C] (as Flax and TensorFlow): store x.transpose(0, 2, 3, 1) "
+                          "(numpy) instead");
+  const auto fill = [&](int& field, std::int64_t value) {
+    if (field == 0) field = static_cast<int>(std::min<std::int64_t>(value, std::numeric_limits<int>::max()));
+  };
+  fill(requested.height, shape[0]);
+  fill(requested.width, shape[1]);
+  fill(requested.channels, shape.size() == 3 ? shape[2] : 1);
+  try {
+    requested.validate();
+  } catch (const Error& e) {
+    throw CollectiveError(where + " (samples " + shape_text() + "): " + e.what());
+  }
+  return requested;
 }
 
 // Every member trains on the same batches, so every rank holds the whole training set (and
@@ -186,7 +201,7 @@ EpochMetrics epoch_metrics(const runtime::Context& ctx, int epoch, const Checkpo
 // After an epoch: its metrics join the history, the running sums start again.
 void close_epoch(const EpochMetrics& e, CheckpointState& state, EnsembleResult& result) {
   result.epochs.push_back(e);
-  state.history.push_back(epoch_json(e));
+  state.history.push_back(e);
   state.epochs_done = e.epoch;
   state.step = 0;
   state.train_loss_sum = 0;
@@ -195,49 +210,9 @@ void close_epoch(const EpochMetrics& e, CheckpointState& state, EnsembleResult& 
   state.train_seconds = 0;
 }
 
-}  // namespace
-
-nlohmann::json epoch_json(const EpochMetrics& e) {
-  return {{"epoch", e.epoch},           {"train_loss", e.train_loss},   {"train_accuracy", e.train_accuracy},
-          {"test_loss", e.test_loss},   {"test_accuracy", e.test_accuracy}, {"member_test_accuracy", e.member_test_accuracy},
-          {"seconds", e.seconds},       {"images_per_second", e.images_per_second}};
-}
-
-
-models::CnnConfig model_for_images(models::CnnConfig requested, const std::vector<std::int64_t>& shape,
-                                   const std::string& path, const std::string& key) {
-  const std::string where = "'" + path + "' dataset '" + key + "'";
-  const auto shape_text = [&] {
-    std::string t = "[N";
-    for (auto e : shape) t += ", " + std::to_string(e);
-    return t + "]";
-  };
-  if (shape.size() != 2 && shape.size() != 3)
-    throw CollectiveError(where + " has shape " + shape_text() + "; the CNN takes images [N, H, W, C] or [N, H, W]");
-  // [N, C, H, W] (PyTorch's layout) shows as few "rows" and many "channels".
-  if (shape.size() == 3 && shape[0] <= 4 && shape[2] > 4)
-    throw CollectiveError(where + " has shape " + shape_text() + ", which looks channels-first [N, C, H, W]; spmd takes "
-                          "channels-last images [N, H, W, C] (as Flax and TensorFlow): store x.transpose(0, 2, 3, 1) "
-                          "(numpy) instead");
-  const auto fill = [&](int& field, std::int64_t value) {
-    if (field == 0) field = static_cast<int>(std::min<std::int64_t>(value, std::numeric_limits<int>::max()));
-  };
-  fill(requested.height, shape[0]);
-  fill(requested.width, shape[1]);
-  fill(requested.channels, shape.size() == 3 ? shape[2] : 1);
-  try {
-    requested.validate();
-  } catch (const Error& e) {
-    throw CollectiveError(where + " (samples " + shape_text() + "): " + e.what());
-  }
-  return requested;
-}
-
-
 // What the training data is, by content: the bytes the run trains on (features as stored,
 // labels, sample shape), hashed on every rank alike (every rank holds the whole set). A
 // checkpoint records it, so a resume on another file of the same name and size is refused.
-namespace {
 std::string training_fingerprint(const data::LoadedShard& train) {
   std::uint64_t h = runtime::kStableHashStart;
   h = runtime::stable_hash(train.sample_shape.data(), train.sample_shape.size() * sizeof(std::int64_t), h);
@@ -271,8 +246,7 @@ EnsembleResult run_ensemble(const runtime::Context& ctx, const EnsembleOptions& 
                             o.train + "' has fingerprint " + fingerprint + ", the checkpoint's was " +
                             state.train_fingerprint + " (the same name and size, other contents). Resume on the data "
                             "it was trained on, or start a new checkpoint.");
-    for (const auto& e : state.history)
-      result.epochs.push_back(epoch_from_json(e));
+    result.epochs = state.history.get<std::vector<EpochMetrics>>();
     result.resumed_from_epoch = state.epochs_done;
     result.resumed_from_step = state.step;
   }

@@ -20,15 +20,9 @@ std::string examples_text(std::int64_t used, std::int64_t in_file, const char* u
   return used == in_file ? format("%lld%s", static_cast<long long>(used), unit)
                          : format("%lld of %lld%s", static_cast<long long>(used), static_cast<long long>(in_file), unit);
 }
-}  // namespace
 
-std::string run_header(const runtime::Context& ctx, const EnsembleOptions& o) {
-  return format("# %d members (ranks x devices), batch %d, SGD lr %g momentum %g, seed %llu, train %s%s\n",
-                ctx.total_devices(), o.batch_size, o.sgd.learning_rate, o.sgd.momentum,
-                static_cast<unsigned long long>(o.seed), o.train.c_str(),
-                o.train_limit ? format(" (first %lld)", static_cast<long long>(o.train_limit)).c_str() : "");
-}
-
+// At EnsembleEvents::start: the data's warnings, the position a --resume continues from, and
+// the epoch table's header.
 std::string start_text(const EnsembleResult& start, const EnsembleOptions& o) {
   std::string out;
   for (const auto& warning : start.warnings) out += "# WARNING: " + warning + "\n";
@@ -36,6 +30,14 @@ std::string start_text(const EnsembleResult& start, const EnsembleOptions& o) {
     out += format("# resumed from %s at epoch %d step %lld\n", o.checkpoint.c_str(), start.resumed_from_epoch + 1,
                   static_cast<long long>(start.resumed_from_step));
   return out + epoch_table().header();
+}
+}  // namespace
+
+std::string run_header(const runtime::Context& ctx, const EnsembleOptions& o) {
+  return format("# %d members (ranks x devices), batch %d, SGD lr %g momentum %g, seed %llu, train %s%s\n",
+                ctx.total_devices(), o.batch_size, o.sgd.learning_rate, o.sgd.momentum,
+                static_cast<unsigned long long>(o.seed), o.train.c_str(),
+                o.train_limit ? format(" (first %lld)", static_cast<long long>(o.train_limit)).c_str() : "");
 }
 
 std::string epoch_row(const EpochMetrics& e) {
@@ -66,11 +68,11 @@ std::string summary_text(const EnsembleResult& r, const EnsembleOptions& o) {
                       static_cast<unsigned long long>(r.params_digest));
 }
 
-nlohmann::json to_json(const EnsembleResult& r, const EnsembleOptions& o, const runtime::Context& ctx) {
+nlohmann::json to_json(const EnsembleResult& r, const EnsembleOptions& o) {
   nlohmann::json j;
   j["members"] = r.members;
   nlohmann::json epochs = nlohmann::json::array();
-  for (const auto& e : r.epochs) epochs.push_back(epoch_json(e));
+  for (const auto& e : r.epochs) epochs.push_back(e);
   j["epochs"] = epochs;
   j["images_per_second"] = r.images_per_second;
   j["images_per_second_all_members"] = r.images_per_second * r.members;
@@ -92,8 +94,6 @@ nlohmann::json to_json(const EnsembleResult& r, const EnsembleOptions& o, const 
   };
   j["train"] = set_json(o.train, o.keys, r.train_examples, r.train_dataset_rows);
   j["test"] = set_json(o.test, o.test_keys, r.test_examples, r.test_dataset_rows);
-  j["ranks"] = ctx.size();
-  j["devices_per_rank"] = ctx.devices_per_rank();
   j["batch_size"] = o.batch_size;
   j["learning_rate"] = o.sgd.learning_rate;
   j["momentum"] = o.sgd.momentum;

@@ -81,12 +81,10 @@ data::FeatureDecoder feature_decoder_of(const EvalShard& es) {
                               "'" + es.path + "': features dataset '" + es.features_key + "'");
 }
 
-// Per-device predictors, input and output buffers, made once for the run (probabilities only
-// when they are recorded).
+// Per-device predictors and input buffers, made once for the run (the outputs are the
+// step's: StepOutputs).
 struct Devices {
   std::vector<std::unique_ptr<models::DevicePredictor>> predictors;
-  std::vector<std::vector<std::int32_t>> predictions;
-  std::vector<std::vector<float>> probabilities;
   std::vector<std::vector<float>> inputs;  // [max_rows, sample_size] each; empty when no host decode is needed
   std::vector<char> bytes_on_device;       // per device: its predictor takes the uint8 rows (decided once)
   const data::FeatureDecoder* decoder = nullptr;
@@ -108,13 +106,11 @@ struct Devices {
   }
 };
 
-Devices make_devices(const Context& ctx, const models::Classifier& model, std::int64_t max_rows, bool probabilities,
+Devices make_devices(const Context& ctx, const models::Classifier& model, std::int64_t max_rows,
                      const data::FeatureDecoder& decoder, std::int64_t sample_size) {
   Devices d;
   const auto n = static_cast<size_t>(ctx.devices_per_rank());
   d.predictors.resize(n);
-  d.predictions.resize(n);
-  d.probabilities.resize(n);
   d.inputs.resize(n);
   d.bytes_on_device.assign(n, 0);
   d.decoder = &decoder;
@@ -122,8 +118,6 @@ Devices make_devices(const Context& ctx, const models::Classifier& model, std::i
   ctx.pool().run([&](int i) {
     const auto k = static_cast<size_t>(i);
     d.predictors[k] = model.make_predictor(ctx.devices()[k], max_rows);
-    d.predictions[k].assign(static_cast<size_t>(max_rows), 0);
-    if (probabilities) d.probabilities[k].assign(static_cast<size_t>(max_rows * model.classes()), 0.0f);
     d.bytes_on_device[k] = decoder.byte_table() != nullptr && d.predictors[k]->decodes_bytes();
     if (!decoder.in_place() && !d.bytes_on_device[k]) d.inputs[k].assign(static_cast<size_t>(max_rows * sample_size), 0.0f);
   });
@@ -194,9 +188,8 @@ EvalResult finish(const Context& ctx, const EvalShard& shard, Tally& t, double s
   r.dataset_rows = shard.shard.global_rows;
   r.steps = t.steps;
   r.batch_shapes = t.shapes;
-  std::vector<std::int64_t> mine{t.real};
   r.examples_per_rank.resize(static_cast<size_t>(ctx.size()));
-  runtime::allgather_bytes(ctx, mine.data(), sizeof(std::int64_t), r.examples_per_rank.data());
+  runtime::allgather_bytes(ctx, &t.real, sizeof t.real, r.examples_per_rank.data());
   double s[2] = {seconds, cpu_seconds};
   runtime::allreduce_max(ctx, std::span<double>(s, 2));
   r.seconds = s[0];
@@ -280,7 +273,7 @@ EvalResult run_pass(const Context& ctx, const EvalOptions& o, const models::Clas
   const data::FeatureDecoder decoder = feature_decoder_of(es);
   RowBlocks blocks = prefetch_blocks(es, plan.geometry().step_rows());
   const std::int64_t max_rows = std::max(o.per_device_batch, plan.min_device_batch());
-  Devices dev = make_devices(ctx, model, max_rows, recorder != nullptr, decoder, es.shard.sample_size);
+  Devices dev = make_devices(ctx, model, max_rows, decoder, es.shard.sample_size);
   EvalLoopOptions lo;
   lo.columns = {{kFeatures, sharding::Batched::Padding::Unread}, {kLabels}};
   lo.with_mask = in_step;

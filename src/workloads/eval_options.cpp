@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 
@@ -81,6 +82,11 @@ const std::vector<Option<EvalOptions>>& EvalOptions::declared() {
       {"quiet", SPMD_MEMBER(quiet), "no progress lines, only the start-up table, the results and the warnings"},
   };
   return list;
+}
+
+std::int64_t EvalOptions::device_batch() const {
+  const bool padded = strategy == EvalStrategy::Pad || strategy == EvalStrategy::PadMetrics;
+  return std::max(per_device_batch, padded ? min_device_batch : 0);
 }
 
 void EvalOptions::validate() const {

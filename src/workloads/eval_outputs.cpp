@@ -5,7 +5,7 @@
 #include "spmd/data/h5_parallel_writer.hpp"
 #include "spmd/runtime/collectives.hpp"
 #include "spmd/runtime/error.hpp"
-#include "spmd/workloads/eval_shard.hpp"
+#include "spmd/workloads/eval.hpp"
 
 namespace spmd::workloads {
 

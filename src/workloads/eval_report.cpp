@@ -16,6 +16,8 @@ using runtime::Context;
 
 namespace {
 
+constexpr int kPrintedClasses = 20;
+
 std::string shapes_text(const std::map<std::int64_t, std::int64_t>& shapes) {
   std::string s;
   for (auto it = shapes.rbegin(); it != shapes.rend(); ++it)
@@ -62,10 +64,6 @@ std::string result_table(const EvalResult& r, const EvalOptions& o,
 
 // The confusion matrix as a fixed-width table (rows: label, columns: predicted), for up
 // to kPrintedClasses classes; --json has it whatever the size.
-namespace {
-constexpr int kPrintedClasses = 20;
-}  // namespace
-
 std::string confusion_table(const ConfusionMatrix& m) {
   if (!m.kept() || m.classes() > kPrintedClasses) return "";
   std::int64_t largest = 1;
@@ -89,11 +87,7 @@ std::string eval_dry_run(const Context& ctx, const EvalOptions& o, const models:
   model.check_sample_shape(shape.sample_shape, o.data);
   const int d = ctx.devices_per_rank();
   const sharding::BatchGeometry geometry{d, o.per_device_batch};
-  const std::int64_t min_device_batch =
-      (o.strategy == EvalStrategy::Pad || o.strategy == EvalStrategy::PadMetrics)
-          ? (o.min_device_batch > 0 ? o.min_device_batch : o.per_device_batch)
-          : o.per_device_batch;
-  const std::int64_t bdev = std::max(o.per_device_batch, min_device_batch);
+  const std::int64_t bdev = o.device_batch();
   const std::int64_t bytes = bdev * shape.sample_size * 4 + bdev * 4 + model.parameter_bytes() + model.workspace_bytes(bdev);
   std::string shape_text = "[" + std::to_string(d) + ", " + std::to_string(bdev);
   for (auto e : shape.sample_shape) shape_text += ", " + std::to_string(e);
@@ -108,7 +102,6 @@ std::string eval_dry_run(const Context& ctx, const EvalOptions& o, const models:
   for (int r = 0; r < ctx.size(); ++r) {
     const auto range = sharding::split_for_process(shape.rows, r, ctx.size());
     std::int64_t steps = 0;
-    std::string steps_text;
     switch (o.strategy) {
       case EvalStrategy::Pad:
       case EvalStrategy::PadMetrics:
@@ -122,7 +115,7 @@ std::string eval_dry_run(const Context& ctx, const EvalOptions& o, const models:
       default:
         steps = o.drop_label ? -1 : sharding::local_step_count(sharding::BatchMode::PadWithMask, range.size, geometry);
     }
-    steps_text = steps < 0 ? "data-dep." : std::to_string(steps);
+    const std::string steps_text = steps < 0 ? "data-dep." : std::to_string(steps);
     out += table.row({std::to_string(r), std::to_string(range.first), std::to_string(range.size), steps_text, shape_text,
                       format("%.2f", static_cast<double>(bytes) / (1 << 20))});
     ranks.push_back({{"rank", r}, {"first", range.first}, {"examples", range.size}, {"steps", steps},
@@ -138,7 +131,7 @@ std::string eval_dry_run(const Context& ctx, const EvalOptions& o, const models:
   return out;
 }
 
-nlohmann::json to_json(const EvalResult& r, const EvalOptions& o, const Context& ctx) {
+nlohmann::json to_json(const EvalResult& r, const EvalOptions& o) {
   nlohmann::json j;
   j["correct"] = r.correct;
   j["total"] = r.total;
@@ -157,8 +150,6 @@ nlohmann::json to_json(const EvalResult& r, const EvalOptions& o, const Context&
   j["strategy"] = to_string(o.strategy);
   j["per_device_batch"] = o.per_device_batch;
   if (o.strategy == EvalStrategy::InfinitePad) j["count_window"] = o.count_window;
-  j["ranks"] = ctx.size();
-  j["devices_per_rank"] = ctx.devices_per_rank();
   j["seconds"] = r.seconds;
   j["examples_per_second"] = r.examples_per_second();
   return j;

@@ -74,9 +74,8 @@ LogregResult run_logreg(const runtime::Context& ctx, const LogregOptions& o,
                         "the weights are features x classes (" + std::to_string(r.classes) +
                             " classes = 1 + the largest label): remap ids to 0..K-1 (numpy: np.unique(y, "
                             "return_inverse=True)) or lower --history");
-  std::vector<std::int64_t> mine{shard.rows};
   r.rows_per_rank.resize(static_cast<size_t>(ctx.size()));
-  runtime::allgather_bytes(ctx, mine.data(), sizeof(std::int64_t), r.rows_per_rank.data());
+  runtime::allgather_bytes(ctx, &shard.rows, sizeof shard.rows, r.rows_per_rank.data());
 
   DataParallelLogreg objective(ctx, shard, r.classes, o.l2, o.precision);
 #ifndef NDEBUG
@@ -89,7 +88,6 @@ LogregResult run_logreg(const runtime::Context& ctx, const LogregOptions& o,
   std::vector<double> x0(static_cast<size_t>(objective.features()) * static_cast<size_t>(r.classes), 0.0);
   auto last = Clock::now();
   const auto solve_start = last;
-  long long last_evaluations = 0;
   auto callback = [&](const optim::LBFGSIteration& it) {
     LogregIterationRecord rec;
     rec.iteration = it.iteration;
@@ -100,7 +98,6 @@ LogregResult run_logreg(const runtime::Context& ctx, const LogregOptions& o,
     rec.seconds = since(last);
     last = Clock::now();
     if (it.iteration == 1) r.setup_seconds = since(start);
-    last_evaluations = it.evaluations;
     r.history.push_back(rec);
     ctx.set_phase("logreg iteration " + std::to_string(it.iteration + 1));
     if (on_iteration) on_iteration(rec);
@@ -129,7 +126,6 @@ LogregResult run_logreg(const runtime::Context& ctx, const LogregOptions& o,
   if (o.fit_intercept) r.bias64.assign(result.x.begin() + static_cast<std::ptrdiff_t>(weights), result.x.end());
   r.W.assign(r.W64.begin(), r.W64.end());
   r.bias.assign(r.bias64.begin(), r.bias64.end());
-  (void)last_evaluations;
   return r;
 }
 

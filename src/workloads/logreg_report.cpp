@@ -45,7 +45,7 @@ std::string summary_text(const LogregResult& r, const LogregOptions& o, const ru
   return out;
 }
 
-nlohmann::json to_json(const LogregResult& r, const LogregOptions& o, const runtime::Context& ctx) {
+nlohmann::json to_json(const LogregResult& r, const LogregOptions& o) {
   nlohmann::json j;
   j["status"] = optim::to_string(r.status);
   if (r.status == optim::LBFGSStatus::stopped) j["stopped_by"] = runtime::signal_name(r.stop_signal);
@@ -61,8 +61,6 @@ nlohmann::json to_json(const LogregResult& r, const LogregOptions& o, const runt
   j["features"] = r.features;
   j["classes"] = r.classes;
   j["rows_per_rank"] = r.rows_per_rank;
-  j["ranks"] = ctx.size();
-  j["devices_per_rank"] = ctx.devices_per_rank();
   j["linesearch"] = optim::to_string(o.solver.linesearch);
   j["history_size"] = o.solver.history;
   j["maxiter"] = o.solver.maxiter;

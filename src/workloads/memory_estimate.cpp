@@ -16,6 +16,12 @@ namespace {
 // Rows of labels read at once, as stored then widened to int64 before they become int32.
 constexpr double kLabelPieceRows = 1 << 20;
 constexpr double kBlockBytes = 16 << 20;
+
+// Labels as a shard holds them (int32) plus the piece they are read through.
+double label_bytes(std::int64_t rows) {
+  const double n = static_cast<double>(rows);
+  return 4 * n + 8 * std::min(n, kLabelPieceRows);
+}
 }  // namespace
 
 double MemoryEstimate::total() const {
@@ -29,11 +35,6 @@ std::string MemoryEstimate::describe() const {
   for (const auto& [what, bytes] : parts)
     if (bytes > 0) text += (text.empty() ? "" : " + ") + what + " " + runtime::format_bytes(bytes);
   return text.empty() ? "nothing" : text;
-}
-
-double label_bytes(std::int64_t rows) {
-  const double n = static_cast<double>(rows);
-  return 4 * n + 8 * std::min(n, kLabelPieceRows);
 }
 
 std::string fit_eval_batch(const runtime::Context& ctx, EvalOptions& o, std::int64_t rows) {
@@ -67,8 +68,7 @@ MemoryEstimate eval_memory(const runtime::Context& ctx, const EvalOptions& o, co
                            const models::Classifier& model, bool predictions, bool benchmark) {
   const std::int64_t rows = sharding::split_for_process(shape.rows, ctx.rank(), ctx.size()).size;
   const double d = ctx.devices_per_rank(), sample = static_cast<double>(shape.sample_size);
-  const bool padded = o.strategy == EvalStrategy::Pad || o.strategy == EvalStrategy::PadMetrics;
-  const std::int64_t bdev = std::max(o.per_device_batch, padded ? o.min_device_batch : 0);
+  const std::int64_t bdev = o.device_batch();
   const double step_bytes = d * static_cast<double>(o.per_device_batch) * (4 * sample + 4);
   MemoryEstimate e;
   e.parts.emplace_back("labels", label_bytes(rows));

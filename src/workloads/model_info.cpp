@@ -6,11 +6,7 @@
 
 namespace spmd::workloads {
 
-namespace {
-
 using models::OnnxModelInfo;
-
-}  // namespace
 
 std::string model_info_text(const OnnxModelInfo& info) {
   std::string t = format("# model      %s\n#   format   ONNX IR %lld, opset %d, producer %s %s\n", info.path.c_str(),

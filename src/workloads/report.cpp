@@ -80,9 +80,10 @@ std::string json_text(const nlohmann::json& j) { return j.dump(2) + "\n"; }
 
 void write_json(const std::string& path, const nlohmann::json& j) { data::write_text_atomic(path, json_text(j)); }
 
+namespace {
+// stderr is a terminal (live progress bars) or not (periodic lines).
 bool stderr_is_terminal() { return ::isatty(STDERR_FILENO) == 1; }
 
-namespace {
 double monotonic_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }

@@ -1,16 +1,10 @@
 #pragma once
 // spmd ensemble: one CNN per device (member g = global device index, initialised from the
 // g-th key split from --seed, never from its rank), every member on the same shuffled
-// batches, SGD with momentum. The ensemble prediction is the mean of the members'
-// softmax probabilities (Flax's ensembling guide), summed in global member order, so every
-// metric is bitwise the same for any layout of the members over ranks and devices. The
-// members and what is done with them (step, evaluate, save, resume) are the
-// EnsembleTrainer (ensemble_trainer.hpp); run_ensemble is the epoch loop.
-//
-// Checkpoints (HDF5, written atomically by rank 0 after a gather: one writer keeps the file
-// format simple and the rename atomic; the volume is small) hold every member's parameters
-// and momentum, the position (epoch, step), the running sums of the epoch and the options
-// that define the run. --resume continues from one bitwise as if never stopped.
+// batches, SGD with momentum. The members, their mean prediction and why every metric is the
+// same bits on any layout are the EnsembleTrainer's (ensemble_trainer.hpp); run_ensemble is
+// the epoch loop. --resume continues from a checkpoint (checkpoint.hpp) bitwise as if never
+// stopped.
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -25,14 +19,6 @@
 #include "spmd/workloads/ensemble_options.hpp"
 
 namespace spmd::workloads {
-
-
-// The architecture of a run: `requested` with its data-given fields (0) filled from the
-// training images' sample shape, validated. Throws spmd::CollectiveError naming the file,
-// the dataset and the field (channels-first images are refused with the transpose to apply).
-models::CnnConfig model_for_images(models::CnnConfig requested, const std::vector<std::int64_t>& sample_shape,
-                                   const std::string& path, const std::string& key);
-
 
 struct EpochMetrics {
   int epoch = 0;
@@ -75,10 +61,10 @@ struct EnsembleEvents {
 };
 
 // One epoch's record, as the checkpoint's history and the JSON summary keep it.
-nlohmann::json epoch_json(const EpochMetrics& e);
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(EpochMetrics, epoch, train_loss, train_accuracy, test_loss, test_accuracy,
+                                   member_test_accuracy, seconds, images_per_second)
 
 // Collective.
 EnsembleResult run_ensemble(const runtime::Context& ctx, const EnsembleOptions& options, const EnsembleEvents& events = {});
-
 
 }  // namespace spmd::workloads

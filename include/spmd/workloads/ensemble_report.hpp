@@ -14,9 +14,6 @@ namespace spmd::workloads {
 
 // "# 4 members (ranks x devices), batch 32, SGD lr 0.1 momentum 0.9, seed 0, train FILE".
 std::string run_header(const runtime::Context& ctx, const EnsembleOptions& o);
-// At EnsembleEvents::start: the data's warnings, the position a --resume continues from, and
-// the epoch table's header.
-std::string start_text(const EnsembleResult& start, const EnsembleOptions& o);
 // One epoch's row: losses, accuracies (the members' min..max), seconds, images/s per member.
 std::string epoch_row(const EpochMetrics& e);
 // Rank 0's display of a run (nothing elsewhere; progress lines not with --quiet): where it
@@ -38,7 +35,8 @@ class EnsembleDisplay {
 // parameters' digest.
 std::string summary_text(const EnsembleResult& r, const EnsembleOptions& o);
 
-nlohmann::json to_json(const EnsembleResult& r, const EnsembleOptions& o, const runtime::Context& ctx);
+// The run's fields; the layout (ranks, devices per rank) is startup_json's.
+nlohmann::json to_json(const EnsembleResult& r, const EnsembleOptions& o);
 std::string metrics_csv(const EnsembleResult& r);
 
 }  // namespace spmd::workloads

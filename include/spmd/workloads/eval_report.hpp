@@ -17,7 +17,8 @@ namespace spmd::workloads {
 std::string eval_dry_run(const runtime::Context& ctx, const EvalOptions& options, const models::Classifier& model,
                          nlohmann::json* json);
 
-nlohmann::json to_json(const EvalResult& r, const EvalOptions& options, const runtime::Context& ctx);
+// The result's fields; the layout (ranks, devices per rank) is startup_json's.
+nlohmann::json to_json(const EvalResult& r, const EvalOptions& options);
 
 // The result as a fixed-width table with units, the examples per rank, and whether every
 // example was counted once (or a warning with the number missed). For a model that computes

@@ -12,9 +12,6 @@
 
 namespace spmd::workloads {
 
-// The status, iterations, value, error, evaluations and times as a fixed-width table, the
-// problem's size, and for precision_limit, stopped and linesearch_failed what happened and
-// what to change. For rank 0 to print.
 // "# data F  solver L-BFGS history m, line search ..., maxiter, tol, l2, intercept".
 std::string run_header(const LogregOptions& o);
 
@@ -33,9 +30,13 @@ class LogregProgressDisplay {
   ProgressLine line_;
 };
 
+// The status, iterations, value, error, evaluations and times as a fixed-width table, the
+// problem's size, and for precision_limit, stopped and linesearch_failed what happened and
+// what to change. For rank 0 to print.
 std::string summary_text(const LogregResult& r, const LogregOptions& o, const runtime::Context& ctx);
 
-nlohmann::json to_json(const LogregResult& r, const LogregOptions& o, const runtime::Context& ctx);
+// The solve's fields; the layout (ranks, devices per rank) is startup_json's.
+nlohmann::json to_json(const LogregResult& r, const LogregOptions& o);
 std::string metrics_csv(const LogregResult& r);
 
 }  // namespace spmd::workloads

@@ -20,9 +20,6 @@ struct MemoryEstimate {
   std::string describe() const;  // "labels 9.2 GiB + batches 4.0 MiB"
 };
 
-// Labels as a shard holds them (int32) plus the piece they are read through.
-double label_bytes(std::int64_t rows);
-
 // The per-device batch eval uses: --per-device-batch and --min-device-batch capped at the
 // most rows a device can get in one step (ceil(ceil(N / P) / d)): a larger batch only adds
 // padding, which changes no count. drop-remainder is refused instead when its batch exceeds

@@ -45,9 +45,6 @@ void write_json(const std::string& path, const nlohmann::json& j);
 // The text write_json writes (pretty-printed, a final newline).
 std::string json_text(const nlohmann::json& j);
 
-// stderr is a terminal (live progress bars) or not (periodic lines).
-bool stderr_is_terminal();
-
 // Progress of a long loop, shown by rank 0 (give enabled = false elsewhere, or for --quiet):
 //  - live (stderr is a terminal): "LABEL [#####     ] DONE/TOTAL  DETAIL  ETA S s" redrawn in
 //    place on stderr; the line ends when DONE reaches TOTAL, or at close();

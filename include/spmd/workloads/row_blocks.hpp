@@ -51,8 +51,6 @@ struct BlockSource {
 // before (or without) having one.
 class RowBlocks {
  public:
-  using Producer = std::function<std::optional<RowBlock>()>;
-
   // Starts the prefetch thread. Throws spmd::Error for depth < 1 or an empty producer.
   RowBlocks(BlockSource source, std::size_t depth);
 
