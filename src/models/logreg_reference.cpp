@@ -10,11 +10,9 @@
 
 namespace spmd::models {
 
-namespace {
-
 template <class T>
-void reference_partials(const float* X, const std::int32_t* labels, std::int64_t rows, int features, int classes,
-                        const T* W, double* out) {
+void logreg_reference_partials(const float* X, const std::int32_t* labels, std::int64_t rows, int features,
+                               int classes, const T* W, double* out) {
   if (features < 1 || classes < 1 || rows < 0)
     throw Error("logreg reference: needs features >= 1, classes >= 1, rows >= 0");
   const std::size_t size = logreg_partials_size(features, classes);
@@ -42,15 +40,9 @@ void reference_partials(const float* X, const std::int32_t* labels, std::int64_t
   }
 }
 
-}  // namespace
-
-void logreg_reference_partials(const float* X, const std::int32_t* labels, std::int64_t rows, int features,
-                               int classes, const float* W, double* out) {
-  reference_partials(X, labels, rows, features, classes, W, out);
-}
-void logreg_reference_partials(const float* X, const std::int32_t* labels, std::int64_t rows, int features,
-                               int classes, const double* W, double* out) {
-  reference_partials(X, labels, rows, features, classes, W, out);
-}
+template void logreg_reference_partials<float>(const float*, const std::int32_t*, std::int64_t, int, int, const float*,
+                                               double*);
+template void logreg_reference_partials<double>(const float*, const std::int32_t*, std::int64_t, int, int,
+                                                const double*, double*);
 
 }  // namespace spmd::models

@@ -27,13 +27,11 @@
 // added in double. Each row's contribution is within ~1e-6 (relative to its size) of the
 // exact value.
 //
-// float64 (spmd logreg --precision float64): every function taking W also takes it as
-// double; then the logits, softmax and gradient are double (the float64 section of
-// logreg_kernel_spec.hpp: X read as float32 and widened, 8 double lanes per logit, a double
-// exp polynomial, the same chunks, blocks, row order and tree), with the same guarantees:
-// every variant gives the same bits, and so does every layout. Each row's contribution is
-// then within ~1e-15 (relative to its size) of the exact value; it costs ~2x float32's
-// time per evaluation (tools/bench/README.md).
+// float64 (spmd logreg --precision float64): the functions below that take W as const T*
+// take it as double too; then the logits, softmax and gradient are double (the float64
+// section of logreg_kernel_spec.hpp), with the same guarantees: every variant and every
+// layout gives the same bits. Each row's contribution is then within ~1e-15 (relative to
+// its size) of the exact value; it costs ~2x float32's time per evaluation.
 //
 // Speed: one pass over X per evaluation; rows in tiles of 32 go through logits, softmax and
 // the gradient update while in cache, and the next tile is prefetched while they compute.
@@ -101,21 +99,18 @@ class LogregWorkspace {
 // overwritten. rows may be 0 (all zeros). X holds rows * F floats (any alignment), labels
 // rows ints in [0, C) (else spmd::Error naming the row), W F * C floats. Throws
 // spmd::Error for F < 1, C < 1, rows < 0.
+template <class T>
 void logreg_chunk_partials(const float* X, const std::int32_t* labels, std::int64_t rows, int features,
-                           int classes, const float* W, double* out, LogregWorkspace& workspace);
-void logreg_chunk_partials(const float* X, const std::int32_t* labels, std::int64_t rows, int features,
-                           int classes, const double* W, double* out, LogregWorkspace& workspace);
+                           int classes, const T* W, double* out, LogregWorkspace& workspace);
 
 // The partials of consecutive chunks of chunk_rows rows (the last one shorter) of one
 // contiguous range: out[k * logreg_partials_size(F, C) ...] for chunk k, k <
 // ceil(rows / chunk_rows). Same bits as calling logreg_chunk_partials chunk by chunk;
 // transposes W once. The range must start at a chunk boundary of the global row numbering
 // for the results to be the global chunks' partials.
+template <class T>
 void logreg_range_partials(const float* X, const std::int32_t* labels, std::int64_t rows, int features,
-                           int classes, const float* W, std::int64_t chunk_rows, double* out,
-                           LogregWorkspace& workspace);
-void logreg_range_partials(const float* X, const std::int32_t* labels, std::int64_t rows, int features,
-                           int classes, const double* W, std::int64_t chunk_rows, double* out,
+                           int classes, const T* W, std::int64_t chunk_rows, double* out,
                            LogregWorkspace& workspace);
 
 // total = the sum of the num_chunks records in the fixed tree order of PartialSumTree
@@ -132,18 +127,16 @@ void logreg_sum_partials(const double* partials, std::int64_t num_chunks, int fe
 // (fit_intercept=True) and JAXopt's multiclass_logreg_with_intercept leave out of the
 // penalty. penalised_features = features penalises all of W. Throws spmd::Error when
 // global_rows < 1, l2 < 0 or penalised_features is outside [0, features].
-double logreg_finalize(const double* total, std::int64_t global_rows, int features, int classes, const float* W,
-                       double l2, int penalised_features, double* grad);
-double logreg_finalize(const double* total, std::int64_t global_rows, int features, int classes, const double* W,
+template <class T>
+double logreg_finalize(const double* total, std::int64_t global_rows, int features, int classes, const T* W,
                        double l2, int penalised_features, double* grad);
 
 // Whole objective on one thread with the standard chunking: chunk partials, sum, finalize
 // (the same bits as the distributed computation with kLogregChunkRows chunks). grad [F*C].
 // Every row of W is penalised.
+template <class T>
 double logreg_value_and_grad(const float* X, const std::int32_t* labels, std::int64_t rows, int features,
-                             int classes, const float* W, double l2, double* grad, LogregWorkspace& workspace);
-double logreg_value_and_grad(const float* X, const std::int32_t* labels, std::int64_t rows, int features,
-                             int classes, const double* W, double l2, double* grad, LogregWorkspace& workspace);
+                             int classes, const T* W, double l2, double* grad, LogregWorkspace& workspace);
 
 // Predicted class (argmax of the float32 logits x W, lowest index on ties) of each row into
 // classes_out [rows].
@@ -182,9 +175,8 @@ class LogregFixedPredictor {
 
 // Plain double-precision reference for tests: the same partials as logreg_chunk_partials,
 // computed with double logits, std::exp and std::log, rows in order.
+template <class T>
 void logreg_reference_partials(const float* X, const std::int32_t* labels, std::int64_t rows, int features,
-                               int classes, const float* W, double* out);
-void logreg_reference_partials(const float* X, const std::int32_t* labels, std::int64_t rows, int features,
-                               int classes, const double* W, double* out);
+                               int classes, const T* W, double* out);
 
 }  // namespace spmd::models
