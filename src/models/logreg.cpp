@@ -5,15 +5,14 @@
 #include "spmd/models/logreg.hpp"
 
 #include <algorithm>
-#include <cstring>
-#include <new>
 #include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
 
-#include "spmd/models/logreg_kernel_spec.hpp"
 #include "spmd/models/argmax.hpp"
+#include "spmd/models/cnn_aligned.hpp"
+#include "spmd/models/logreg_kernel_spec.hpp"
 #include "spmd/models/partial_sum_tree.hpp"
 #include "spmd/runtime/error.hpp"
 
@@ -26,33 +25,6 @@ using logreg_detail::kLanes;
 using logreg_detail::kTileRows;
 using logreg_detail::round_up;
 using logreg_detail::TileShape;
-
-// A 64-byte aligned array that only grows; contents are not kept across growth.
-template <class T>
-class AlignedArray {
- public:
-  AlignedArray() = default;
-  AlignedArray(const AlignedArray&) = delete;
-  AlignedArray& operator=(const AlignedArray&) = delete;
-  ~AlignedArray() { std::free(data_); }
-
-  T* reserve(std::size_t count) {
-    if (count > capacity_) {
-      std::free(data_);
-      data_ = nullptr;
-      capacity_ = 0;
-      const std::size_t bytes = (count * sizeof(T) + 63) / 64 * 64;
-      data_ = static_cast<T*>(std::aligned_alloc(64, bytes));
-      if (data_ == nullptr) throw std::bad_alloc();
-      capacity_ = count;
-    }
-    return data_;
-  }
-
- private:
-  T* data_ = nullptr;
-  std::size_t capacity_ = 0;
-};
 
 // The kernels' arrays in one precision (T: float, or double for float64).
 template <class T>
