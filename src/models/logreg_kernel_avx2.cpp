@@ -110,15 +110,6 @@ void logits_group(const float* X, int rows, const TileShape& shape, const float*
   }
 }
 
-void logits_avx2(const float* X, int rows, const TileShape& shape, const float* WT, float* Z, const float* next_X,
-                 int next_rows) {
-  for_each_class_group<kClassGroup>(shape.classes, [&](int c0, auto n) {
-    // The first class group alone prefetches (the next tile's rows are the same for all).
-    logits_group<decltype(n)::value>(X, rows, shape, WT + static_cast<std::int64_t>(c0) * shape.padded_features, Z + c0,
-                                     next_X, c0 == 0 ? next_rows : 0);
-  });
-}
-
 // 8 rows per vector: lane j is row r0 + j; class columns gathered from the row-major Z.
 void softmax_avx2(const float* Z, const std::int32_t* labels, int rows, const TileShape& shape, float* D,
                   double& loss) {
@@ -259,15 +250,16 @@ void logits_group(const float* X, int rows, const TileShape& shape, const double
   }
 }
 
-void logits_avx2_64(const float* X, int rows, const TileShape& shape, const double* WT, double* Z, const float* next_X,
-                    int next_rows) {
-  for_each_class_group<kLogitClassGroup64>(shape.classes, [&](int c0, auto n) {
+// Either precision's logits_group over its class groups.
+template <int Group, class T>
+void logits_avx2(const float* X, int rows, const TileShape& shape, const T* WT, T* Z, const float* next_X,
+                 int next_rows) {
+  for_each_class_group<Group>(shape.classes, [&](int c0, auto n) {
     // The first class group alone prefetches (the next tile's rows are the same for all).
-    logits_group<decltype(n)::value>(X, rows, shape, WT + static_cast<std::int64_t>(c0) * shape.padded_features,
-                                     Z + c0, next_X, c0 == 0 ? next_rows : 0);
+    logits_group<decltype(n)::value>(X, rows, shape, WT + static_cast<std::int64_t>(c0) * shape.padded_features, Z + c0,
+                                     next_X, c0 == 0 ? next_rows : 0);
   });
 }
-
 template <int n>
 SPMD_INLINE void gradient_block(const float* X, const double* D, int rows, const TileShape& shape, int f0, int c0,
                                 double* G) {
@@ -307,7 +299,7 @@ void gradient_avx2_64(const float* X, const double* D, int rows, const TileShape
 
 }  // namespace
 
-KernelOps avx2_ops() { return {logits_avx2, softmax_avx2, gradient_avx2}; }
-KernelOps64 avx2_ops64() { return {logits_avx2_64, portable_ops64().softmax, gradient_avx2_64}; }
+KernelOps avx2_ops() { return {logits_avx2<kClassGroup>, softmax_avx2, gradient_avx2}; }
+KernelOps64 avx2_ops64() { return {logits_avx2<kLogitClassGroup64>, portable_ops64().softmax, gradient_avx2_64}; }
 
 }  // namespace spmd::models::logreg_detail
