@@ -15,6 +15,7 @@
 
 #include "spmd/models/logreg.hpp"
 #include "spmd/models/logreg_kernel_spec.hpp"
+#include "logreg_reference.hpp"
 
 namespace {
 

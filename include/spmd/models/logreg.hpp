@@ -173,10 +173,4 @@ class LogregFixedPredictor {
   std::vector<float> bias_;          // empty: no intercept
 };
 
-// Plain double-precision reference for tests: the same partials as logreg_chunk_partials,
-// computed with double logits, std::exp and std::log, rows in order.
-template <class T>
-void logreg_reference_partials(const float* X, const std::int32_t* labels, std::int64_t rows, int features,
-                               int classes, const T* W, double* out);
-
 }  // namespace spmd::models

@@ -1,7 +1,10 @@
-// The plain double-precision statement of the logistic-regression partial sums, for tests:
-// no tiles, no float, no fixed exp; rows in order.
+#pragma once
+// The logistic-regression tests' plain double-precision reference: the same partials as
+// models::logreg_chunk_partials (logreg.hpp), computed with double logits, std::exp and
+// std::log, rows in order; no tiles, no float, no fixed exp. W is float or double.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -39,10 +42,5 @@ void logreg_reference_partials(const float* X, const std::int32_t* labels, std::
     }
   }
 }
-
-template void logreg_reference_partials<float>(const float*, const std::int32_t*, std::int64_t, int, int, const float*,
-                                               double*);
-template void logreg_reference_partials<double>(const float*, const std::int32_t*, std::int64_t, int, int,
-                                                const double*, double*);
 
 }  // namespace spmd::models
