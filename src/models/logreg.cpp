@@ -5,15 +5,14 @@
 #include "spmd/models/logreg.hpp"
 
 #include <algorithm>
-#include <cstring>
-#include <new>
 #include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
 
-#include "spmd/models/logreg_kernel_spec.hpp"
 #include "spmd/models/argmax.hpp"
+#include "spmd/models/cnn_aligned.hpp"
+#include "spmd/models/logreg_kernel_spec.hpp"
 #include "spmd/models/partial_sum_tree.hpp"
 #include "spmd/runtime/error.hpp"
 
@@ -27,33 +26,6 @@ using logreg_detail::kTileRows;
 using logreg_detail::round_up;
 using logreg_detail::TileShape;
 
-// A 64-byte aligned array that only grows; contents are not kept across growth.
-template <class T>
-class AlignedArray {
- public:
-  AlignedArray() = default;
-  AlignedArray(const AlignedArray&) = delete;
-  AlignedArray& operator=(const AlignedArray&) = delete;
-  ~AlignedArray() { std::free(data_); }
-
-  T* reserve(std::size_t count) {
-    if (count > capacity_) {
-      std::free(data_);
-      data_ = nullptr;
-      capacity_ = 0;
-      const std::size_t bytes = (count * sizeof(T) + 63) / 64 * 64;
-      data_ = static_cast<T*>(std::aligned_alloc(64, bytes));
-      if (data_ == nullptr) throw std::bad_alloc();
-      capacity_ = count;
-    }
-    return data_;
-  }
-
- private:
-  T* data_ = nullptr;
-  std::size_t capacity_ = 0;
-};
-
 // The kernels' arrays in one precision (T: float, or double for float64).
 template <class T>
 struct KernelArrays {
@@ -63,29 +35,15 @@ struct KernelArrays {
   AlignedArray<T> gradient_block;      // Gf [C][Fpad]
 };
 
-// What differs between the float32 and the float64 kernels, for the driver.
+// The kernel table of one variant in T's precision.
 template <class T>
-struct Precision;
-template <>
-struct Precision<float> {
-  static KernelOps ops(LogregKernel kernel) {
-    switch (kernel) {
-      case LogregKernel::avx512: return logreg_detail::avx512_ops();
-      case LogregKernel::avx2: return logreg_detail::avx2_ops();
-      default: return logreg_detail::portable_ops();
-    }
-  }
-};
-template <>
-struct Precision<double> {
-  static logreg_detail::KernelOps64 ops(LogregKernel kernel) {
-    switch (kernel) {
-      case LogregKernel::avx512: return logreg_detail::avx512_ops64();
-      case LogregKernel::avx2: return logreg_detail::avx2_ops64();
-      default: return logreg_detail::portable_ops64();
-    }
-  }
-};
+logreg_detail::KernelOpsOf<T> ops_for(LogregKernel kernel) {
+  using namespace logreg_detail;
+  if constexpr (std::is_same_v<T, float>)
+    return kernel == LogregKernel::avx512 ? avx512_ops() : kernel == LogregKernel::avx2 ? avx2_ops() : portable_ops();
+  else
+    return kernel == LogregKernel::avx512 ? avx512_ops64() : kernel == LogregKernel::avx2 ? avx2_ops64() : portable_ops64();
+}
 
 }  // namespace
 
@@ -112,8 +70,6 @@ struct LogregWorkspaceAccess {
 namespace {
 
 using Buffers = LogregWorkspaceAccess::Buffers;
-
-KernelOps ops_for(LogregKernel kernel) { return Precision<float>::ops(kernel); }
 
 // The tile shape of the T kernels (Fpad: F rounded up to their lanes).
 template <class T = float>
@@ -225,51 +181,27 @@ LogregWorkspace::~LogregWorkspace() = default;
 LogregWorkspace::LogregWorkspace(LogregWorkspace&&) noexcept = default;
 LogregWorkspace& LogregWorkspace::operator=(LogregWorkspace&&) noexcept = default;
 
-namespace {
-
 template <class T>
-void chunk_partials_of(const float* X, const std::int32_t* labels, std::int64_t rows, int features, int classes,
-                       const T* W, double* out, LogregWorkspace& workspace) {
+void logreg_chunk_partials(const float* X, const std::int32_t* labels, std::int64_t rows, int features, int classes,
+                           const T* W, double* out, LogregWorkspace& workspace) {
   const TileShape s = checked_shape<T>(rows, features, classes);
   auto& b = LogregWorkspaceAccess::buffers(workspace);
   const T* wt = prepare_weights(W, s, b);
-  chunk_partials_prepared(Precision<T>::ops(workspace.kernel()), X, labels, rows, s, wt, b, out);
+  chunk_partials_prepared(ops_for<T>(workspace.kernel()), X, labels, rows, s, wt, b, out);
 }
 
 template <class T>
-void range_partials_of(const float* X, const std::int32_t* labels, std::int64_t rows, int features, int classes,
-                       const T* W, std::int64_t chunk_rows, double* out, LogregWorkspace& workspace) {
+void logreg_range_partials(const float* X, const std::int32_t* labels, std::int64_t rows, int features, int classes,
+                           const T* W, std::int64_t chunk_rows, double* out, LogregWorkspace& workspace) {
   const TileShape s = checked_shape<T>(rows, features, classes);
   if (chunk_rows < 1) throw Error("logreg: chunk_rows must be >= 1 (got " + std::to_string(chunk_rows) + ")");
   auto& b = LogregWorkspaceAccess::buffers(workspace);
   const T* wt = prepare_weights(W, s, b);
-  const auto ops = Precision<T>::ops(workspace.kernel());
+  const auto ops = ops_for<T>(workspace.kernel());
   const std::size_t record = logreg_partials_size(features, classes);
   for (std::int64_t first = 0, k = 0; first < rows; first += chunk_rows, ++k)
     chunk_partials_prepared(ops, X + first * features, labels + first, std::min(chunk_rows, rows - first), s, wt, b,
                             out + k * record);
-}
-
-}  // namespace
-
-void logreg_chunk_partials(const float* X, const std::int32_t* labels, std::int64_t rows, int features,
-                           int classes, const float* W, double* out, LogregWorkspace& workspace) {
-  chunk_partials_of(X, labels, rows, features, classes, W, out, workspace);
-}
-void logreg_chunk_partials(const float* X, const std::int32_t* labels, std::int64_t rows, int features,
-                           int classes, const double* W, double* out, LogregWorkspace& workspace) {
-  chunk_partials_of(X, labels, rows, features, classes, W, out, workspace);
-}
-
-void logreg_range_partials(const float* X, const std::int32_t* labels, std::int64_t rows, int features,
-                           int classes, const float* W, std::int64_t chunk_rows, double* out,
-                           LogregWorkspace& workspace) {
-  range_partials_of(X, labels, rows, features, classes, W, chunk_rows, out, workspace);
-}
-void logreg_range_partials(const float* X, const std::int32_t* labels, std::int64_t rows, int features,
-                           int classes, const double* W, std::int64_t chunk_rows, double* out,
-                           LogregWorkspace& workspace) {
-  range_partials_of(X, labels, rows, features, classes, W, chunk_rows, out, workspace);
 }
 
 void logreg_sum_partials(const double* partials, std::int64_t num_chunks, int features, int classes,
@@ -285,11 +217,9 @@ void logreg_sum_partials(const double* partials, std::int64_t num_chunks, int fe
   std::copy(tree.root(), tree.root() + record, total);
 }
 
-namespace {
-
 template <class T>
-double finalize_of(const double* total, std::int64_t global_rows, int features, int classes, const T* W, double l2,
-                   int penalised_features, double* grad) {
+double logreg_finalize(const double* total, std::int64_t global_rows, int features, int classes, const T* W,
+                       double l2, int penalised_features, double* grad) {
   checked_shape(global_rows, features, classes);
   if (global_rows < 1) throw Error("logreg: the mean needs at least one row (global rows = 0)");
   if (!(l2 >= 0)) throw Error("logreg: 'l2' must be >= 0 (got " + std::to_string(l2) + ")");
@@ -314,26 +244,13 @@ double finalize_of(const double* total, std::int64_t global_rows, int features, 
   return value;
 }
 
-}  // namespace
-
-double logreg_finalize(const double* total, std::int64_t global_rows, int features, int classes, const float* W,
-                       double l2, int penalised_features, double* grad) {
-  return finalize_of(total, global_rows, features, classes, W, l2, penalised_features, grad);
-}
-double logreg_finalize(const double* total, std::int64_t global_rows, int features, int classes, const double* W,
-                       double l2, int penalised_features, double* grad) {
-  return finalize_of(total, global_rows, features, classes, W, l2, penalised_features, grad);
-}
-
-namespace {
-
 template <class T>
-double value_and_grad_of(const float* X, const std::int32_t* labels, std::int64_t rows, int features, int classes,
-                         const T* W, double l2, double* grad, LogregWorkspace& workspace) {
+double logreg_value_and_grad(const float* X, const std::int32_t* labels, std::int64_t rows, int features,
+                             int classes, const T* W, double l2, double* grad, LogregWorkspace& workspace) {
   const TileShape s = checked_shape<T>(rows, features, classes);
   auto& b = LogregWorkspaceAccess::buffers(workspace);
   const T* wt = prepare_weights(W, s, b);
-  const auto ops = Precision<T>::ops(workspace.kernel());
+  const auto ops = ops_for<T>(workspace.kernel());
   const std::size_t record = logreg_partials_size(features, classes);
   const std::int64_t chunks = (rows + kLogregChunkRows - 1) / kLogregChunkRows;
   if (chunks == 0) {  // logreg_finalize refuses it, with the message
@@ -354,17 +271,6 @@ double value_and_grad_of(const float* X, const std::int32_t* labels, std::int64_
   }
   const double* total = tree.root();
   return logreg_finalize(total, rows, features, classes, W, l2, features, grad);
-}
-
-}  // namespace
-
-double logreg_value_and_grad(const float* X, const std::int32_t* labels, std::int64_t rows, int features,
-                             int classes, const float* W, double l2, double* grad, LogregWorkspace& workspace) {
-  return value_and_grad_of(X, labels, rows, features, classes, W, l2, grad, workspace);
-}
-double logreg_value_and_grad(const float* X, const std::int32_t* labels, std::int64_t rows, int features,
-                             int classes, const double* W, double l2, double* grad, LogregWorkspace& workspace) {
-  return value_and_grad_of(X, labels, rows, features, classes, W, l2, grad, workspace);
 }
 
 namespace {
@@ -415,7 +321,7 @@ void logreg_predict(const float* X, std::int64_t rows, int features, int classes
   const TileShape s = checked_shape(rows, features, classes);
   auto& b = LogregWorkspaceAccess::buffers(workspace);
   const float* wt = prepare_weights(W, s, b);
-  predict_prepared(ops_for(workspace.kernel()), X, rows, s, wt, nullptr, b, classes_out, nullptr);
+  predict_prepared(ops_for<float>(workspace.kernel()), X, rows, s, wt, nullptr, b, classes_out, nullptr);
 }
 
 LogregFixedPredictor::LogregFixedPredictor(const float* W, const float* bias, int features, int classes,
@@ -429,8 +335,22 @@ LogregFixedPredictor::LogregFixedPredictor(const float* W, const float* bias, in
 
 void LogregFixedPredictor::predict(const float* X, std::int64_t rows, std::int32_t* classes_out, float* probs_out) {
   const TileShape s = checked_shape(rows, features_, classes_);
-  predict_prepared(ops_for(workspace_.kernel()), X, rows, s, transposed_weights_, bias_.empty() ? nullptr : bias_.data(),
+  predict_prepared(ops_for<float>(workspace_.kernel()), X, rows, s, transposed_weights_, bias_.empty() ? nullptr : bias_.data(),
                    LogregWorkspaceAccess::buffers(workspace_), classes_out, probs_out);
 }
+
+// The float32 and float64 entry points (logreg.hpp).
+#define SPMD_INSTANTIATE(T)                                                                                        \
+  template void logreg_chunk_partials<T>(const float*, const std::int32_t*, std::int64_t, int, int, const T*,      \
+                                         double*, LogregWorkspace&);                                               \
+  template void logreg_range_partials<T>(const float*, const std::int32_t*, std::int64_t, int, int, const T*,      \
+                                         std::int64_t, double*, LogregWorkspace&);                                 \
+  template double logreg_finalize<T>(const double*, std::int64_t, int, int, const T*, double, int, double*);      \
+  template double logreg_value_and_grad<T>(const float*, const std::int32_t*, std::int64_t, int, int, const T*,    \
+                                           double, double*, LogregWorkspace&);
+
+SPMD_INSTANTIATE(float)
+SPMD_INSTANTIATE(double)
+#undef SPMD_INSTANTIATE
 
 }  // namespace spmd::models

@@ -7,18 +7,11 @@
 
 #include <cmath>
 #include <cstdint>
-#include <type_traits>
 
 #include "spmd/models/logreg_kernel_spec.hpp"
 
 namespace spmd::models::logreg_detail {
 namespace {
-
-template <class T>
-T exp_of(T t) {
-  if constexpr (std::is_same_v<T, float>) return exp_spec(t);
-  else return exp64_spec(t);
-}
 
 template <class T>
 void logits_portable(const float* X, int rows, const TileShape& shape, const T* WT, T* Z, const float*, int) {
@@ -48,7 +41,7 @@ void softmax_portable(const T* Z, const std::int32_t* labels, int rows, const Ti
     for (int c = 1; c < C; ++c) m = max_like_x86(m, z[c]);
     T s = T(0);
     for (int c = 0; c < C; ++c) {
-      const T e = exp_of(z[c] - m);
+      const T e = exp_spec(z[c] - m);
       D[c * kTileRows + i] = e;
       s = c == 0 ? e : s + e;
     }

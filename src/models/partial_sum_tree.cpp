@@ -1,6 +1,7 @@
 #include "spmd/models/partial_sum_tree.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <string>
 
 #include "spmd/runtime/error.hpp"
@@ -10,8 +11,7 @@ namespace spmd::models {
 PartialSumTree::PartialSumTree(std::int64_t global_chunks, std::size_t record)
     : chunks_(global_chunks), record_(record) {
   if (global_chunks < 1) throw Error("PartialSumTree: needs at least one chunk (got " + std::to_string(global_chunks) + ")");
-  int depth = 0;
-  while ((std::int64_t{1} << depth) < global_chunks) ++depth;
+  const int depth = std::bit_width(static_cast<std::uint64_t>(global_chunks - 1));
   // A canonical range has at most two nodes per level, plus the slot of a leaf in flight.
   const std::size_t capacity = 2 * static_cast<std::size_t>(depth) + 3;
   nodes_.reserve(capacity);

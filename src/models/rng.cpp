@@ -95,33 +95,19 @@ double erfinv(double y) {
   // Giles' single-precision approximation ("Approximating the erfinv function", GPU
   // Computing Gems, 2011; relative error ~1e-7) as a start; two Newton steps on std::erf
   // (each squares the error) reach double precision.
+  static constexpr double kCentral[] = {2.81022636e-08, 3.43273939e-07, -3.5233877e-06,
+                                        -4.39150654e-06, 0.00021858087,  -0.00125372503,
+                                        -0.00417768164,  0.246640727,    1.50140941};
+  static constexpr double kTail[] = {-0.000200214257, 0.000100950558, 0.00134934322,
+                                     -0.00367342844,  0.00573950773,  -0.0076224613,
+                                     0.00943887047,   1.00167406,     2.83297682};
   const double w0 = -std::log((1.0 - y) * (1.0 + y));
-  double x;
-  if (w0 < 5.0) {
-    const double w = w0 - 2.5;
-    double p = 2.81022636e-08;
-    p = 3.43273939e-07 + p * w;
-    p = -3.5233877e-06 + p * w;
-    p = -4.39150654e-06 + p * w;
-    p = 0.00021858087 + p * w;
-    p = -0.00125372503 + p * w;
-    p = -0.00417768164 + p * w;
-    p = 0.246640727 + p * w;
-    p = 1.50140941 + p * w;
-    x = p * y;
-  } else {
-    const double w = std::sqrt(w0) - 3.0;
-    double p = -0.000200214257;
-    p = 0.000100950558 + p * w;
-    p = 0.00134934322 + p * w;
-    p = -0.00367342844 + p * w;
-    p = 0.00573950773 + p * w;
-    p = -0.0076224613 + p * w;
-    p = 0.00943887047 + p * w;
-    p = 1.00167406 + p * w;
-    p = 2.83297682 + p * w;
-    x = p * y;
-  }
+  const bool central = w0 < 5.0;
+  const double w = central ? w0 - 2.5 : std::sqrt(w0) - 3.0;
+  const double* coefficients = central ? kCentral : kTail;
+  double p = coefficients[0];
+  for (int k = 1; k < 9; ++k) p = coefficients[k] + p * w;
+  double x = p * y;
   const double two_over_sqrt_pi = 2.0 / std::sqrt(std::numbers::pi);
   for (int i = 0; i < 2; ++i) x -= (std::erf(x) - y) / (two_over_sqrt_pi * std::exp(-x * x));
   return x;

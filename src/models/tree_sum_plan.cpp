@@ -1,6 +1,7 @@
 #include "spmd/models/tree_sum_plan.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <iterator>
 #include <string>
 
@@ -37,8 +38,7 @@ class Planner {
     TreeSumPlan p;
     p.own_nodes = PartialSumTree::canonical_nodes(bounds_[rank_], bounds_[rank_ + 1], chunks_);
     for (auto& n : p.own_nodes) n = effective_node(n, chunks_);
-    int depth = 0;
-    while ((std::int64_t{1} << depth) < chunks_) ++depth;
+    const int depth = std::bit_width(static_cast<std::uint64_t>(chunks_ - 1));  // the root's level
     const TreeNode root = effective_node({depth, 0}, chunks_);
     const Best best = best_of(root);
     p.total_rank = best.ranks.front();

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "gpu_test_support.hpp"
+#include "logreg_reference.hpp"
 
 #include <cmath>
 #include <cstdint>

@@ -14,6 +14,7 @@
 
 #include "spmd/models/logreg.hpp"
 #include "spmd/runtime/error.hpp"
+#include "logreg_reference.hpp"
 
 namespace {
 

@@ -32,13 +32,11 @@ struct CnnConfig {
   int kernel_size = 3;
   int pool_size = 2;
 
-  // 28x28x1 -> conv 32, 64 -> dense 256 -> 10 classes.
   static CnnConfig seed_default();
 
-  // Throws spmd::Error naming the first field that breaks its constraint: height, width,
-  // channels >= 1; at least one conv layer; every width >= 1; classes >= 2; kernel_size 3,
-  // pool_size 2; height and width >= 2^(conv layers), so that every pooled size is >= 1;
-  // sizes small enough for the kernels' int dimensions.
+  // Throws spmd::Error naming the first field that breaks its constraint (classes >= 2,
+  // every other size >= 1, kernel_size 3, pool_size 2, height and width >= 2^(conv layers)
+  // so that every pooled size is >= 1, sizes within the kernels' int dimensions).
   void validate() const;
 
   // Floats per input image (H * W * C).

@@ -8,15 +8,12 @@
 //   -> dense 3136->256, ReLU -> dense 256->10 = logits [B, 10]
 //
 // The network is CnnLayout::nodes(), a sequence of ops (ops/cpu_op.hpp), each run by its CPU
-// implementation; their fast paths (a direct kernel for a grayscale first conv layer, im2col
-// + GEMM for the others, GEMMs for hidden dense layers, a narrow loop for the classifier)
-// are chosen by each op from its shape.
+// implementation, which picks its fast path from its shape.
 //
 // Every buffer a call needs lives in a CnnWorkspace allocated once for the largest batch
-// and reused: no allocation, no page fault during a step. One workspace per thread; the
-// functions are reentrant across different workspaces. The per-device interface that the
-// workloads use (models/device_models.hpp, CnnMember) wraps these functions on a CPU
-// device; its CUDA implementation keeps the same semantics.
+// and reused: no allocation, no page fault during a step. One workspace per thread. The
+// CPU backend's CnnMember (models/device_models.hpp) wraps these functions; the CUDA one
+// keeps their semantics.
 //
 // Parameters, gradients and the workspace must share one geometry (spmd::Error otherwise).
 // Masks: mask [B] uint8 (nullptr = every row counts). Rows with mask 0 (padding) add

@@ -10,9 +10,8 @@
 //   tensor t of a member (Flax splits per module; we fold in the layer's position):
 //                     member.fold_in(t) for t = 0, 1, ... in CnnLayout::tensors() order
 //                     (0..7 for the default config)
-// Member g's parameters depend only on (seed, g, num_members) and the config: never on the
-// rank or device that holds the member. The shuffle depends only on (seed, epoch): every member and every
-// rank sees the same batches.
+// Member g's parameters depend only on (seed, g, num_members) and the config, never on the
+// rank or device; the shuffle only on (seed, epoch): every member and rank sees the same batches.
 #include <cstdint>
 #include <vector>
 

@@ -1,7 +1,6 @@
 #pragma once
 // The CPU backend's compute kernels for the CNN, one implementation per instruction set,
-// chosen at run time. Public so that tests can check each against a scalar reference;
-// the model code (cnn_cpu.hpp) is their only other user.
+// chosen at run time. Public so that tests can check each against a scalar reference.
 //
 // Why own kernels instead of cblas_sgemm: the CNN's GEMMs are small (N <= 288, K <= 3136
 // for the default geometry), bias + ReLU can be fused into the store, and Debian's OpenBLAS

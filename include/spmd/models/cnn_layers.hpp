@@ -47,7 +47,7 @@ void dense_backward(const float* in, int rows, int n_in, const float* kernel, in
 // dst[c, r] = src[r, c] for r < rows, c < cols; rows are src_stride / dst_stride apart.
 void transpose(const float* src, int rows, int cols, long src_stride, float* dst, long dst_stride);
 
-// Per-row sum of rows of x [rows, n] into acc [n] (accumulates).
+// acc [n] += the sum of the rows of x [rows, n].
 void add_row_sums(const float* x, int rows, int n, float* acc);
 
 struct LossSum {

@@ -15,12 +15,10 @@
 //
 // 824458 floats. In general: Conv_l/{kernel,bias} for each conv layer, then Dense_j for
 // each hidden dense layer and the classifier, in network order (the order cnn_init folds
-// into the member's key). Each tensor starts at a multiple of 16 floats (64 bytes, the
-// buffer's alignment), so every tensor begins on a cache line and vector loads of a row
-// start aligned; the gap before a tensor whose natural offset is not a multiple of 16 is
-// zero and belongs to no tensor. The default config's natural offsets are all multiples of
-// 16, so its layout, and the checkpoints written before configs existed, are unchanged.
-// The buffer ends with the last tensor (no tail padding).
+// into the member's key). Each tensor starts at a multiple of 16 floats (a cache line);
+// the gap before a tensor is zero and belongs to no tensor. The default config needs no
+// gaps, so its layout is that of the checkpoints written before configs existed. No tail
+// padding.
 #include <array>
 #include <cstddef>
 #include <cstdint>

@@ -61,10 +61,9 @@ class LogregShard64 {
 // The kinds of device implementation the models need, one per interface above: a kind names
 // itself (for messages) and the signature of its factory. X [rows, features], labels [rows]
 // on the host: a CPU shard views them (they must outlive it), a GPU shard copies them to its
-// device once. A logreg predictor keeps its own copy of the parameters (W and the intercept).
-// A new model kind is its interface and one such struct beside it; each backend that
-// accelerates it adds one provide<Kind>() line, and the others are untouched (their
-// modules keep working: a kind they lack is refused naming it and them).
+// device once. A logreg predictor keeps its own copy of the parameters. A new model kind is
+// its interface and one such struct; each backend that accelerates it adds one
+// provide<Kind>() line (a backend that lacks a kind refuses it, naming both).
 struct CnnMemberKind {
   static constexpr const char* name = "CNN member (ensemble training and eval --model cnn)";
   using Make = std::unique_ptr<CnnMember> (*)(const runtime::DeviceInfo& device, const CnnConfig& config, int max_batch,

@@ -10,30 +10,23 @@
 //
 // Data parallelism with bitwise identical results for any number of ranks and devices:
 // the rows are cut into chunks of a fixed GLOBAL size (kLogregChunkRows, counted from
-// global row 0, the last chunk shorter). Whoever owns a chunk computes its partial sums
-// with logreg_chunk_partials; the chunks' partials are added in the fixed binary-tree order
-// of models/partial_sum_tree.hpp (logreg_sum_partials), which lets a rank send only a few
-// tree nodes instead of every chunk; then logreg_finalize. A chunk's partials depend only
-// on its rows, W and nothing else (not the kernel variant either: the portable, AVX2 and
-// AVX-512 variants give the same bits), so the total is the same bits however chunks are
-// spread.
+// global row 0). Whoever owns a chunk computes its partial sums (logreg_chunk_partials);
+// they are added in the fixed binary-tree order of models/partial_sum_tree.hpp, which lets
+// a rank send only a few tree nodes instead of every chunk; then logreg_finalize. A chunk's
+// partials depend only on its rows and W (not on the kernel variant either), so the total
+// is the same bits however chunks are spread.
 //
-// Precision of one chunk's partials (the exact order is in src/models/logreg_kernel_spec.hpp,
-// which a device kernel must follow to give the same bits): logits in float32 (fma, 16
-// interleaved partial sums per logit, then a fixed tree); softmax in float32 with a fixed
-// exp polynomial; each row's loss in double (std::log: the same libm on every rank), summed
-// in row order in double; the gradient X^T (P - Y) summed in float32 over consecutive
-// blocks of kLogregGradFloatBlockRows rows (from the chunk's first row), each block total
-// added in double. Each row's contribution is within ~1e-6 (relative to its size) of the
-// exact value.
+// Precision of one chunk's partials (the exact order, which a device kernel must follow to
+// give the same bits, is logreg_kernel_spec.hpp's): logits and softmax in float32; each
+// row's loss in double, summed in row order; the gradient summed in float32 over blocks of
+// kLogregGradFloatBlockRows rows, each block added in double. Each row's contribution is
+// within ~1e-6 (relative to its size) of the exact value.
 //
-// float64 (spmd logreg --precision float64): every function taking W also takes it as
-// double; then the logits, softmax and gradient are double (the float64 section of
-// logreg_kernel_spec.hpp: X read as float32 and widened, 8 double lanes per logit, a double
-// exp polynomial, the same chunks, blocks, row order and tree), with the same guarantees:
-// every variant gives the same bits, and so does every layout. Each row's contribution is
-// then within ~1e-15 (relative to its size) of the exact value; it costs ~2x float32's
-// time per evaluation (tools/bench/README.md).
+// float64 (spmd logreg --precision float64): the functions below that take W as const T*
+// take it as double too; then the logits, softmax and gradient are double (the float64
+// section of logreg_kernel_spec.hpp), with the same guarantees: every variant and every
+// layout gives the same bits. Each row's contribution is then within ~1e-15 (relative to
+// its size) of the exact value; it costs ~2x float32's time per evaluation.
 //
 // Speed: one pass over X per evaluation; rows in tiles of 32 go through logits, softmax and
 // the gradient update while in cache, and the next tile is prefetched while they compute.
@@ -76,7 +69,7 @@ inline std::size_t logreg_partials_size(int features, int classes) {
 }
 
 // Scratch memory of the kernels, allocated on first use and reused (grows only). One per
-// thread: not thread-safe. Not copyable; movable.
+// thread: not thread-safe.
 class LogregWorkspace {
  public:
   // Throws spmd::Error if the requested kernel is not supported by this CPU.
@@ -101,21 +94,17 @@ class LogregWorkspace {
 // overwritten. rows may be 0 (all zeros). X holds rows * F floats (any alignment), labels
 // rows ints in [0, C) (else spmd::Error naming the row), W F * C floats. Throws
 // spmd::Error for F < 1, C < 1, rows < 0.
+template <class T>
 void logreg_chunk_partials(const float* X, const std::int32_t* labels, std::int64_t rows, int features,
-                           int classes, const float* W, double* out, LogregWorkspace& workspace);
-void logreg_chunk_partials(const float* X, const std::int32_t* labels, std::int64_t rows, int features,
-                           int classes, const double* W, double* out, LogregWorkspace& workspace);
+                           int classes, const T* W, double* out, LogregWorkspace& workspace);
 
 // The partials of consecutive chunks of chunk_rows rows (the last one shorter) of one
-// contiguous range: out[k * logreg_partials_size(F, C) ...] for chunk k, k <
-// ceil(rows / chunk_rows). Same bits as calling logreg_chunk_partials chunk by chunk;
-// transposes W once. The range must start at a chunk boundary of the global row numbering
-// for the results to be the global chunks' partials.
+// contiguous range, chunk k at out[k * logreg_partials_size(F, C)]: the same bits as
+// logreg_chunk_partials chunk by chunk, transposing W once. The range must start at a
+// global chunk boundary for these to be the global chunks' partials.
+template <class T>
 void logreg_range_partials(const float* X, const std::int32_t* labels, std::int64_t rows, int features,
-                           int classes, const float* W, std::int64_t chunk_rows, double* out,
-                           LogregWorkspace& workspace);
-void logreg_range_partials(const float* X, const std::int32_t* labels, std::int64_t rows, int features,
-                           int classes, const double* W, std::int64_t chunk_rows, double* out,
+                           int classes, const T* W, std::int64_t chunk_rows, double* out,
                            LogregWorkspace& workspace);
 
 // total = the sum of the num_chunks records in the fixed tree order of PartialSumTree
@@ -125,25 +114,21 @@ void logreg_sum_partials(const double* partials, std::int64_t num_chunks, int fe
                          double* total);
 
 // Turns summed partials into the objective: returns f(W) and writes grad [F * C]
-// (row-major like W) = total_grad / global_rows + l2 * W, in double. The L2 term is
-// l2/2 * sum W^2 over the first penalised_features rows of W only (summed in double, index
-// order): the rows after them are not penalised. That is how an intercept is fitted: with
-// x' = [x, 1] and W' = [W; b] the last row is b, which sklearn's LogisticRegression
-// (fit_intercept=True) and JAXopt's multiclass_logreg_with_intercept leave out of the
-// penalty. penalised_features = features penalises all of W. Throws spmd::Error when
+// (row-major like W) = total_grad / global_rows + l2 * W, in double. Only the first
+// penalised_features rows of W are penalised (l2/2 * sum W^2, in index order): with
+// x' = [x, 1] and W' = [W; b] the last row is the intercept b, which sklearn
+// (fit_intercept=True) and JAXopt leave out of the penalty. Throws spmd::Error when
 // global_rows < 1, l2 < 0 or penalised_features is outside [0, features].
-double logreg_finalize(const double* total, std::int64_t global_rows, int features, int classes, const float* W,
-                       double l2, int penalised_features, double* grad);
-double logreg_finalize(const double* total, std::int64_t global_rows, int features, int classes, const double* W,
+template <class T>
+double logreg_finalize(const double* total, std::int64_t global_rows, int features, int classes, const T* W,
                        double l2, int penalised_features, double* grad);
 
 // Whole objective on one thread with the standard chunking: chunk partials, sum, finalize
 // (the same bits as the distributed computation with kLogregChunkRows chunks). grad [F*C].
 // Every row of W is penalised.
+template <class T>
 double logreg_value_and_grad(const float* X, const std::int32_t* labels, std::int64_t rows, int features,
-                             int classes, const float* W, double l2, double* grad, LogregWorkspace& workspace);
-double logreg_value_and_grad(const float* X, const std::int32_t* labels, std::int64_t rows, int features,
-                             int classes, const double* W, double l2, double* grad, LogregWorkspace& workspace);
+                             int classes, const T* W, double l2, double* grad, LogregWorkspace& workspace);
 
 // Predicted class (argmax of the float32 logits x W, lowest index on ties) of each row into
 // classes_out [rows].
@@ -158,12 +143,9 @@ void logreg_predict(const float* X, std::int64_t rows, int features, int classes
 void logreg_logits_to_outputs(const float* logits, std::int64_t rows, std::int64_t stride, int classes,
                               const float* bias, std::int32_t* classes_out, float* probs_out);
 
-// logreg_predict for one model used on many batches (evaluation): W is copied into the
-// kernel's transposed layout once, here, instead of on every call (the transpose reads and
-// writes the whole of W: a cost per batch, not per row). bias: nullptr, or
-// [classes] added to the logits (the intercept). Results as logreg_logits_to_outputs of
-// the kernel's logits; later changes to the caller's W or bias are not seen. One per
-// thread, like the workspace.
+// logreg_predict for one model used on many batches (evaluation): W is transposed into the
+// kernel's layout once, not per batch, and copied with bias (nullptr, or the intercept
+// [classes]). Results as logreg_logits_to_outputs of the kernel's logits. One per thread.
 class LogregFixedPredictor {
  public:
   // Throws spmd::Error for features < 1, classes < 1 or an unsupported kernel.
@@ -179,12 +161,5 @@ class LogregFixedPredictor {
   const float* transposed_weights_;  // in workspace_ (heap-held: stays put when moved)
   std::vector<float> bias_;          // empty: no intercept
 };
-
-// Plain double-precision reference for tests: the same partials as logreg_chunk_partials,
-// computed with double logits, std::exp and std::log, rows in order.
-void logreg_reference_partials(const float* X, const std::int32_t* labels, std::int64_t rows, int features,
-                               int classes, const float* W, double* out);
-void logreg_reference_partials(const float* X, const std::int32_t* labels, std::int64_t rows, int features,
-                               int classes, const double* W, double* out);
 
 }  // namespace spmd::models

@@ -143,7 +143,7 @@ KernelOps avx512_ops();  // call only where the CPU has AVX-512F
 // Logits: 8 double lanes; lane j accumulates, over k = 0, 1, ..., Fpad64 / 8 - 1,
 // acc_j = fma((double)x[8k + j], WT64[c][8k + j], acc_j) (x taken as 0 past F), and
 // z_c = tree_sum<8>(acc) (pairs at distance 4, then 2, 1).
-// Softmax: as float32's, in double, with exp64_spec; row loss = (m + log(s)) - z_y.
+// Softmax: as float32's, in double, with exp_spec(double); row loss = (m + log(s)) - z_y.
 // Gradient: g = fma(d_c, (double)x_f, g) in double; the sums restart every
 // kLogregGradFloatBlockRows rows of the chunk and are added to the chunk sums in block
 // order, as in float32.
@@ -171,7 +171,7 @@ inline double max_like_x86(double a, double b) { return a > b ? a : b; }
 // variants perform these very operations lane by lane. Call it only from the portable
 // variant and target-neutral code: an inline function compiled in a TU with a wider target
 // could be the copy the linker keeps.
-inline double exp64_spec(double t) {
+inline double exp_spec(double t) {
   const double tc = max_like_x86(kExp64Cutoff, t);
   const double n = (tc * kLog2e64 + kRoundMagic64) - kRoundMagic64;
   double r = std::fma(-n, kLn2Hi64, tc);

@@ -57,11 +57,8 @@ class RandomStream {
   std::uint64_t position_ = 0;
 };
 
-// Uniform in the open interval (0, 1) from one word (24 significant bits).
-double uniform_open01(std::uint32_t word);
-
-// Inverse error function on (-1, 1), double precision.
-double erfinv(double y);
+double uniform_open01(std::uint32_t word);  // in (0, 1), 24 significant bits
+double erfinv(double y);                    // on (-1, 1), double precision
 
 // out[p] = stddev * z_p where z_p ~ N(0,1) truncated to [-2, 2] (inverse-CDF sampling of
 // word p of the key's stream), as jax.random.truncated_normal(key, -2, 2) * stddev.

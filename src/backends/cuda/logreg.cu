@@ -89,7 +89,7 @@ __device__ inline float exp_spec(float t) {
 template <int k>
 constexpr double kTaylor = spec::kExp64Taylor[k];
 
-// spec::exp64_spec, operation by operation.
+// spec::exp_spec (double), operation by operation.
 __device__ inline double exp_spec(double t) {
   const double tc = max_like_x86(spec::kExp64Cutoff, t);
   const double n = __dsub_rn(__dadd_rn(__dmul_rn(tc, spec::kLog2e64), spec::kRoundMagic64), spec::kRoundMagic64);

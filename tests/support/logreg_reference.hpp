@@ -1,7 +1,10 @@
-// The plain double-precision statement of the logistic-regression partial sums, for tests:
-// no tiles, no float, no fixed exp; rows in order.
+#pragma once
+// The logistic-regression tests' plain double-precision reference: the same partials as
+// models::logreg_chunk_partials (logreg.hpp), computed with double logits, std::exp and
+// std::log, rows in order; no tiles, no float, no fixed exp. W is float or double.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -10,11 +13,9 @@
 
 namespace spmd::models {
 
-namespace {
-
 template <class T>
-void reference_partials(const float* X, const std::int32_t* labels, std::int64_t rows, int features, int classes,
-                        const T* W, double* out) {
+void logreg_reference_partials(const float* X, const std::int32_t* labels, std::int64_t rows, int features,
+                               int classes, const T* W, double* out) {
   if (features < 1 || classes < 1 || rows < 0)
     throw Error("logreg reference: needs features >= 1, classes >= 1, rows >= 0");
   const std::size_t size = logreg_partials_size(features, classes);
@@ -40,17 +41,6 @@ void reference_partials(const float* X, const std::int32_t* labels, std::int64_t
         out[1 + static_cast<std::size_t>(f) * classes + c] += static_cast<double>(x[f]) * delta;
     }
   }
-}
-
-}  // namespace
-
-void logreg_reference_partials(const float* X, const std::int32_t* labels, std::int64_t rows, int features,
-                               int classes, const float* W, double* out) {
-  reference_partials(X, labels, rows, features, classes, W, out);
-}
-void logreg_reference_partials(const float* X, const std::int32_t* labels, std::int64_t rows, int features,
-                               int classes, const double* W, double* out) {
-  reference_partials(X, labels, rows, features, classes, W, out);
 }
 
 }  // namespace spmd::models
