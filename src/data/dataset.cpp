@@ -126,8 +126,7 @@ ShardReader::ShardReader(const runtime::Context& ctx, std::string path, DatasetK
   // still guarantees that nobody goes on to a collective read alone.
   runtime::agree_on(ctx_.comm(), [&] {
     shape_ = inspect(file_.get(), path_, keys_, features_, labels_);
-    collective_xfer_ = H5PropList(SPMD_CHECK_HDF5(H5Pcreate(H5P_DATASET_XFER), "creating a transfer property list"));
-    SPMD_CHECK_HDF5(H5Pset_dxpl_mpio(collective_xfer_.get(), H5FD_MPIO_COLLECTIVE), "asking for collective MPI-IO transfers");
+    collective_xfer_ = collective_transfer("asking for collective MPI-IO transfers");
     if (shape_.features_virtual || shape_.labels_virtual) {
       // HDF5 1.10 reads virtual datasets only through a POSIX-driver handle: each rank opens
       // the file on its own and reads its rows independently (the mapped source files too).

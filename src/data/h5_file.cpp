@@ -154,12 +154,7 @@ H5File open_file_parallel(const runtime::Context& ctx, const std::string& path, 
   try {
     runtime::agree_on(ctx.comm(), [&] {
       const std::string hint = "opening '" + path + "' with MPI-IO to read " + what;
-      H5PropList fapl(SPMD_CHECK_HDF5(H5Pcreate(H5P_FILE_ACCESS), hint.c_str()));
-      SPMD_CHECK_HDF5(H5Pset_fapl_mpio(fapl.get(), ctx.comm(), MPI_INFO_NULL), hint.c_str());
-      // Metadata (superblock, object headers, B-trees) read by one rank and broadcast,
-      // not read by every rank from the file system: every rank makes the same metadata
-      // calls on this file, which the readers here do.
-      SPMD_CHECK_HDF5(H5Pset_all_coll_metadata_ops(fapl.get(), true), hint.c_str());
+      H5PropList fapl = mpio_file_access(ctx, hint.c_str());
       runtime::Watchdog::Armed armed(ctx.watchdog(), "H5Fopen (MPI-IO, collective)");
       const hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get());
       if (id < 0) throw_open_error(path, what, "H5Fopen(path, H5F_ACC_RDONLY, fapl)", __LINE__, hint);
@@ -171,6 +166,21 @@ H5File open_file_parallel(const runtime::Context& ctx, const std::string& path, 
     throw;
   }
   return file;
+}
+
+H5PropList mpio_file_access(const runtime::Context& ctx, const char* hint) {
+  H5PropList fapl(SPMD_CHECK_HDF5(H5Pcreate(H5P_FILE_ACCESS), hint));
+  SPMD_CHECK_HDF5(H5Pset_fapl_mpio(fapl.get(), ctx.comm(), MPI_INFO_NULL), hint);
+  // Metadata (superblock, object headers, B-trees) read by one rank and broadcast, not read
+  // by every rank from the file system.
+  SPMD_CHECK_HDF5(H5Pset_all_coll_metadata_ops(fapl.get(), true), hint);
+  return fapl;
+}
+
+H5PropList collective_transfer(const char* hint) {
+  H5PropList xfer(SPMD_CHECK_HDF5(H5Pcreate(H5P_DATASET_XFER), hint));
+  SPMD_CHECK_HDF5(H5Pset_dxpl_mpio(xfer.get(), H5FD_MPIO_COLLECTIVE), hint);
+  return xfer;
 }
 
 namespace {
@@ -228,6 +238,12 @@ std::vector<std::int64_t> dataset_dims(hid_t dataset) {
   std::vector<hsize_t> dims(static_cast<std::size_t>(rank));
   if (rank > 0) SPMD_CHECK_HDF5(H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr), "reading a dataset's shape");
   return std::vector<std::int64_t>(dims.begin(), dims.end());
+}
+
+std::uint64_t element_count(const std::vector<std::int64_t>& dims) {
+  std::uint64_t n = 1;
+  for (auto d : dims) n *= static_cast<std::uint64_t>(d);
+  return n;
 }
 
 std::string format_shape(const std::vector<std::int64_t>& dims) {

@@ -3,8 +3,8 @@
 #include "spmd/data/element_type.hpp"
 #include "spmd/data/h5_file.hpp"
 #include "spmd/runtime/agree.hpp"
-#include "spmd/runtime/check.hpp"
 #include "spmd/runtime/context.hpp"
+#include "spmd/runtime/error.hpp"
 #include "spmd/runtime/time_account.hpp"
 #include "row_read.hpp"
 
@@ -33,8 +33,7 @@ std::vector<T> read_rows_parallel(const runtime::Context& ctx, const std::string
   });
   runtime::agree_on(ctx.comm(), [&] {
     const std::string hint = "reading rows of " + what + " from '" + path + "' with MPI-IO";
-    H5PropList xfer(SPMD_CHECK_HDF5(H5Pcreate(H5P_DATASET_XFER), hint.c_str()));
-    SPMD_CHECK_HDF5(H5Pset_dxpl_mpio(xfer.get(), H5FD_MPIO_COLLECTIVE), hint.c_str());
+    const H5PropList xfer = collective_transfer(hint.c_str());
     read_rows(ctx, dataset.get(), native_hdf5_type(element_type_v<T>), xfer.get(), first_row,
               out.empty() ? 0 : rows, out.data());
   });

@@ -48,6 +48,13 @@ H5File open_checked_file_serial(const std::string& path, const std::string& what
 // and if any rank cannot use it, every rank throws the same spmd::CollectiveError.
 H5File open_file_parallel(const runtime::Context& ctx, const std::string& path, const std::string& what);
 
+// File access through MPI-IO over ctx.comm(), its metadata read by one rank and broadcast
+// (every rank makes the same metadata calls on the file, which the callers here do).
+H5PropList mpio_file_access(const runtime::Context& ctx, const char* hint);
+
+// A transfer property list asking for collective MPI-IO transfers.
+H5PropList collective_transfer(const char* hint);
+
 // Every dataset in the file, recursively, as absolute names ("/images", "/g/x"), sorted.
 std::vector<std::string> list_datasets(hid_t file);
 
@@ -60,6 +67,9 @@ H5Dataset open_dataset(hid_t file, const std::string& file_path, const std::stri
 
 // The dataset's dimensions (its dataspace extent); {} for a scalar.
 std::vector<std::int64_t> dataset_dims(hid_t dataset);
+
+// Elements of a dataset of dims (1 for a scalar).
+std::uint64_t element_count(const std::vector<std::int64_t>& dims);
 
 // "[60000, 28, 28, 1]"
 std::string format_shape(const std::vector<std::int64_t>& dims);

@@ -45,8 +45,6 @@ class ParallelH5Writer {
   ParallelH5Writer(const ParallelH5Writer&) = delete;
   ParallelH5Writer& operator=(const ParallelH5Writer&) = delete;
 
-  const std::string& final_path() const { return final_path_; }
-
   // Creates dataset `name` of `shape` (shape[0] rows; groups in the name are created) and
   // writes this rank's rows [first_row, first_row + rows) from data (rows * the product of
   // shape[1:] values, row-major). The ranks' row ranges must not overlap; rows no rank

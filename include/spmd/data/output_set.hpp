@@ -42,8 +42,6 @@ class OutputSet {
   // and fsyncs their folders; agreed. Nothing may be staged afterwards.
   void publish();
 
-  bool empty() const { return staged_.empty(); }
-
  private:
   const runtime::Context& ctx_;
   std::vector<std::pair<std::string, std::string>> staged_;  // temporary, final
