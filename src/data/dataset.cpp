@@ -16,7 +16,6 @@
 #include "spmd/runtime/watchdog.hpp"
 #include "spmd/runtime/time_account.hpp"
 #include "row_read.hpp"
-#include "shard_labels.hpp"
 
 namespace spmd::data {
 
@@ -42,18 +41,9 @@ ElementType dataset_element_type(hid_t dataset, const std::string& path, const s
   return *element;
 }
 
-// Labels may be any integer type, or an HDF5 enum over one: h5py stores numpy bool arrays as
-// the enum {FALSE = 0, TRUE = 1} over int8, and categorical labels as enums too. An enum is
-// read as its base integers (the stored values).
 ElementType label_element_type(hid_t dataset, const std::string& path, const std::string& name, bool& is_enum) {
   H5Datatype type(SPMD_CHECK_HDF5(H5Dget_type(dataset), "reading a dataset's type"));
-  is_enum = H5Tget_class(type.get()) == H5T_ENUM;
-  if (is_enum) {
-    H5Datatype base(SPMD_CHECK_HDF5(H5Tget_super(type.get()), "reading an enum's base type"));
-    if (const auto element = element_type_of(base.get()); element && is_integer(*element)) return *element;
-  } else if (const auto element = element_type_of(type.get()); element && is_integer(*element)) {
-    return *element;
-  }
+  if (const auto element = label_type_of(type.get(), is_enum)) return *element;
   throw Error("'" + path + "': labels dataset '" + name + "' has dtype " + describe_hdf5_type(type.get()) +
               "; labels must be an integer type (int8 ... uint64), or bool / an integer enum as h5py writes them");
 }
@@ -94,9 +84,8 @@ DatasetShape inspect(hid_t file, const std::string& path, const DatasetKeys& key
     H5Dataset labels = open_dataset(file, path, keys.labels, "labels");
     const ElementType ltype = label_element_type(labels.get(), path, keys.labels, shape.labels_enum);
     const auto ldims = dataset_dims(labels.get());
-    // [N, 1] (a column vector, as sklearn and pandas often leave labels) is read as [N].
-    const bool column = ldims.size() == 2 && ldims[1] == 1;
-    if (ldims.size() != 1 && !column)
+    // [N, 1] is read as [N].
+    if (!is_column(ldims))
       throw Error("'" + path + "': labels dataset '" + keys.labels + "' has shape " + format_shape(ldims) + " (" +
                   std::to_string(ldims.size()) + "-D); labels must be 1-D [N] (or [N, 1])");
     const StorageInfo lstorage = checked_storage(labels.get(), path, "labels", keys.labels);
@@ -320,47 +309,6 @@ DatasetShape probe_shape(const std::string& path, const DatasetKeys& keys) {
   return inspect(file.get(), path, keys, features, labels);
 }
 
-FeatureScale FeatureScale::parse(const std::string& text, bool images) {
-  FeatureScale s;
-  s.images = images;
-  s.text = text;
-  if (text == "auto") return s;
-  if (text == "none") {
-    s.mode = Mode::None;
-    return s;
-  }
-  const auto number = [&](const std::string& part) {
-    std::size_t used = 0;
-    double v = 0;
-    try {
-      v = std::stod(part, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (part.empty() || used != part.size() || !std::isfinite(v) || v <= 0)
-      throw Error("--input-scale must be auto, none, or a positive factor such as 0.5 or 1/255 (got '" + text + "')");
-    return v;
-  };
-  const auto slash = text.find('/');
-  s.mode = Mode::Factor;
-  if (slash == std::string::npos) {
-    s.factor = number(text);
-  } else {
-    s.factor = number(text.substr(0, slash));
-    s.divisor = number(text.substr(slash + 1));
-  }
-  return s;
-}
-
-std::string FeatureScale::describe() const {
-  if (mode == Mode::Auto) return "auto";
-  if (mode == Mode::None) return "none";
-  std::ostringstream os;
-  os << "x " << factor;
-  if (divisor != 1.0) os << "/" << divisor;
-  return os.str();
-}
-
 std::int64_t label_bound(std::int64_t examples) {
   return std::min<std::int64_t>(kMaxClasses, std::max<std::int64_t>(64 * examples, 1024));
 }
@@ -368,6 +316,48 @@ std::int64_t label_bound(std::int64_t examples) {
 namespace {
 // The pieces of the check-only pass of a shard left in the file: its staging is all it holds.
 constexpr std::int64_t kCheckPieceBytes = std::int64_t{16} << 20;
+
+// Labels go into a shard's int32 column through a bounded int64 piece of this many rows
+// (8 MiB), so that they cost 4 bytes per row at peak (not a whole int64 copy, 12 bytes per
+// row), with the facts the loader's checks need, found on the way.
+constexpr std::int64_t kLabelPieceRows = std::int64_t{1} << 20;
+
+struct LabelScan {
+  std::int64_t above_row = -1, above_value = 0;      // first label >= bound (an id, not a class)
+  std::int64_t outside_row = -1, outside_value = 0;  // first label < 0, or >= classes when classes > 0
+  std::int64_t largest = -1;                         // of the labels in [0, bound)
+};
+
+// Collective (every rank calls it, whatever its rows). Reads rows [first_row, first_row +
+// rows) into out (resized); a label outside int32 is stored as -1, and reported in the scan.
+LabelScan read_labels_int32(const runtime::Context& ctx, ShardReader& reader, std::int64_t first_row, std::int64_t rows,
+                            std::int64_t bound, int classes, std::vector<std::int32_t>& out) {
+  runtime::agree_on(ctx.comm(), [&] { out.resize(static_cast<std::size_t>(std::max<std::int64_t>(rows, 0))); });
+  // Every rank reads as many pieces (the reads are collective), some of them empty.
+  std::int64_t pieces = (std::max<std::int64_t>(rows, 0) + kLabelPieceRows - 1) / kLabelPieceRows;
+  runtime::allreduce_max(ctx, std::span<std::int64_t>(&pieces, 1));
+  std::vector<std::int64_t> piece(static_cast<std::size_t>(std::min(std::max<std::int64_t>(rows, 0), kLabelPieceRows)));
+  const std::int64_t limit = classes > 0 ? classes : bound;
+  LabelScan scan;
+  for (std::int64_t p = 0; p < pieces; ++p) {
+    const std::int64_t done = p * kLabelPieceRows;
+    const std::int64_t n = std::clamp<std::int64_t>(rows - done, 0, kLabelPieceRows);
+    reader.read_labels(first_row + done, n, std::span<std::int64_t>(piece.data(), static_cast<std::size_t>(n)));
+    std::int32_t* dst = out.data() + done;
+    for (std::int64_t i = 0; i < n; ++i) {
+      const std::int64_t v = piece[static_cast<std::size_t>(i)];
+      if (v >= bound && scan.above_row < 0) scan = {first_row + done + i, v, scan.outside_row, scan.outside_value, scan.largest};
+      if ((v < 0 || v >= limit) && scan.outside_row < 0) {
+        scan.outside_row = first_row + done + i;
+        scan.outside_value = v;
+      }
+      const bool fits = v >= 0 && v < bound && v <= std::numeric_limits<std::int32_t>::max();
+      if (fits) scan.largest = std::max(scan.largest, v);
+      dst[i] = fits ? static_cast<std::int32_t>(v) : -1;
+    }
+  }
+  return scan;
+}
 
 // Reads this rank's rows into a new shard (features in `form`); labels too when the reader
 // has them.

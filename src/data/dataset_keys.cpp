@@ -43,20 +43,12 @@ Entry examine(hid_t file, const std::string& name) {
   e.shape = dataset_dims(dataset.get());
   H5Datatype type(SPMD_CHECK_HDF5(H5Dget_type(dataset.get()), hint.c_str()));
   e.dtype = describe_hdf5_type(type.get());
-  bool number = false, integer = false;
-  if (SPMD_CHECK_HDF5(H5Tget_class(type.get()), hint.c_str()) == H5T_ENUM) {
-    // h5py's bool, and categorical labels: read as their integers (dataset.hpp).
-    H5Datatype base(SPMD_CHECK_HDF5(H5Tget_super(type.get()), hint.c_str()));
-    const auto element = element_type_of(base.get());
-    integer = element && is_integer(*element);
-  } else if (const auto element = element_type_of(type.get())) {
-    number = true;
-    integer = is_integer(*element);
-  }
-  const bool column = e.shape.size() == 1 || (e.shape.size() == 2 && e.shape[1] == 1);
-  // An integer [N, 1] is a label column (as sklearn and pandas leave labels), not features:
-  // counting it as both would make the usual X [N, F] + y [N, 1] file ambiguous.
-  if (integer && column)
+  bool is_enum = false;
+  const bool integer = label_type_of(type.get(), is_enum).has_value();
+  const bool number = !is_enum && element_type_of(type.get()).has_value();
+  // An integer [N, 1] is a label column, not features: counting it as both would make the
+  // usual X [N, F] + y [N, 1] file ambiguous.
+  if (integer && is_column(e.shape))
     e.kind = Kind::Labels;
   else if (number && e.shape.size() >= 2)
     e.kind = Kind::Features;

@@ -246,6 +246,20 @@ std::uint64_t element_count(const std::vector<std::int64_t>& dims) {
   return n;
 }
 
+std::optional<ElementType> label_type_of(hid_t hdf5_type, bool& is_enum) {
+  is_enum = SPMD_CHECK_HDF5(H5Tget_class(hdf5_type), "reading a datatype's class") == H5T_ENUM;
+  std::optional<ElementType> element;
+  if (is_enum) {
+    H5Datatype base(SPMD_CHECK_HDF5(H5Tget_super(hdf5_type), "reading an enum's base type"));
+    element = element_type_of(base.get());
+  } else {
+    element = element_type_of(hdf5_type);
+  }
+  return element && is_integer(*element) ? element : std::nullopt;
+}
+
+bool is_column(const std::vector<std::int64_t>& dims) { return dims.size() == 1 || (dims.size() == 2 && dims[1] == 1); }
+
 std::string format_shape(const std::vector<std::int64_t>& dims) {
   std::string s = "[";
   for (std::size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);

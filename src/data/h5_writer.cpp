@@ -7,7 +7,6 @@
 #include "output_path.hpp"
 #include "spmd/data/output_set.hpp"
 #include "spmd/data/h5_file.hpp"
-#include "spmd/data/output_space.hpp"
 #include "spmd/runtime/agree.hpp"
 #include "spmd/runtime/check.hpp"
 #include "spmd/runtime/context.hpp"

@@ -8,7 +8,7 @@
 #include <filesystem>
 
 #include "spmd/data/h5_file.hpp"
-#include "spmd/data/output_space.hpp"
+#include "spmd/data/output_set.hpp"
 #include "spmd/runtime/check.hpp"
 #include "spmd/runtime/error.hpp"
 #include "spmd/runtime/io_deadline.hpp"

@@ -12,9 +12,11 @@
 // Messages name the file and what the caller wanted from it (`what`, e.g.
 // "features 'images' and labels 'labels'"), so that an error says which input was wrong.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "spmd/data/element_type.hpp"
 #include "spmd/data/h5_handle.hpp"
 
 namespace spmd::runtime {
@@ -70,6 +72,15 @@ std::vector<std::int64_t> dataset_dims(hid_t dataset);
 
 // Elements of a dataset of dims (1 for a scalar).
 std::uint64_t element_count(const std::vector<std::int64_t>& dims);
+
+// The integer type of a label column's values: an integer type, or an HDF5 enum over one
+// (h5py stores numpy bools as {FALSE = 0, TRUE = 1} over int8, and categorical labels as
+// enums too), read as its base integers; nullopt for anything else. is_enum: whether
+// hdf5_type is an enum, whatever its base.
+std::optional<ElementType> label_type_of(hid_t hdf5_type, bool& is_enum);
+
+// [N] or [N, 1]: a label column (sklearn and pandas often leave labels as [N, 1]).
+bool is_column(const std::vector<std::int64_t>& dims);
 
 // "[60000, 28, 28, 1]"
 std::string format_shape(const std::vector<std::int64_t>& dims);
