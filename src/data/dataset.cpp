@@ -29,31 +29,15 @@ std::string describe_keys(const DatasetKeys& keys) {
 
 std::string rank_prefix(const runtime::Context& ctx) { return "rank " + std::to_string(ctx.rank()) + ": "; }
 
-
-
-ElementType dataset_element_type(hid_t dataset, const std::string& path, const std::string& role,
-                                 const std::string& name, const std::string& allowed) {
-  H5Datatype type(SPMD_CHECK_HDF5(H5Dget_type(dataset), "reading a dataset's type"));
-  const auto element = element_type_of(type.get());
-  if (!element)
-    throw Error("'" + path + "': " + role + " dataset '" + name + "' has dtype " + describe_hdf5_type(type.get()) +
-                "; supported: " + allowed);
-  return *element;
-}
-
-ElementType label_element_type(hid_t dataset, const std::string& path, const std::string& name, bool& is_enum) {
-  H5Datatype type(SPMD_CHECK_HDF5(H5Dget_type(dataset), "reading a dataset's type"));
-  if (const auto element = label_type_of(type.get(), is_enum)) return *element;
-  throw Error("'" + path + "': labels dataset '" + name + "' has dtype " + describe_hdf5_type(type.get()) +
-              "; labels must be an integer type (int8 ... uint64), or bool / an integer enum as h5py writes them");
-}
-
-// The storage of a dataset we are about to read: every filter must be decodable here.
-StorageInfo checked_storage(hid_t dataset, const std::string& path, const std::string& role, const std::string& name) {
-  StorageInfo storage = dataset_storage(dataset);
+// The storage of a dataset we are about to read: every filter must be decodable here, and
+// every value defined. Virtual and partly written datasets are read apart (DatasetShape).
+void check_storage(hid_t dataset, const std::string& path, const std::string& role, const std::string& name,
+                   bool& is_virtual, bool& partly_written) {
+  const StorageInfo storage = dataset_storage(dataset);
   require_decodable(storage, path, role, name);
   require_defined_values(storage, path, role, name);
-  return storage;
+  is_virtual = storage.is_virtual();
+  partly_written = storage.partly_written();
 }
 
 // Validates the datasets named by keys and returns their shape; the opened datasets are
@@ -61,46 +45,47 @@ StorageInfo checked_storage(hid_t dataset, const std::string& path, const std::s
 DatasetShape inspect(hid_t file, const std::string& path, const DatasetKeys& keys, H5Dataset& features_out,
                      H5Dataset& labels_out) {
   if (keys.features.empty()) throw Error("'" + path + "': no features dataset name given");
+  const std::string fwhere = "'" + path + "': features dataset '" + keys.features + "'";
   DatasetShape shape;
   H5Dataset features = open_dataset(file, path, keys.features, "features");
-  shape.features_type =
-      dataset_element_type(features.get(), path, "features", keys.features, "integers of 8-64 bits, float16, float32, float64");
+  H5Datatype ftype(SPMD_CHECK_HDF5(H5Dget_type(features.get()), "reading a dataset's type"));
+  const auto element = element_type_of(ftype.get());
+  if (!element)
+    throw Error(fwhere + " has dtype " + describe_hdf5_type(ftype.get()) +
+                "; supported: integers of 8-64 bits, float16, float32, float64");
+  shape.features_type = *element;
   const auto fdims = dataset_dims(features.get());
   if (fdims.size() < 2)
-    throw Error("'" + path + "': features dataset '" + keys.features + "' has shape " + format_shape(fdims) + " (" +
-                std::to_string(fdims.size()) + "-D); features must be at least 2-D [N, ...]");
-  const StorageInfo fstorage = checked_storage(features.get(), path, "features", keys.features);
-  shape.features_virtual = fstorage.is_virtual();
-  shape.features_partly_written = fstorage.partly_written();
+    throw Error(fwhere + " has shape " + format_shape(fdims) + " (" + std::to_string(fdims.size()) +
+                "-D); features must be at least 2-D [N, ...]");
+  check_storage(features.get(), path, "features", keys.features, shape.features_virtual, shape.features_partly_written);
   shape.rows = fdims[0];
   shape.sample_shape.assign(fdims.begin() + 1, fdims.end());
   shape.sample_size = 1;
   for (auto d : shape.sample_shape) shape.sample_size *= d;
-  if (shape.sample_size == 0)
-    throw Error("'" + path + "': features dataset '" + keys.features + "' has shape " + format_shape(fdims) +
-                ": every sample is empty");
+  if (shape.sample_size == 0) throw Error(fwhere + " has shape " + format_shape(fdims) + ": every sample is empty");
 
   if (!keys.labels.empty()) {
+    const std::string lwhere = "'" + path + "': labels dataset '" + keys.labels + "'";
     H5Dataset labels = open_dataset(file, path, keys.labels, "labels");
-    const ElementType ltype = label_element_type(labels.get(), path, keys.labels, shape.labels_enum);
+    H5Datatype ltype(SPMD_CHECK_HDF5(H5Dget_type(labels.get()), "reading a dataset's type"));
+    shape.labels_type = label_type_of(ltype.get(), shape.labels_enum);
+    if (!shape.labels_type)
+      throw Error(lwhere + " has dtype " + describe_hdf5_type(ltype.get()) +
+                  "; labels must be an integer type (int8 ... uint64), or bool / an integer enum as h5py writes them");
     const auto ldims = dataset_dims(labels.get());
     // [N, 1] is read as [N].
     if (!is_column(ldims))
-      throw Error("'" + path + "': labels dataset '" + keys.labels + "' has shape " + format_shape(ldims) + " (" +
-                  std::to_string(ldims.size()) + "-D); labels must be 1-D [N] (or [N, 1])");
-    const StorageInfo lstorage = checked_storage(labels.get(), path, "labels", keys.labels);
-    shape.labels_virtual = lstorage.is_virtual();
-    shape.labels_partly_written = lstorage.partly_written();
+      throw Error(lwhere + " has shape " + format_shape(ldims) + " (" + std::to_string(ldims.size()) +
+                  "-D); labels must be 1-D [N] (or [N, 1])");
+    check_storage(labels.get(), path, "labels", keys.labels, shape.labels_virtual, shape.labels_partly_written);
     if (ldims[0] != shape.rows)
-      throw Error("'" + path + "': features dataset '" + keys.features + "' has " + std::to_string(shape.rows) +
-                  " rows but labels dataset '" + keys.labels + "' has " + std::to_string(ldims[0]) +
-                  "; both must have the same N");
-    shape.labels_type = ltype;
+      throw Error(fwhere + " has " + std::to_string(shape.rows) + " rows but labels dataset '" + keys.labels +
+                  "' has " + std::to_string(ldims[0]) + "; both must have the same N");
     labels_out = std::move(labels);
   }
   if (shape.rows == 0)
-    throw Error("'" + path + "': features dataset '" + keys.features + "'" +
-                (keys.labels.empty() ? std::string() : " (and labels '" + keys.labels + "')") +
+    throw Error(fwhere + (keys.labels.empty() ? std::string() : " (and labels '" + keys.labels + "')") +
                 " is empty (N = 0 rows)");
   features_out = std::move(features);
   return shape;
@@ -281,17 +266,19 @@ void ShardReader::read_labels(std::int64_t first_row, std::int64_t count, std::s
   const std::int64_t piece_rows =
       std::max<std::int64_t>(1, max_read_bytes_ / static_cast<std::int64_t>(size_of(*shape_.labels_type)));
   const std::string where = "'" + path_ + "': labels dataset '" + keys_.labels + "'";
-  const hid_t ds = labels_.get(), xfer = labels_xfer();
   const hid_t mem = shape_.labels_enum ? labels_mem_type_.get() : 0;
+  const auto read_as = [&]<class Disk>(Disk) {
+    read_labels_as<Disk>(ctx_, labels_.get(), labels_xfer(), mem, first_row, count, piece_rows, out, where);
+  };
   switch (*shape_.labels_type) {
-    case ElementType::Int8: read_labels_as<std::int8_t>(ctx_, ds, xfer, mem, first_row, count, piece_rows, out, where); break;
-    case ElementType::UInt8: read_labels_as<std::uint8_t>(ctx_, ds, xfer, mem, first_row, count, piece_rows, out, where); break;
-    case ElementType::Int16: read_labels_as<std::int16_t>(ctx_, ds, xfer, mem, first_row, count, piece_rows, out, where); break;
-    case ElementType::UInt16: read_labels_as<std::uint16_t>(ctx_, ds, xfer, mem, first_row, count, piece_rows, out, where); break;
-    case ElementType::Int32: read_labels_as<std::int32_t>(ctx_, ds, xfer, mem, first_row, count, piece_rows, out, where); break;
-    case ElementType::UInt32: read_labels_as<std::uint32_t>(ctx_, ds, xfer, mem, first_row, count, piece_rows, out, where); break;
-    case ElementType::Int64: read_labels_as<std::int64_t>(ctx_, ds, xfer, mem, first_row, count, piece_rows, out, where); break;
-    case ElementType::UInt64: read_labels_as<std::uint64_t>(ctx_, ds, xfer, mem, first_row, count, piece_rows, out, where); break;
+    case ElementType::Int8: return read_as(std::int8_t{});
+    case ElementType::UInt8: return read_as(std::uint8_t{});
+    case ElementType::Int16: return read_as(std::int16_t{});
+    case ElementType::UInt16: return read_as(std::uint16_t{});
+    case ElementType::Int32: return read_as(std::int32_t{});
+    case ElementType::UInt32: return read_as(std::uint32_t{});
+    case ElementType::Int64: return read_as(std::int64_t{});
+    case ElementType::UInt64: return read_as(std::uint64_t{});
     default: throw CollectiveError(where + ": labels must be an integer type");  // rejected by inspect()
   }
 }

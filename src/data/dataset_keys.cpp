@@ -55,17 +55,9 @@ Entry examine(hid_t file, const std::string& name) {
   return e;
 }
 
-std::vector<Entry> survey(hid_t file) {
-  std::vector<Entry> entries;
-  for (const auto& name : list_datasets(file)) entries.push_back(examine(file, name));
-  return entries;
-}
-
 const Entry* find(const std::vector<Entry>& entries, const std::string& name) {
-  const std::string wanted = absolute(name);
-  for (const auto& e : entries)
-    if (e.name == wanted) return &e;
-  return nullptr;
+  const auto it = std::find_if(entries.begin(), entries.end(), [&](const Entry& e) { return e.name == absolute(name); });
+  return it == entries.end() ? nullptr : &*it;
 }
 
 std::string conventional_list() {
@@ -167,14 +159,12 @@ ResolvedKeys detect_both(hid_t file, const std::string& path, const KeyRequest& 
     return r;
   } else {
     reason = "no conventional pair (" + conventional_list() + ") and ";
-    std::vector<const Entry*> features, labels;
-    for (const auto& e : entries) {
-      if (e.kind == Kind::Features) features.push_back(&e);
-      if (e.kind == Kind::Labels) labels.push_back(&e);
-    }
-    if (features.empty())
+    const auto none = [&](Kind kind) {
+      return std::none_of(entries.begin(), entries.end(), [&](const Entry& e) { return e.kind == kind; });
+    };
+    if (none(Kind::Features))
       reason += "no features-like dataset";
-    else if (labels.empty())
+    else if (none(Kind::Labels))
       reason += "no labels-like dataset";
     else if (pairs.empty())
       reason += "no labels-like dataset with the N of a features-like one";
@@ -260,7 +250,8 @@ ResolvedKeys resolved_keys_from_json(const nlohmann::json& j) {
 ResolvedKeys resolve_dataset_keys(const std::string& path, const KeyRequest& request) {
   runtime::TimeScope io(runtime::TimeCategory::Io);
   H5File file = open_file_serial(path, "the features and labels");
-  const auto entries = survey(file.get());
+  std::vector<Entry> entries;
+  for (const auto& name : list_datasets(file.get())) entries.push_back(examine(file.get(), name));
   const KeyChoice& f = request.features;
   const KeyChoice& l = request.labels;
   if (!f.name.empty() && !find(entries, f.name)) throw missing_key(path, f, "features", entries);

@@ -54,6 +54,8 @@ void require_readable_file(const std::string& option, const std::string& path) {
   if (!in) throw Error("--" + option + " '" + path + "': file does not exist or is not readable");
 }
 
+namespace {
+
 void require_hdf5_file(const std::string& path, const std::string& what) {
   const std::string kind = special_file_kind(path);
   if (kind == "directory")
@@ -73,8 +75,6 @@ void require_hdf5_file(const std::string& path, const std::string& what) {
     throw Error("cannot read " + what + " from '" + path + "': not an HDF5 file (no HDF5 signature" +
                 (fs::file_size(path, ec) == 0 ? std::string(", the file is empty") : std::string()) + ")");
 }
-
-namespace {
 
 herr_t find_lock_errno(unsigned, const H5E_error2_t* err, void* client) {
   static const char kLock[] = "unable to lock file";

@@ -18,14 +18,13 @@ std::vector<T> read_rows_parallel(const runtime::Context& ctx, const std::string
   H5File file = open_file_parallel(ctx, path, what);
   std::vector<T> out;
   H5Dataset dataset;
-  std::vector<hsize_t> dims;
   std::uint64_t row_elements = 1;
   runtime::agree_on(ctx.comm(), [&] {
     dataset = open_dataset(file.get(), path, name, "data");
-    for (auto d : dataset_dims(dataset.get())) dims.push_back(static_cast<hsize_t>(d));
+    const auto dims = dataset_dims(dataset.get());
     if (dims.empty()) throw Error("'" + path + "': " + what + " is a scalar, it has no rows");
-    for (std::size_t k = 1; k < dims.size(); ++k) row_elements *= dims[k];
-    if (first_row < 0 || rows < 0 || static_cast<std::uint64_t>(first_row + rows) > dims[0])
+    for (std::size_t k = 1; k < dims.size(); ++k) row_elements *= static_cast<std::uint64_t>(dims[k]);
+    if (first_row < 0 || rows < 0 || first_row + rows > dims[0])
       throw Error("rank " + std::to_string(ctx.rank()) + ": '" + path + "': cannot read rows [" +
                   std::to_string(first_row) + ", " + std::to_string(first_row + rows) + ") of " + what + ", which has " +
                   std::to_string(dims[0]) + " rows");

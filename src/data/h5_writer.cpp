@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "output_path.hpp"
@@ -16,6 +17,43 @@
 namespace spmd::data {
 
 namespace fs = std::filesystem;
+
+H5Dataspace make_space(const std::vector<std::int64_t>& shape, const char* hint) {
+  if (shape.empty()) return H5Dataspace(SPMD_CHECK_HDF5(H5Screate(H5S_SCALAR), hint));
+  std::vector<hsize_t> dims(shape.begin(), shape.end());
+  return H5Dataspace(SPMD_CHECK_HDF5(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), hint));
+}
+
+H5Dataset create_dataset(hid_t file, const std::string& name, ElementType type, hid_t space, hid_t create_props,
+                         const char* hint) {
+  H5PropList link_props(SPMD_CHECK_HDF5(H5Pcreate(H5P_LINK_CREATE), hint));
+  SPMD_CHECK_HDF5(H5Pset_create_intermediate_group(link_props.get(), 1), hint);
+  return H5Dataset(SPMD_CHECK_HDF5(
+      H5Dcreate2(file, name.c_str(), native_hdf5_type(type), space, link_props.get(), create_props, H5P_DEFAULT), hint));
+}
+
+void write_attribute(hid_t file, const std::string& object, const std::string& name, hid_t type,
+                     const std::vector<std::int64_t>& shape, const void* data, const std::string& final_path) {
+  const std::string target = object.empty() ? "/" : object;
+  const std::string hint = "writing attribute '" + name + "' of '" + target + "' in '" + final_path + "'";
+  const htri_t exists = SPMD_CHECK_HDF5(H5Aexists_by_name(file, target.c_str(), name.c_str(), H5P_DEFAULT), hint.c_str());
+  if (exists > 0) SPMD_CHECK_HDF5(H5Adelete_by_name(file, target.c_str(), name.c_str(), H5P_DEFAULT), hint.c_str());
+  H5Dataspace space = make_space(shape, hint.c_str());
+  H5Attribute attr(SPMD_CHECK_HDF5(
+      H5Acreate_by_name(file, target.c_str(), name.c_str(), type, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+      hint.c_str()));
+  if (element_count(shape) > 0) SPMD_CHECK_HDF5(H5Awrite(attr.get(), type, data), hint.c_str());
+}
+
+void write_attribute(hid_t file, const std::string& object, const std::string& name, const std::string& text,
+                     const std::string& final_path) {
+  H5Datatype type(SPMD_CHECK_HDF5(H5Tcopy(H5T_C_S1), "creating a string type"));
+  SPMD_CHECK_HDF5(H5Tset_size(type.get(), std::max<std::size_t>(text.size(), 1)), "sizing a string type");
+  SPMD_CHECK_HDF5(H5Tset_strpad(type.get(), H5T_STR_NULLPAD), "padding a string type");
+  SPMD_CHECK_HDF5(H5Tset_cset(type.get(), H5T_CSET_UTF8), "marking a string type UTF-8");
+  const std::string padded = text.empty() ? std::string(1, '\0') : text;
+  write_attribute(file, object, name, type.get(), {}, padded.data(), final_path);
+}
 
 AtomicH5Writer::AtomicH5Writer(std::string final_path) : final_path_(std::move(final_path)) {
   runtime::TimeScope io(runtime::TimeCategory::Io);

@@ -8,6 +8,7 @@
 #include <numeric>
 #include <random>
 #include <sstream>
+#include <tuple>
 #include <unordered_set>
 
 #include "spmd/data/h5_writer.hpp"
@@ -61,14 +62,13 @@ std::vector<double> class_weights(const ClassificationParams& p) {
 }  // namespace
 
 void validate(const ClassificationParams& p) {
-  require(p.n_samples >= 1, "n_samples must be >= 1 (got " + std::to_string(p.n_samples) + ")");
-  require(p.n_features >= 1, "n_features must be >= 1 (got " + std::to_string(p.n_features) + ")");
-  require(p.n_informative >= 1, "n_informative must be >= 1 (got " + std::to_string(p.n_informative) + ")");
-  require(p.n_redundant >= 0, "n_redundant must be >= 0 (got " + std::to_string(p.n_redundant) + ")");
-  require(p.n_repeated >= 0, "n_repeated must be >= 0 (got " + std::to_string(p.n_repeated) + ")");
-  require(p.n_classes >= 1, "n_classes must be >= 1 (got " + std::to_string(p.n_classes) + ")");
-  require(p.n_clusters_per_class >= 1,
-          "n_clusters_per_class must be >= 1 (got " + std::to_string(p.n_clusters_per_class) + ")");
+  using Count = std::tuple<const char*, std::int64_t, int>;  // name, value, smallest allowed
+  for (const auto& [name, value, least] : {Count{"n_samples", p.n_samples, 1}, Count{"n_features", p.n_features, 1},
+                                           Count{"n_informative", p.n_informative, 1}, Count{"n_redundant", p.n_redundant, 0},
+                                           Count{"n_repeated", p.n_repeated, 0}, Count{"n_classes", p.n_classes, 1},
+                                           Count{"n_clusters_per_class", p.n_clusters_per_class, 1}})
+    require(value >= least,
+            std::string(name) + " must be >= " + std::to_string(least) + " (got " + std::to_string(value) + ")");
   require(p.flip_y >= 0 && p.flip_y <= 1, "flip_y must be in [0, 1] (got " + num(p.flip_y) + ")");
   require(p.class_sep > 0 && std::isfinite(p.class_sep), "class_sep must be > 0 and finite (got " + num(p.class_sep) + ")");
   const std::int64_t used = std::int64_t{p.n_informative} + p.n_redundant + p.n_repeated;

@@ -1,7 +1,8 @@
 #pragma once
 // Private to src/data: the pieces every atomic output shares (h5_writer.cpp,
-// h5_parallel_writer.cpp): where its temporary file goes, the checks on the final path,
-// the fsyncs around the rename, and the HDF5 objects both writers make alike.
+// h5_parallel_writer.cpp, output_set.cpp): where its temporary file goes, the checks on the
+// final path and the fsyncs around the rename (defined in output_set.cpp), and the HDF5
+// objects both writers make alike (defined in h5_writer.cpp).
 #include <cstdint>
 #include <string>
 #include <vector>

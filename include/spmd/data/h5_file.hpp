@@ -34,10 +34,8 @@ std::string special_file_kind(const std::string& path);
 // process can open (a FIFO or device is refused without being opened: that would block).
 void require_readable_file(const std::string& option, const std::string& path);
 
-// Throws spmd::Error unless path is an existing, readable, regular HDF5 file.
-void require_hdf5_file(const std::string& path, const std::string& what);
-
-// Read-only, this process only. Throws spmd::Error.
+// Read-only, this process only. Throws spmd::Error unless path is an existing, readable,
+// regular HDF5 file.
 H5File open_file_serial(const std::string& path, const std::string& what);
 
 // The same for a file this run has already checked (open_file_parallel checks once per
