@@ -27,8 +27,6 @@ std::string describe_keys(const DatasetKeys& keys) {
   return s;
 }
 
-std::string rank_prefix(const runtime::Context& ctx) { return "rank " + std::to_string(ctx.rank()) + ": "; }
-
 // The storage of a dataset we are about to read: every filter must be decodable here, and
 // every value defined. Virtual and partly written datasets are read apart (DatasetShape).
 void check_storage(hid_t dataset, const std::string& path, const std::string& role, const std::string& name,

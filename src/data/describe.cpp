@@ -223,13 +223,9 @@ FileDescription describe_file(const std::string& path) {
     d.dtype = describe_hdf5_type(type.get());
     d.bytes = static_cast<std::int64_t>(H5Dget_storage_size(dataset.get()));
     d.attributes = describe_attributes(reader, name);
-    const StorageInfo storage = dataset_storage(dataset.get());
-    d.layout = storage.layout;
-    d.chunk = storage.chunk;
-    d.filters = describe_filters(storage.filters);
+    d.storage = dataset_storage(dataset.get());
+    const StorageInfo& storage = d.storage;
     d.usable = usable_as(dataset.get(), d.shape, storage);
-    d.chunks_total = storage.chunks_total;
-    d.chunks_written = storage.chunks_written;
     if (d.usable.rfind("not usable", 0) != 0)
       d.notes = storage_notes(storage, d.shape, static_cast<std::int64_t>(H5Tget_size(type.get())), path, name);
     const auto element = element_type_of(type.get());
@@ -255,11 +251,11 @@ nlohmann::json to_json(const FileDescription& f) {
   nlohmann::json j = {{"path", f.path}, {"file_bytes", f.file_bytes}, {"attributes", attributes_json(f.attributes)},
                       {"datasets", nlohmann::json::array()}};
   for (const auto& d : f.datasets) {
-    nlohmann::json dj = {{"name", d.name},       {"shape", d.shape},   {"dtype", d.dtype},
-                         {"bytes", d.bytes},     {"layout", d.layout}, {"chunk", d.chunk},
-                         {"filters", d.filters}, {"usable", d.usable}, {"chunks_total", d.chunks_total},
-                         {"chunks_written", d.chunks_written},         {"notes", d.notes},
-                         {"attributes", attributes_json(d.attributes)}};
+    nlohmann::json dj = {{"name", d.name}, {"shape", d.shape}, {"dtype", d.dtype}, {"bytes", d.bytes},
+                         {"layout", d.storage.layout}, {"chunk", d.storage.chunk},
+                         {"filters", describe_filters(d.storage.filters)}, {"usable", d.usable},
+                         {"chunks_total", d.storage.chunks_total}, {"chunks_written", d.storage.chunks_written},
+                         {"notes", d.notes}, {"attributes", attributes_json(d.attributes)}};
     if (d.histogram) {
       nlohmann::json counts = nlohmann::json::object();
       for (const auto& [value, count] : d.histogram->counts) counts[std::to_string(value)] = count;
@@ -286,7 +282,8 @@ std::string to_text(const FileDescription& f) {
   for (const auto& d : f.datasets) {
     os << std::left << std::setw(static_cast<int>(width) + 2) << d.name << std::setw(22) << d.dtype << std::setw(24)
        << format_shape(d.shape) << human_bytes(d.bytes) << "\n";
-    os << "    layout " << d.layout << (d.chunk.empty() ? "" : " " + format_shape(d.chunk)) << ", filters " << d.filters
+    os << "    layout " << d.storage.layout << (d.storage.chunk.empty() ? "" : " " + format_shape(d.storage.chunk))
+       << ", filters " << describe_filters(d.storage.filters)
        << "; " << (d.usable.rfind("not usable", 0) == 0 ? "" : "usable as ") << d.usable << "\n";
     for (const auto& note : d.notes) os << "    note: " << note << "\n";
     for (const auto& a : d.attributes) os << "    @" << a.name << " = " << a.value << "\n";

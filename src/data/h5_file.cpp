@@ -17,6 +17,7 @@
 #include "spmd/runtime/watchdog.hpp"
 #include "spmd/runtime/time_account.hpp"
 #include "spmd/runtime/io_deadline.hpp"
+#include "row_read.hpp"
 
 namespace spmd::data {
 
@@ -147,7 +148,7 @@ H5File open_file_parallel(const runtime::Context& ctx, const std::string& path, 
     try {
       require_hdf5_file(path, what);
     } catch (const Error& e) {
-      throw Error("rank " + std::to_string(ctx.rank()) + ": " + e.what());
+      throw Error(rank_prefix(ctx) + e.what());
     }
   });
   H5File file;

@@ -25,7 +25,7 @@ std::vector<T> read_rows_parallel(const runtime::Context& ctx, const std::string
     if (dims.empty()) throw Error("'" + path + "': " + what + " is a scalar, it has no rows");
     for (std::size_t k = 1; k < dims.size(); ++k) row_elements *= static_cast<std::uint64_t>(dims[k]);
     if (first_row < 0 || rows < 0 || first_row + rows > dims[0])
-      throw Error("rank " + std::to_string(ctx.rank()) + ": '" + path + "': cannot read rows [" +
+      throw Error(rank_prefix(ctx) + "'" + path + "': cannot read rows [" +
                   std::to_string(first_row) + ", " + std::to_string(first_row + rows) + ") of " + what + ", which has " +
                   std::to_string(dims[0]) + " rows");
     out.resize(static_cast<std::size_t>(static_cast<std::uint64_t>(rows) * row_elements));

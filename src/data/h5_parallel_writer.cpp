@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "output_path.hpp"
+#include "row_read.hpp"
 #include "spmd/data/h5_file.hpp"
 #include "spmd/data/output_set.hpp"
 #include "spmd/runtime/agree.hpp"
@@ -15,12 +16,6 @@
 #include "spmd/runtime/time_account.hpp"
 
 namespace spmd::data {
-
-namespace {
-
-std::string rank_prefix(const runtime::Context& ctx) { return "rank " + std::to_string(ctx.rank()) + ": "; }
-
-}  // namespace
 
 ParallelH5Writer::ParallelH5Writer(const runtime::Context& ctx, std::string final_path, std::uint64_t expected_bytes)
     : ctx_(ctx), final_path_(std::move(final_path)) {

@@ -125,10 +125,9 @@ void write_text_atomic(const std::string& path, const std::string& text) {
 OutputSet::OutputSet(const runtime::Context& ctx) : ctx_(ctx) {}
 
 OutputSet::~OutputSet() {
-  for (const auto& [temp, final_path] : staged_) {
-    std::error_code ec;
-    if (!published_) fs::remove(temp, ec);
-  }
+  std::error_code ec;
+  if (!published_)
+    for (const auto& staged : staged_) fs::remove(staged.first, ec);
 }
 
 void OutputSet::stage(std::string temp_path, std::string final_path) {
