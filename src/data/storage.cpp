@@ -28,9 +28,8 @@ constexpr KnownFilter kKnownFilters[] = {
 };
 
 const KnownFilter* known_filter(int id) {
-  for (const auto& f : kKnownFilters)
-    if (f.id == id) return &f;
-  return nullptr;
+  const auto it = std::find_if(std::begin(kKnownFilters), std::end(kKnownFilters), [&](const auto& f) { return f.id == id; });
+  return it == std::end(kKnownFilters) ? nullptr : it;
 }
 
 // Chunks spanned by the extent and chunks written, and whether reading the others is defined.
