@@ -60,17 +60,18 @@ const Entry* find(const std::vector<Entry>& entries, const std::string& name) {
   return it == entries.end() ? nullptr : &*it;
 }
 
-std::string conventional_list() {
+// text(item) of every item, ", " between them.
+template <class Items, class Text>
+std::string joined(const Items& items, Text text) {
   std::string s;
-  for (const auto& [f, l] : kConventionalKeyPairs) s += (s.empty() ? "" : ", ") + std::string(f) + "/" + l;
+  for (const auto& item : items) s += (s.empty() ? "" : ", ") + text(item);
   return s;
 }
 
-std::string names(const std::vector<const Entry*>& entries) {
-  std::string s;
-  for (const auto* e : entries) s += (s.empty() ? "" : ", ") + e->name;
-  return s;
-}
+// "features/labels" of a pair of names.
+constexpr auto pair_text = [](const auto& p) { return std::string(p.first) + "/" + p.second; };
+
+std::string conventional_list() { return joined(kConventionalKeyPairs, pair_text); }
 
 // Beyond this many datasets the listing stops and points to `spmd data info`.
 constexpr std::size_t kMaxListed = 40;
@@ -147,10 +148,8 @@ ResolvedKeys detect_both(hid_t file, const std::string& path, const KeyRequest& 
   std::string reason, example;
   const auto pairs = candidate_pairs(entries);
   if (conventional.size() > 1) {
-    reason = "the root holds " + std::to_string(conventional.size()) + " conventional pairs (";
-    for (std::size_t i = 0; i < conventional.size(); ++i)
-      reason += (i ? ", " : "") + conventional[i].first + "/" + conventional[i].second;
-    reason += ")";
+    reason = "the root holds " + std::to_string(conventional.size()) + " conventional pairs (" +
+             joined(conventional, pair_text) + ")";
     example = request.features.option + " " + conventional[0].first + " " + request.labels.option + " " +
               conventional[0].second;
   } else if (pairs.size() == 1) {
@@ -169,10 +168,8 @@ ResolvedKeys detect_both(hid_t file, const std::string& path, const KeyRequest& 
     else if (pairs.empty())
       reason += "no labels-like dataset with the N of a features-like one";
     else {
-      reason += std::to_string(pairs.size()) + " features-like/labels-like pairs with the same N (";
-      for (std::size_t i = 0; i < pairs.size(); ++i)
-        reason += (i ? ", " : "") + pairs[i].first->name + " + " + pairs[i].second->name;
-      reason += ")";
+      reason += std::to_string(pairs.size()) + " features-like/labels-like pairs with the same N (" +
+                joined(pairs, [](const auto& p) { return p.first->name + " + " + p.second->name; }) + ")";
     }
     if (!pairs.empty())
       example = request.features.option + " " + without_root(pairs[0].first->name) + " " + request.labels.option + " " +
@@ -214,7 +211,7 @@ void detect_partner(hid_t file, const std::string& path, const KeyChoice& given,
   const std::string rows = known.rows() < 0 ? "rows (it is a scalar)" : std::to_string(known.rows()) + " rows";
   const std::string reason = matches.empty() ? "no " + role + "-like dataset has its " + rows
                                              : std::to_string(matches.size()) + " " + role + "-like datasets have its " +
-                                                   rows + " (" + names(matches) + ")";
+                                                   rows + " (" + joined(matches, [](const Entry* e) { return e->name; }) + ")";
   throw Error("'" + path + "': cannot tell which dataset holds the " + role + " for " +
               (wanted_is_labels ? "features" : "labels") + " '" + given.name + "' " + format_shape(known.shape) +
               " (from " + source_of(given) + "): " + reason + ". " + datasets_listing(path, entries) + "\nSet " +

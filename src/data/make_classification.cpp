@@ -51,6 +51,13 @@ void validate_per_feature(const std::optional<std::vector<double>>& values, cons
     require(v[0] > 0, std::string(name) + " must be > 0 (got " + num(v[0]) + ")");
 }
 
+// The integer parameters in sklearn's order: name, value, the smallest value allowed.
+std::vector<std::tuple<const char*, std::int64_t, int>> counts(const ClassificationParams& p) {
+  return {{"n_samples", p.n_samples, 1},     {"n_features", p.n_features, 1}, {"n_informative", p.n_informative, 1},
+          {"n_redundant", p.n_redundant, 0}, {"n_repeated", p.n_repeated, 0}, {"n_classes", p.n_classes, 1},
+          {"n_clusters_per_class", p.n_clusters_per_class, 1}};
+}
+
 // Class weights completed as sklearn does (n_classes - 1 values: the last is 1 - sum).
 std::vector<double> class_weights(const ClassificationParams& p) {
   if (!p.weights) return std::vector<double>(static_cast<std::size_t>(p.n_classes), 1.0 / p.n_classes);
@@ -62,11 +69,7 @@ std::vector<double> class_weights(const ClassificationParams& p) {
 }  // namespace
 
 void validate(const ClassificationParams& p) {
-  using Count = std::tuple<const char*, std::int64_t, int>;  // name, value, smallest allowed
-  for (const auto& [name, value, least] : {Count{"n_samples", p.n_samples, 1}, Count{"n_features", p.n_features, 1},
-                                           Count{"n_informative", p.n_informative, 1}, Count{"n_redundant", p.n_redundant, 0},
-                                           Count{"n_repeated", p.n_repeated, 0}, Count{"n_classes", p.n_classes, 1},
-                                           Count{"n_clusters_per_class", p.n_clusters_per_class, 1}})
+  for (const auto& [name, value, least] : counts(p))
     require(value >= least,
             std::string(name) + " must be >= " + std::to_string(least) + " (got " + std::to_string(value) + ")");
   require(p.flip_y >= 0 && p.flip_y <= 1, "flip_y must be in [0, 1] (got " + num(p.flip_y) + ")");
@@ -346,13 +349,7 @@ void write_classification(const std::string& path, const ClassificationData& dat
   writer.set_attribute_string(root, "generator",
                               "spmd-kit make_classification: sklearn's algorithm and parameters, xoshiro256++ "
                               "random stream (not numpy's: the same random_state gives other numbers)");
-  writer.set_attribute_int(root, "n_samples", p.n_samples);
-  writer.set_attribute_int(root, "n_features", p.n_features);
-  writer.set_attribute_int(root, "n_informative", p.n_informative);
-  writer.set_attribute_int(root, "n_redundant", p.n_redundant);
-  writer.set_attribute_int(root, "n_repeated", p.n_repeated);
-  writer.set_attribute_int(root, "n_classes", p.n_classes);
-  writer.set_attribute_int(root, "n_clusters_per_class", p.n_clusters_per_class);
+  for (const auto& [name, value, least] : counts(p)) writer.set_attribute_int(root, name, value);
   if (p.weights)
     writer.set_attribute_doubles(root, "weights", *p.weights);
   else
