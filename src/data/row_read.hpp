@@ -1,7 +1,7 @@
 #pragma once
 // Private to src/data: reading whole rows [row0, row0 + rows) of a dataset [N, d1, ...], the
 // one hyperslab every reader here makes (dataset.cpp's ShardReader, SerialRowReader,
-// h5_parallel_reader.cpp).
+// h5_parallel_reader.cpp, H5Reader's pieces).
 //
 // The memory dataspace has the rows' own shape [rows, d1, ...], as h5py gives it. With a
 // flat [rows * d1 * ...] one instead, HDF5 1.10 maps every chunk's selection onto memory
