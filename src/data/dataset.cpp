@@ -16,7 +16,6 @@
 #include "spmd/runtime/watchdog.hpp"
 #include "spmd/runtime/time_account.hpp"
 #include "row_read.hpp"
-#include "shard_labels.hpp"
 
 namespace spmd::data {
 
@@ -28,42 +27,15 @@ std::string describe_keys(const DatasetKeys& keys) {
   return s;
 }
 
-std::string rank_prefix(const runtime::Context& ctx) { return "rank " + std::to_string(ctx.rank()) + ": "; }
-
-
-
-ElementType dataset_element_type(hid_t dataset, const std::string& path, const std::string& role,
-                                 const std::string& name, const std::string& allowed) {
-  H5Datatype type(SPMD_CHECK_HDF5(H5Dget_type(dataset), "reading a dataset's type"));
-  const auto element = element_type_of(type.get());
-  if (!element)
-    throw Error("'" + path + "': " + role + " dataset '" + name + "' has dtype " + describe_hdf5_type(type.get()) +
-                "; supported: " + allowed);
-  return *element;
-}
-
-// Labels may be any integer type, or an HDF5 enum over one: h5py stores numpy bool arrays as
-// the enum {FALSE = 0, TRUE = 1} over int8, and categorical labels as enums too. An enum is
-// read as its base integers (the stored values).
-ElementType label_element_type(hid_t dataset, const std::string& path, const std::string& name, bool& is_enum) {
-  H5Datatype type(SPMD_CHECK_HDF5(H5Dget_type(dataset), "reading a dataset's type"));
-  is_enum = H5Tget_class(type.get()) == H5T_ENUM;
-  if (is_enum) {
-    H5Datatype base(SPMD_CHECK_HDF5(H5Tget_super(type.get()), "reading an enum's base type"));
-    if (const auto element = element_type_of(base.get()); element && is_integer(*element)) return *element;
-  } else if (const auto element = element_type_of(type.get()); element && is_integer(*element)) {
-    return *element;
-  }
-  throw Error("'" + path + "': labels dataset '" + name + "' has dtype " + describe_hdf5_type(type.get()) +
-              "; labels must be an integer type (int8 ... uint64), or bool / an integer enum as h5py writes them");
-}
-
-// The storage of a dataset we are about to read: every filter must be decodable here.
-StorageInfo checked_storage(hid_t dataset, const std::string& path, const std::string& role, const std::string& name) {
-  StorageInfo storage = dataset_storage(dataset);
+// The storage of a dataset we are about to read: every filter must be decodable here, and
+// every value defined. Virtual and partly written datasets are read apart (DatasetShape).
+void check_storage(hid_t dataset, const std::string& path, const std::string& role, const std::string& name,
+                   bool& is_virtual, bool& partly_written) {
+  const StorageInfo storage = dataset_storage(dataset);
   require_decodable(storage, path, role, name);
   require_defined_values(storage, path, role, name);
-  return storage;
+  is_virtual = storage.is_virtual();
+  partly_written = storage.partly_written();
 }
 
 // Validates the datasets named by keys and returns their shape; the opened datasets are
@@ -71,47 +43,47 @@ StorageInfo checked_storage(hid_t dataset, const std::string& path, const std::s
 DatasetShape inspect(hid_t file, const std::string& path, const DatasetKeys& keys, H5Dataset& features_out,
                      H5Dataset& labels_out) {
   if (keys.features.empty()) throw Error("'" + path + "': no features dataset name given");
+  const std::string fwhere = "'" + path + "': features dataset '" + keys.features + "'";
   DatasetShape shape;
   H5Dataset features = open_dataset(file, path, keys.features, "features");
-  shape.features_type =
-      dataset_element_type(features.get(), path, "features", keys.features, "integers of 8-64 bits, float16, float32, float64");
+  H5Datatype ftype(SPMD_CHECK_HDF5(H5Dget_type(features.get()), "reading a dataset's type"));
+  const auto element = element_type_of(ftype.get());
+  if (!element)
+    throw Error(fwhere + " has dtype " + describe_hdf5_type(ftype.get()) +
+                "; supported: integers of 8-64 bits, float16, float32, float64");
+  shape.features_type = *element;
   const auto fdims = dataset_dims(features.get());
   if (fdims.size() < 2)
-    throw Error("'" + path + "': features dataset '" + keys.features + "' has shape " + format_shape(fdims) + " (" +
-                std::to_string(fdims.size()) + "-D); features must be at least 2-D [N, ...]");
-  const StorageInfo fstorage = checked_storage(features.get(), path, "features", keys.features);
-  shape.features_virtual = fstorage.is_virtual();
-  shape.features_partly_written = fstorage.partly_written();
+    throw Error(fwhere + " has shape " + format_shape(fdims) + " (" + std::to_string(fdims.size()) +
+                "-D); features must be at least 2-D [N, ...]");
+  check_storage(features.get(), path, "features", keys.features, shape.features_virtual, shape.features_partly_written);
   shape.rows = fdims[0];
   shape.sample_shape.assign(fdims.begin() + 1, fdims.end());
   shape.sample_size = 1;
   for (auto d : shape.sample_shape) shape.sample_size *= d;
-  if (shape.sample_size == 0)
-    throw Error("'" + path + "': features dataset '" + keys.features + "' has shape " + format_shape(fdims) +
-                ": every sample is empty");
+  if (shape.sample_size == 0) throw Error(fwhere + " has shape " + format_shape(fdims) + ": every sample is empty");
 
   if (!keys.labels.empty()) {
+    const std::string lwhere = "'" + path + "': labels dataset '" + keys.labels + "'";
     H5Dataset labels = open_dataset(file, path, keys.labels, "labels");
-    const ElementType ltype = label_element_type(labels.get(), path, keys.labels, shape.labels_enum);
+    H5Datatype ltype(SPMD_CHECK_HDF5(H5Dget_type(labels.get()), "reading a dataset's type"));
+    shape.labels_type = label_type_of(ltype.get(), shape.labels_enum);
+    if (!shape.labels_type)
+      throw Error(lwhere + " has dtype " + describe_hdf5_type(ltype.get()) +
+                  "; labels must be an integer type (int8 ... uint64), or bool / an integer enum as h5py writes them");
     const auto ldims = dataset_dims(labels.get());
-    // [N, 1] (a column vector, as sklearn and pandas often leave labels) is read as [N].
-    const bool column = ldims.size() == 2 && ldims[1] == 1;
-    if (ldims.size() != 1 && !column)
-      throw Error("'" + path + "': labels dataset '" + keys.labels + "' has shape " + format_shape(ldims) + " (" +
-                  std::to_string(ldims.size()) + "-D); labels must be 1-D [N] (or [N, 1])");
-    const StorageInfo lstorage = checked_storage(labels.get(), path, "labels", keys.labels);
-    shape.labels_virtual = lstorage.is_virtual();
-    shape.labels_partly_written = lstorage.partly_written();
+    // [N, 1] is read as [N].
+    if (!is_column(ldims))
+      throw Error(lwhere + " has shape " + format_shape(ldims) + " (" + std::to_string(ldims.size()) +
+                  "-D); labels must be 1-D [N] (or [N, 1])");
+    check_storage(labels.get(), path, "labels", keys.labels, shape.labels_virtual, shape.labels_partly_written);
     if (ldims[0] != shape.rows)
-      throw Error("'" + path + "': features dataset '" + keys.features + "' has " + std::to_string(shape.rows) +
-                  " rows but labels dataset '" + keys.labels + "' has " + std::to_string(ldims[0]) +
-                  "; both must have the same N");
-    shape.labels_type = ltype;
+      throw Error(fwhere + " has " + std::to_string(shape.rows) + " rows but labels dataset '" + keys.labels +
+                  "' has " + std::to_string(ldims[0]) + "; both must have the same N");
     labels_out = std::move(labels);
   }
   if (shape.rows == 0)
-    throw Error("'" + path + "': features dataset '" + keys.features + "'" +
-                (keys.labels.empty() ? std::string() : " (and labels '" + keys.labels + "')") +
+    throw Error(fwhere + (keys.labels.empty() ? std::string() : " (and labels '" + keys.labels + "')") +
                 " is empty (N = 0 rows)");
   features_out = std::move(features);
   return shape;
@@ -126,8 +98,7 @@ ShardReader::ShardReader(const runtime::Context& ctx, std::string path, DatasetK
   // still guarantees that nobody goes on to a collective read alone.
   runtime::agree_on(ctx_.comm(), [&] {
     shape_ = inspect(file_.get(), path_, keys_, features_, labels_);
-    collective_xfer_ = H5PropList(SPMD_CHECK_HDF5(H5Pcreate(H5P_DATASET_XFER), "creating a transfer property list"));
-    SPMD_CHECK_HDF5(H5Pset_dxpl_mpio(collective_xfer_.get(), H5FD_MPIO_COLLECTIVE), "asking for collective MPI-IO transfers");
+    collective_xfer_ = collective_transfer("asking for collective MPI-IO transfers");
     if (shape_.features_virtual || shape_.labels_virtual) {
       // HDF5 1.10 reads virtual datasets only through a POSIX-driver handle: each rank opens
       // the file on its own and reads its rows independently (the mapped source files too).
@@ -293,17 +264,19 @@ void ShardReader::read_labels(std::int64_t first_row, std::int64_t count, std::s
   const std::int64_t piece_rows =
       std::max<std::int64_t>(1, max_read_bytes_ / static_cast<std::int64_t>(size_of(*shape_.labels_type)));
   const std::string where = "'" + path_ + "': labels dataset '" + keys_.labels + "'";
-  const hid_t ds = labels_.get(), xfer = labels_xfer();
   const hid_t mem = shape_.labels_enum ? labels_mem_type_.get() : 0;
+  const auto read_as = [&]<class Disk>(Disk) {
+    read_labels_as<Disk>(ctx_, labels_.get(), labels_xfer(), mem, first_row, count, piece_rows, out, where);
+  };
   switch (*shape_.labels_type) {
-    case ElementType::Int8: read_labels_as<std::int8_t>(ctx_, ds, xfer, mem, first_row, count, piece_rows, out, where); break;
-    case ElementType::UInt8: read_labels_as<std::uint8_t>(ctx_, ds, xfer, mem, first_row, count, piece_rows, out, where); break;
-    case ElementType::Int16: read_labels_as<std::int16_t>(ctx_, ds, xfer, mem, first_row, count, piece_rows, out, where); break;
-    case ElementType::UInt16: read_labels_as<std::uint16_t>(ctx_, ds, xfer, mem, first_row, count, piece_rows, out, where); break;
-    case ElementType::Int32: read_labels_as<std::int32_t>(ctx_, ds, xfer, mem, first_row, count, piece_rows, out, where); break;
-    case ElementType::UInt32: read_labels_as<std::uint32_t>(ctx_, ds, xfer, mem, first_row, count, piece_rows, out, where); break;
-    case ElementType::Int64: read_labels_as<std::int64_t>(ctx_, ds, xfer, mem, first_row, count, piece_rows, out, where); break;
-    case ElementType::UInt64: read_labels_as<std::uint64_t>(ctx_, ds, xfer, mem, first_row, count, piece_rows, out, where); break;
+    case ElementType::Int8: return read_as(std::int8_t{});
+    case ElementType::UInt8: return read_as(std::uint8_t{});
+    case ElementType::Int16: return read_as(std::int16_t{});
+    case ElementType::UInt16: return read_as(std::uint16_t{});
+    case ElementType::Int32: return read_as(std::int32_t{});
+    case ElementType::UInt32: return read_as(std::uint32_t{});
+    case ElementType::Int64: return read_as(std::int64_t{});
+    case ElementType::UInt64: return read_as(std::uint64_t{});
     default: throw CollectiveError(where + ": labels must be an integer type");  // rejected by inspect()
   }
 }
@@ -321,47 +294,6 @@ DatasetShape probe_shape(const std::string& path, const DatasetKeys& keys) {
   return inspect(file.get(), path, keys, features, labels);
 }
 
-FeatureScale FeatureScale::parse(const std::string& text, bool images) {
-  FeatureScale s;
-  s.images = images;
-  s.text = text;
-  if (text == "auto") return s;
-  if (text == "none") {
-    s.mode = Mode::None;
-    return s;
-  }
-  const auto number = [&](const std::string& part) {
-    std::size_t used = 0;
-    double v = 0;
-    try {
-      v = std::stod(part, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (part.empty() || used != part.size() || !std::isfinite(v) || v <= 0)
-      throw Error("--input-scale must be auto, none, or a positive factor such as 0.5 or 1/255 (got '" + text + "')");
-    return v;
-  };
-  const auto slash = text.find('/');
-  s.mode = Mode::Factor;
-  if (slash == std::string::npos) {
-    s.factor = number(text);
-  } else {
-    s.factor = number(text.substr(0, slash));
-    s.divisor = number(text.substr(slash + 1));
-  }
-  return s;
-}
-
-std::string FeatureScale::describe() const {
-  if (mode == Mode::Auto) return "auto";
-  if (mode == Mode::None) return "none";
-  std::ostringstream os;
-  os << "x " << factor;
-  if (divisor != 1.0) os << "/" << divisor;
-  return os.str();
-}
-
 std::int64_t label_bound(std::int64_t examples) {
   return std::min<std::int64_t>(kMaxClasses, std::max<std::int64_t>(64 * examples, 1024));
 }
@@ -369,6 +301,48 @@ std::int64_t label_bound(std::int64_t examples) {
 namespace {
 // The pieces of the check-only pass of a shard left in the file: its staging is all it holds.
 constexpr std::int64_t kCheckPieceBytes = std::int64_t{16} << 20;
+
+// Labels go into a shard's int32 column through a bounded int64 piece of this many rows
+// (8 MiB), so that they cost 4 bytes per row at peak (not a whole int64 copy, 12 bytes per
+// row), with the facts the loader's checks need, found on the way.
+constexpr std::int64_t kLabelPieceRows = std::int64_t{1} << 20;
+
+struct LabelScan {
+  std::int64_t above_row = -1, above_value = 0;      // first label >= bound (an id, not a class)
+  std::int64_t outside_row = -1, outside_value = 0;  // first label < 0, or >= classes when classes > 0
+  std::int64_t largest = -1;                         // of the labels in [0, bound)
+};
+
+// Collective (every rank calls it, whatever its rows). Reads rows [first_row, first_row +
+// rows) into out (resized); a label outside int32 is stored as -1, and reported in the scan.
+LabelScan read_labels_int32(const runtime::Context& ctx, ShardReader& reader, std::int64_t first_row, std::int64_t rows,
+                            std::int64_t bound, int classes, std::vector<std::int32_t>& out) {
+  runtime::agree_on(ctx.comm(), [&] { out.resize(static_cast<std::size_t>(std::max<std::int64_t>(rows, 0))); });
+  // Every rank reads as many pieces (the reads are collective), some of them empty.
+  std::int64_t pieces = (std::max<std::int64_t>(rows, 0) + kLabelPieceRows - 1) / kLabelPieceRows;
+  runtime::allreduce_max(ctx, std::span<std::int64_t>(&pieces, 1));
+  std::vector<std::int64_t> piece(static_cast<std::size_t>(std::min(std::max<std::int64_t>(rows, 0), kLabelPieceRows)));
+  const std::int64_t limit = classes > 0 ? classes : bound;
+  LabelScan scan;
+  for (std::int64_t p = 0; p < pieces; ++p) {
+    const std::int64_t done = p * kLabelPieceRows;
+    const std::int64_t n = std::clamp<std::int64_t>(rows - done, 0, kLabelPieceRows);
+    reader.read_labels(first_row + done, n, std::span<std::int64_t>(piece.data(), static_cast<std::size_t>(n)));
+    std::int32_t* dst = out.data() + done;
+    for (std::int64_t i = 0; i < n; ++i) {
+      const std::int64_t v = piece[static_cast<std::size_t>(i)];
+      if (v >= bound && scan.above_row < 0) scan = {first_row + done + i, v, scan.outside_row, scan.outside_value, scan.largest};
+      if ((v < 0 || v >= limit) && scan.outside_row < 0) {
+        scan.outside_row = first_row + done + i;
+        scan.outside_value = v;
+      }
+      const bool fits = v >= 0 && v < bound && v <= std::numeric_limits<std::int32_t>::max();
+      if (fits) scan.largest = std::max(scan.largest, v);
+      dst[i] = fits ? static_cast<std::int32_t>(v) : -1;
+    }
+  }
+  return scan;
+}
 
 // Reads this rank's rows into a new shard (features in `form`); labels too when the reader
 // has them.

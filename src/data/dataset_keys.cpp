@@ -43,50 +43,35 @@ Entry examine(hid_t file, const std::string& name) {
   e.shape = dataset_dims(dataset.get());
   H5Datatype type(SPMD_CHECK_HDF5(H5Dget_type(dataset.get()), hint.c_str()));
   e.dtype = describe_hdf5_type(type.get());
-  bool number = false, integer = false;
-  if (SPMD_CHECK_HDF5(H5Tget_class(type.get()), hint.c_str()) == H5T_ENUM) {
-    // h5py's bool, and categorical labels: read as their integers (dataset.hpp).
-    H5Datatype base(SPMD_CHECK_HDF5(H5Tget_super(type.get()), hint.c_str()));
-    const auto element = element_type_of(base.get());
-    integer = element && is_integer(*element);
-  } else if (const auto element = element_type_of(type.get())) {
-    number = true;
-    integer = is_integer(*element);
-  }
-  const bool column = e.shape.size() == 1 || (e.shape.size() == 2 && e.shape[1] == 1);
-  // An integer [N, 1] is a label column (as sklearn and pandas leave labels), not features:
-  // counting it as both would make the usual X [N, F] + y [N, 1] file ambiguous.
-  if (integer && column)
+  bool is_enum = false;
+  const bool integer = label_type_of(type.get(), is_enum).has_value();
+  const bool number = !is_enum && element_type_of(type.get()).has_value();
+  // An integer [N, 1] is a label column, not features: counting it as both would make the
+  // usual X [N, F] + y [N, 1] file ambiguous.
+  if (integer && is_column(e.shape))
     e.kind = Kind::Labels;
   else if (number && e.shape.size() >= 2)
     e.kind = Kind::Features;
   return e;
 }
 
-std::vector<Entry> survey(hid_t file) {
-  std::vector<Entry> entries;
-  for (const auto& name : list_datasets(file)) entries.push_back(examine(file, name));
-  return entries;
-}
-
 const Entry* find(const std::vector<Entry>& entries, const std::string& name) {
-  const std::string wanted = absolute(name);
-  for (const auto& e : entries)
-    if (e.name == wanted) return &e;
-  return nullptr;
+  const auto it = std::find_if(entries.begin(), entries.end(), [&](const Entry& e) { return e.name == absolute(name); });
+  return it == entries.end() ? nullptr : &*it;
 }
 
-std::string conventional_list() {
+// text(item) of every item, ", " between them.
+template <class Items, class Text>
+std::string joined(const Items& items, Text text) {
   std::string s;
-  for (const auto& [f, l] : kConventionalKeyPairs) s += (s.empty() ? "" : ", ") + std::string(f) + "/" + l;
+  for (const auto& item : items) s += (s.empty() ? "" : ", ") + text(item);
   return s;
 }
 
-std::string names(const std::vector<const Entry*>& entries) {
-  std::string s;
-  for (const auto* e : entries) s += (s.empty() ? "" : ", ") + e->name;
-  return s;
-}
+// "features/labels" of a pair of names.
+constexpr auto pair_text = [](const auto& p) { return std::string(p.first) + "/" + p.second; };
+
+std::string conventional_list() { return joined(kConventionalKeyPairs, pair_text); }
 
 // Beyond this many datasets the listing stops and points to `spmd data info`.
 constexpr std::size_t kMaxListed = 40;
@@ -163,10 +148,8 @@ ResolvedKeys detect_both(hid_t file, const std::string& path, const KeyRequest& 
   std::string reason, example;
   const auto pairs = candidate_pairs(entries);
   if (conventional.size() > 1) {
-    reason = "the root holds " + std::to_string(conventional.size()) + " conventional pairs (";
-    for (std::size_t i = 0; i < conventional.size(); ++i)
-      reason += (i ? ", " : "") + conventional[i].first + "/" + conventional[i].second;
-    reason += ")";
+    reason = "the root holds " + std::to_string(conventional.size()) + " conventional pairs (" +
+             joined(conventional, pair_text) + ")";
     example = request.features.option + " " + conventional[0].first + " " + request.labels.option + " " +
               conventional[0].second;
   } else if (pairs.size() == 1) {
@@ -175,22 +158,18 @@ ResolvedKeys detect_both(hid_t file, const std::string& path, const KeyRequest& 
     return r;
   } else {
     reason = "no conventional pair (" + conventional_list() + ") and ";
-    std::vector<const Entry*> features, labels;
-    for (const auto& e : entries) {
-      if (e.kind == Kind::Features) features.push_back(&e);
-      if (e.kind == Kind::Labels) labels.push_back(&e);
-    }
-    if (features.empty())
+    const auto none = [&](Kind kind) {
+      return std::none_of(entries.begin(), entries.end(), [&](const Entry& e) { return e.kind == kind; });
+    };
+    if (none(Kind::Features))
       reason += "no features-like dataset";
-    else if (labels.empty())
+    else if (none(Kind::Labels))
       reason += "no labels-like dataset";
     else if (pairs.empty())
       reason += "no labels-like dataset with the N of a features-like one";
     else {
-      reason += std::to_string(pairs.size()) + " features-like/labels-like pairs with the same N (";
-      for (std::size_t i = 0; i < pairs.size(); ++i)
-        reason += (i ? ", " : "") + pairs[i].first->name + " + " + pairs[i].second->name;
-      reason += ")";
+      reason += std::to_string(pairs.size()) + " features-like/labels-like pairs with the same N (" +
+                joined(pairs, [](const auto& p) { return p.first->name + " + " + p.second->name; }) + ")";
     }
     if (!pairs.empty())
       example = request.features.option + " " + without_root(pairs[0].first->name) + " " + request.labels.option + " " +
@@ -232,7 +211,7 @@ void detect_partner(hid_t file, const std::string& path, const KeyChoice& given,
   const std::string rows = known.rows() < 0 ? "rows (it is a scalar)" : std::to_string(known.rows()) + " rows";
   const std::string reason = matches.empty() ? "no " + role + "-like dataset has its " + rows
                                              : std::to_string(matches.size()) + " " + role + "-like datasets have its " +
-                                                   rows + " (" + names(matches) + ")";
+                                                   rows + " (" + joined(matches, [](const Entry* e) { return e->name; }) + ")";
   throw Error("'" + path + "': cannot tell which dataset holds the " + role + " for " +
               (wanted_is_labels ? "features" : "labels") + " '" + given.name + "' " + format_shape(known.shape) +
               " (from " + source_of(given) + "): " + reason + ". " + datasets_listing(path, entries) + "\nSet " +
@@ -268,7 +247,8 @@ ResolvedKeys resolved_keys_from_json(const nlohmann::json& j) {
 ResolvedKeys resolve_dataset_keys(const std::string& path, const KeyRequest& request) {
   runtime::TimeScope io(runtime::TimeCategory::Io);
   H5File file = open_file_serial(path, "the features and labels");
-  const auto entries = survey(file.get());
+  std::vector<Entry> entries;
+  for (const auto& name : list_datasets(file.get())) entries.push_back(examine(file.get(), name));
   const KeyChoice& f = request.features;
   const KeyChoice& l = request.labels;
   if (!f.name.empty() && !find(entries, f.name)) throw missing_key(path, f, "features", entries);

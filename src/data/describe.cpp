@@ -106,21 +106,99 @@ std::string human_bytes(std::int64_t bytes) {
   return os.str();
 }
 
+constexpr std::int64_t kChunkCacheBytes = std::int64_t{1} << 20;  // HDF5's default chunk cache, per dataset
+constexpr std::int64_t kStreamReadBytes = std::int64_t{16} << 20;  // eval streams 16 MiB of float32 rows a read
+
+std::string join_dims(const std::vector<std::int64_t>& dims, const char* sep) {
+  std::string s;
+  for (std::size_t i = 0; i < dims.size(); ++i) s += (i ? sep : "") + std::to_string(dims[i]);
+  return s;
+}
+
+std::string mib(std::int64_t bytes) {
+  std::ostringstream os;
+  os.precision(3);
+  os << static_cast<double>(bytes) / static_cast<double>(kChunkCacheBytes) << " MiB";
+  return os.str();
+}
+
+// Compressed chunks each holding many rows, more of them across a run of rows than HDF5's
+// chunk cache holds: every read of a few rows decompresses the chunks it touches whole
+// again. "" when the chunking reads fine.
+std::string slow_chunking(const StorageInfo& storage, const std::vector<std::int64_t>& shape,
+                          std::int64_t element_bytes, const std::string& path, const std::string& name) {
+  if (storage.filters.empty() || shape.size() < 2 || shape[0] == 0) return "";
+  std::int64_t row_elements = 1, row_chunks = 1, chunk_bytes = element_bytes;
+  for (std::size_t i = 1; i < shape.size(); ++i) {
+    row_elements *= shape[i];
+    row_chunks *= (shape[i] + storage.chunk[i] - 1) / std::max<std::int64_t>(storage.chunk[i], 1);
+  }
+  for (auto c : storage.chunk) chunk_bytes *= c;
+  const std::int64_t band_bytes = row_chunks * chunk_bytes;  // the chunks holding chunk[0] whole rows
+  const std::int64_t read_rows = std::clamp<std::int64_t>(kStreamReadBytes / (4 * std::max<std::int64_t>(row_elements, 1)), 1, shape[0]);
+  const std::int64_t chunk_rows = std::min(storage.chunk[0], shape[0]);
+  if (band_bytes <= kChunkCacheBytes || chunk_rows < 2 * read_rows) return "";
+  std::vector<std::int64_t> better = shape;
+  better[0] = std::clamp<std::int64_t>(kChunkCacheBytes / std::max<std::int64_t>(row_elements * element_bytes, 1), 1, shape[0]);
+  const std::string object = name.rfind('/', 0) == 0 ? name.substr(1) : name;
+  return "slow to read by nature: each compressed chunk " + format_shape(storage.chunk) + " holds " +
+         std::to_string(chunk_rows) + " rows" +
+         (row_chunks > 1 ? " of a part of each row (" + std::to_string(row_chunks) + " chunks to a row)" : std::string()) +
+         ", and the chunks of a run of rows (" + mib(band_bytes) +
+         ") exceed HDF5's 1 MiB chunk cache, so every read of " + std::to_string(read_rows) +
+         " rows (16 MiB of float32, what eval streams) decompresses about " +
+         std::to_string((chunk_rows + read_rows - 1) / read_rows) +
+         "x the rows it uses. Rechunk into whole rows: h5repack -l " + object + ":CHUNK=" + join_dims(better, "x") + " " +
+         path + " rechunked.h5 (h5py: chunks=(" + join_dims(better, ", ") + "))";
+}
+
+// What `spmd data info` says of a features dataset's storage, beyond its layout line: chunks
+// never written (and what they read as), and chunkings that make reading rows slow by
+// nature, with the h5repack command that rechunks them.
+std::vector<std::string> storage_notes(const StorageInfo& storage, const std::vector<std::int64_t>& shape,
+                                       std::int64_t element_bytes, const std::string& path, const std::string& name) {
+  std::vector<std::string> notes;
+  if (storage.layout != "chunked" || storage.chunk.size() != shape.size()) return notes;
+  if (storage.partly_written()) {
+    std::ostringstream fill;
+    fill << storage.fill_value;
+    notes.push_back(std::to_string(storage.chunks_total - storage.chunks_written) + " of " +
+                    std::to_string(storage.chunks_total) + " chunks never written: " +
+                    (storage.fills_unwritten ? "their rows read as the fill value " + fill.str()
+                                             : std::string("no fill value, so their rows have no values (refused "
+                                                           "as features or labels)")));
+  }
+  if (const std::string slow = slow_chunking(storage, shape, element_bytes, path, name); !slow.empty())
+    notes.push_back(slow);
+  return notes;
+}
+
+// "gzip, shuffle" / "lzf (not available)" / "none".
+std::string describe_filters(const std::vector<FilterInfo>& filters) {
+  if (filters.empty()) return "none";
+  std::string text;
+  for (const auto& f : filters) {
+    if (!text.empty()) text += ", ";
+    text += f.name;
+    if (!f.available) text += " (not available)";
+  }
+  return text;
+}
+
 // The rules of dataset.hpp's loader, applied to one dataset's metadata.
 std::string usable_as(hid_t dataset, const std::vector<std::int64_t>& shape, const StorageInfo& storage) {
   for (const auto& f : storage.filters)
     if (!f.available) return "not usable: filter '" + f.name + "' is not available (its plugin, or h5repack)";
   H5Datatype type(SPMD_CHECK_HDF5(H5Dget_type(dataset), "reading a dataset's type"));
-  std::optional<ElementType> element = element_type_of(type.get());
-  if (H5Tget_class(type.get()) == H5T_ENUM) {
-    H5Datatype base(SPMD_CHECK_HDF5(H5Tget_super(type.get()), "reading an enum's base type"));
-    const auto b = element_type_of(base.get());
-    if (b && is_integer(*b) && (shape.size() == 1 || (shape.size() == 2 && shape[1] == 1))) return "labels (enum as its integers)";
-    return "not usable: an enum that is not a label column";
-  }
+  bool is_enum = false;
+  const bool integer_labels = label_type_of(type.get(), is_enum).has_value();
+  if (is_enum)
+    return integer_labels && is_column(shape) ? "labels (enum as its integers)"
+                                              : "not usable: an enum that is not a label column";
+  const std::optional<ElementType> element = element_type_of(type.get());
   if (!element) return "not usable: dtype " + describe_hdf5_type(type.get()) + " (numbers only)";
   if (shape.empty() || shape[0] == 0) return "not usable: " + std::string(shape.empty() ? "a scalar" : "no rows");
-  if (shape.size() == 1 || (shape.size() == 2 && shape[1] == 1))
+  if (is_column(shape))
     return is_integer(*element) ? "labels" : std::string("not usable as labels: ") + to_string(*element) + " (integers only)";
   std::string text = "features (logreg, eval";
   if (shape.size() == 3 || shape.size() == 4) text += "; images [N, H, W(, C)]: ensemble, eval --model cnn";
@@ -145,13 +223,9 @@ FileDescription describe_file(const std::string& path) {
     d.dtype = describe_hdf5_type(type.get());
     d.bytes = static_cast<std::int64_t>(H5Dget_storage_size(dataset.get()));
     d.attributes = describe_attributes(reader, name);
-    const StorageInfo storage = dataset_storage(dataset.get());
-    d.layout = storage.layout;
-    d.chunk = storage.chunk;
-    d.filters = describe_filters(storage.filters);
+    d.storage = dataset_storage(dataset.get());
+    const StorageInfo& storage = d.storage;
     d.usable = usable_as(dataset.get(), d.shape, storage);
-    d.chunks_total = storage.chunks_total;
-    d.chunks_written = storage.chunks_written;
     if (d.usable.rfind("not usable", 0) != 0)
       d.notes = storage_notes(storage, d.shape, static_cast<std::int64_t>(H5Tget_size(type.get())), path, name);
     const auto element = element_type_of(type.get());
@@ -174,35 +248,22 @@ nlohmann::json to_json(const FileDescription& f) {
     for (const auto& x : attributes) a[x.name] = x.json;
     return a;
   };
-  nlohmann::json j;
-  j["path"] = f.path;
-  j["file_bytes"] = f.file_bytes;
-  j["attributes"] = attributes_json(f.attributes);
-  j["datasets"] = nlohmann::json::array();
+  nlohmann::json j = {{"path", f.path}, {"file_bytes", f.file_bytes}, {"attributes", attributes_json(f.attributes)},
+                      {"datasets", nlohmann::json::array()}};
   for (const auto& d : f.datasets) {
-    nlohmann::json dj;
-    dj["name"] = d.name;
-    dj["shape"] = d.shape;
-    dj["dtype"] = d.dtype;
-    dj["bytes"] = d.bytes;
-    dj["layout"] = d.layout;
-    dj["chunk"] = d.chunk;
-    dj["filters"] = d.filters;
-    dj["usable"] = d.usable;
-    dj["chunks_total"] = d.chunks_total;
-    dj["chunks_written"] = d.chunks_written;
-    dj["notes"] = d.notes;
-    dj["attributes"] = attributes_json(d.attributes);
+    nlohmann::json dj = {{"name", d.name}, {"shape", d.shape}, {"dtype", d.dtype}, {"bytes", d.bytes},
+                         {"layout", d.storage.layout}, {"chunk", d.storage.chunk},
+                         {"filters", describe_filters(d.storage.filters)}, {"usable", d.usable},
+                         {"chunks_total", d.storage.chunks_total}, {"chunks_written", d.storage.chunks_written},
+                         {"notes", d.notes}, {"attributes", attributes_json(d.attributes)}};
     if (d.histogram) {
-      nlohmann::json h;
-      h["min"] = d.histogram->min;
-      h["max"] = d.histogram->max;
-      h["distinct"] = d.histogram->distinct;
-      h["distinct_at_least"] = d.histogram->distinct_at_least;
       nlohmann::json counts = nlohmann::json::object();
       for (const auto& [value, count] : d.histogram->counts) counts[std::to_string(value)] = count;
-      h["counts"] = counts;
-      dj["histogram"] = h;
+      dj["histogram"] = {{"min", d.histogram->min},
+                         {"max", d.histogram->max},
+                         {"distinct", d.histogram->distinct},
+                         {"distinct_at_least", d.histogram->distinct_at_least},
+                         {"counts", counts}};
     }
     j["datasets"].push_back(dj);
   }
@@ -221,7 +282,8 @@ std::string to_text(const FileDescription& f) {
   for (const auto& d : f.datasets) {
     os << std::left << std::setw(static_cast<int>(width) + 2) << d.name << std::setw(22) << d.dtype << std::setw(24)
        << format_shape(d.shape) << human_bytes(d.bytes) << "\n";
-    os << "    layout " << d.layout << (d.chunk.empty() ? "" : " " + format_shape(d.chunk)) << ", filters " << d.filters
+    os << "    layout " << d.storage.layout << (d.storage.chunk.empty() ? "" : " " + format_shape(d.storage.chunk))
+       << ", filters " << describe_filters(d.storage.filters)
        << "; " << (d.usable.rfind("not usable", 0) == 0 ? "" : "usable as ") << d.usable << "\n";
     for (const auto& note : d.notes) os << "    note: " << note << "\n";
     for (const auto& a : d.attributes) os << "    @" << a.name << " = " << a.value << "\n";

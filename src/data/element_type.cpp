@@ -37,39 +37,19 @@ float float16_to_float(std::uint16_t bits) {
   return negative ? -magnitude : magnitude;
 }
 
-const char* to_string(ElementType type) {
-  switch (type) {
-    case ElementType::Int8: return "int8";
-    case ElementType::UInt8: return "uint8";
-    case ElementType::Int16: return "int16";
-    case ElementType::UInt16: return "uint16";
-    case ElementType::Int32: return "int32";
-    case ElementType::UInt32: return "uint32";
-    case ElementType::Int64: return "int64";
-    case ElementType::UInt64: return "uint64";
-    case ElementType::Float16: return "float16";
-    case ElementType::Float32: return "float32";
-    case ElementType::Float64: return "float64";
-  }
-  return "?";
-}
+namespace {
+struct TypeInfo {
+  const char* name;
+  std::size_t size;
+};
+// Indexed by ElementType, in its order.
+constexpr TypeInfo kTypes[] = {{"int8", 1},  {"uint8", 1},   {"int16", 2},   {"uint16", 2},  {"int32", 4},  {"uint32", 4},
+                               {"int64", 8}, {"uint64", 8}, {"float16", 2}, {"float32", 4}, {"float64", 8}};
+}  // namespace
 
-std::size_t size_of(ElementType type) {
-  switch (type) {
-    case ElementType::Int8:
-    case ElementType::UInt8: return 1;
-    case ElementType::Int16:
-    case ElementType::UInt16:
-    case ElementType::Float16: return 2;
-    case ElementType::Int32:
-    case ElementType::UInt32:
-    case ElementType::Float32: return 4;
-    case ElementType::Int64:
-    case ElementType::UInt64:
-    case ElementType::Float64: return 8;
-  }
-  return 0;
-}
+const char* to_string(ElementType type) { return kTypes[static_cast<int>(type)].name; }
+
+std::size_t size_of(ElementType type) { return kTypes[static_cast<int>(type)].size; }
 
 bool is_integer(ElementType type) {
   return type != ElementType::Float16 && type != ElementType::Float32 && type != ElementType::Float64;

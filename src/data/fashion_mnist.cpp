@@ -44,26 +44,10 @@ class GzReader {
   GzReader(const GzReader&) = delete;
   GzReader& operator=(const GzReader&) = delete;
 
-  // Reads exactly `bytes` or throws, naming what was being read.
-  void read_exact(void* out, std::uint64_t bytes, const std::string& what) {
-    auto* dst = static_cast<unsigned char*>(out);
-    std::uint64_t done = 0;
-    while (done < bytes) {
-      const unsigned piece = static_cast<unsigned>(std::min<std::uint64_t>(bytes - done, 1u << 30));
-      const int got = gzread(file_, dst + done, piece);
-      if (got < 0) throw corrupt();
-      done += static_cast<std::uint64_t>(got);
-      if (got < static_cast<int>(piece)) {
-        if (done < bytes)
-          throw Error("'" + path_ + "' is truncated: " + what + " needs " + std::to_string(bytes) + " bytes, only " +
-                      std::to_string(done) + " are there" + zlib_detail());
-      }
-    }
-  }
-
-  // Reads exactly `bytes` into out, growing it as the data arrives: a header that claims
-  // far more than the file holds costs an error, not gigabytes of memory (found by fuzzing).
-  void read_growing(std::vector<std::uint8_t>& out, std::uint64_t bytes, const std::string& what) {
+  // Reads exactly `bytes` into out or throws, naming what was being read. out grows as the
+  // data arrives: a header that claims far more than the file holds costs an error, not
+  // gigabytes of memory (found by fuzzing).
+  void read_exact(std::vector<std::uint8_t>& out, std::uint64_t bytes, const std::string& what) {
     constexpr std::uint64_t kPiece = 16u << 20;
     out.clear();
     out.reserve(static_cast<std::size_t>(std::min(bytes, kPiece)));
@@ -81,7 +65,7 @@ class GzReader {
   }
 
   std::uint32_t read_be32(const std::string& what) {
-    unsigned char b[4];
+    std::vector<std::uint8_t> b;
     read_exact(b, 4, what);
     return (std::uint32_t{b[0]} << 24) | (std::uint32_t{b[1]} << 16) | (std::uint32_t{b[2]} << 8) | b[3];
   }
@@ -143,7 +127,7 @@ IdxImages read_idx_images(const std::string& path) {
   const std::uint64_t bytes = static_cast<std::uint64_t>(images.count) * kSide * kSide;
   if (bytes > kMaxPayloadBytes)
     throw Error("'" + path + "' claims " + std::to_string(images.count) + " images, implausibly many (damaged header?)");
-  in.read_growing(images.pixels, bytes, std::to_string(images.count) + " images of 28x28");
+  in.read_exact(images.pixels, bytes, std::to_string(images.count) + " images of 28x28");
   in.require_end(std::to_string(images.count) + " images");
   return images;
 }
@@ -155,7 +139,7 @@ std::vector<std::uint8_t> read_idx_labels(const std::string& path) {
   if (count > kMaxPayloadBytes)
     throw Error("'" + path + "' claims " + std::to_string(count) + " labels, implausibly many (damaged header?)");
   std::vector<std::uint8_t> labels;
-  in.read_growing(labels, count, std::to_string(count) + " labels");
+  in.read_exact(labels, count, std::to_string(count) + " labels");
   in.require_end(std::to_string(count) + " labels");
   return labels;
 }

@@ -28,6 +28,47 @@ void decode_as(const std::byte* stored, std::int64_t elements, float* out, Conve
 
 }  // namespace
 
+FeatureScale FeatureScale::parse(const std::string& text, bool images) {
+  FeatureScale s;
+  s.images = images;
+  s.text = text;
+  if (text == "auto") return s;
+  if (text == "none") {
+    s.mode = Mode::None;
+    return s;
+  }
+  const auto number = [&](const std::string& part) {
+    std::size_t used = 0;
+    double v = 0;
+    try {
+      v = std::stod(part, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (part.empty() || used != part.size() || !std::isfinite(v) || v <= 0)
+      throw Error("--input-scale must be auto, none, or a positive factor such as 0.5 or 1/255 (got '" + text + "')");
+    return v;
+  };
+  const auto slash = text.find('/');
+  s.mode = Mode::Factor;
+  if (slash == std::string::npos) {
+    s.factor = number(text);
+  } else {
+    s.factor = number(text.substr(0, slash));
+    s.divisor = number(text.substr(slash + 1));
+  }
+  return s;
+}
+
+std::string FeatureScale::describe() const {
+  if (mode == Mode::Auto) return "auto";
+  if (mode == Mode::None) return "none";
+  std::ostringstream os;
+  os << "x " << factor;
+  if (divisor != 1.0) os << "/" << divisor;
+  return os.str();
+}
+
 FeatureDecoder::FeatureDecoder(ElementType stored, const FeatureScale& scale, std::string where)
     : stored_(stored), scale_(scale), where_(std::move(where)) {
   if (stored_ != ElementType::UInt8) return;

@@ -17,6 +17,7 @@
 #include "spmd/runtime/watchdog.hpp"
 #include "spmd/runtime/time_account.hpp"
 #include "spmd/runtime/io_deadline.hpp"
+#include "row_read.hpp"
 
 namespace spmd::data {
 
@@ -54,6 +55,8 @@ void require_readable_file(const std::string& option, const std::string& path) {
   if (!in) throw Error("--" + option + " '" + path + "': file does not exist or is not readable");
 }
 
+namespace {
+
 void require_hdf5_file(const std::string& path, const std::string& what) {
   const std::string kind = special_file_kind(path);
   if (kind == "directory")
@@ -73,8 +76,6 @@ void require_hdf5_file(const std::string& path, const std::string& what) {
     throw Error("cannot read " + what + " from '" + path + "': not an HDF5 file (no HDF5 signature" +
                 (fs::file_size(path, ec) == 0 ? std::string(", the file is empty") : std::string()) + ")");
 }
-
-namespace {
 
 herr_t find_lock_errno(unsigned, const H5E_error2_t* err, void* client) {
   static const char kLock[] = "unable to lock file";
@@ -147,19 +148,14 @@ H5File open_file_parallel(const runtime::Context& ctx, const std::string& path, 
     try {
       require_hdf5_file(path, what);
     } catch (const Error& e) {
-      throw Error("rank " + std::to_string(ctx.rank()) + ": " + e.what());
+      throw Error(rank_prefix(ctx) + e.what());
     }
   });
   H5File file;
   try {
     runtime::agree_on(ctx.comm(), [&] {
       const std::string hint = "opening '" + path + "' with MPI-IO to read " + what;
-      H5PropList fapl(SPMD_CHECK_HDF5(H5Pcreate(H5P_FILE_ACCESS), hint.c_str()));
-      SPMD_CHECK_HDF5(H5Pset_fapl_mpio(fapl.get(), ctx.comm(), MPI_INFO_NULL), hint.c_str());
-      // Metadata (superblock, object headers, B-trees) read by one rank and broadcast,
-      // not read by every rank from the file system: every rank makes the same metadata
-      // calls on this file, which the readers here do.
-      SPMD_CHECK_HDF5(H5Pset_all_coll_metadata_ops(fapl.get(), true), hint.c_str());
+      H5PropList fapl = mpio_file_access(ctx, hint.c_str());
       runtime::Watchdog::Armed armed(ctx.watchdog(), "H5Fopen (MPI-IO, collective)");
       const hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get());
       if (id < 0) throw_open_error(path, what, "H5Fopen(path, H5F_ACC_RDONLY, fapl)", __LINE__, hint);
@@ -171,6 +167,21 @@ H5File open_file_parallel(const runtime::Context& ctx, const std::string& path, 
     throw;
   }
   return file;
+}
+
+H5PropList mpio_file_access(const runtime::Context& ctx, const char* hint) {
+  H5PropList fapl(SPMD_CHECK_HDF5(H5Pcreate(H5P_FILE_ACCESS), hint));
+  SPMD_CHECK_HDF5(H5Pset_fapl_mpio(fapl.get(), ctx.comm(), MPI_INFO_NULL), hint);
+  // Metadata (superblock, object headers, B-trees) read by one rank and broadcast, not read
+  // by every rank from the file system.
+  SPMD_CHECK_HDF5(H5Pset_all_coll_metadata_ops(fapl.get(), true), hint);
+  return fapl;
+}
+
+H5PropList collective_transfer(const char* hint) {
+  H5PropList xfer(SPMD_CHECK_HDF5(H5Pcreate(H5P_DATASET_XFER), hint));
+  SPMD_CHECK_HDF5(H5Pset_dxpl_mpio(xfer.get(), H5FD_MPIO_COLLECTIVE), hint);
+  return xfer;
 }
 
 namespace {
@@ -229,6 +240,26 @@ std::vector<std::int64_t> dataset_dims(hid_t dataset) {
   if (rank > 0) SPMD_CHECK_HDF5(H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr), "reading a dataset's shape");
   return std::vector<std::int64_t>(dims.begin(), dims.end());
 }
+
+std::uint64_t element_count(const std::vector<std::int64_t>& dims) {
+  std::uint64_t n = 1;
+  for (auto d : dims) n *= static_cast<std::uint64_t>(d);
+  return n;
+}
+
+std::optional<ElementType> label_type_of(hid_t hdf5_type, bool& is_enum) {
+  is_enum = SPMD_CHECK_HDF5(H5Tget_class(hdf5_type), "reading a datatype's class") == H5T_ENUM;
+  std::optional<ElementType> element;
+  if (is_enum) {
+    H5Datatype base(SPMD_CHECK_HDF5(H5Tget_super(hdf5_type), "reading an enum's base type"));
+    element = element_type_of(base.get());
+  } else {
+    element = element_type_of(hdf5_type);
+  }
+  return element && is_integer(*element) ? element : std::nullopt;
+}
+
+bool is_column(const std::vector<std::int64_t>& dims) { return dims.size() == 1 || (dims.size() == 2 && dims[1] == 1); }
 
 std::string format_shape(const std::vector<std::int64_t>& dims) {
   std::string s = "[";

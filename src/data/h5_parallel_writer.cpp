@@ -5,9 +5,9 @@
 #include <filesystem>
 
 #include "output_path.hpp"
+#include "row_read.hpp"
 #include "spmd/data/h5_file.hpp"
 #include "spmd/data/output_set.hpp"
-#include "spmd/data/output_space.hpp"
 #include "spmd/runtime/agree.hpp"
 #include "spmd/runtime/check.hpp"
 #include "spmd/runtime/collectives.hpp"
@@ -16,12 +16,6 @@
 #include "spmd/runtime/time_account.hpp"
 
 namespace spmd::data {
-
-namespace {
-
-std::string rank_prefix(const runtime::Context& ctx) { return "rank " + std::to_string(ctx.rank()) + ": "; }
-
-}  // namespace
 
 ParallelH5Writer::ParallelH5Writer(const runtime::Context& ctx, std::string final_path, std::uint64_t expected_bytes)
     : ctx_(ctx), final_path_(std::move(final_path)) {
@@ -47,16 +41,12 @@ ParallelH5Writer::ParallelH5Writer(const runtime::Context& ctx, std::string fina
     runtime::agree_on(ctx_.comm(), [&] {
       const std::string hint = "creating '" + temp_path_ + "' with MPI-IO for '" + final_path_ +
                                "' (is the folder writable by every rank and not full?)";
-      H5PropList fapl(SPMD_CHECK_HDF5(H5Pcreate(H5P_FILE_ACCESS), hint.c_str()));
-      SPMD_CHECK_HDF5(H5Pset_fapl_mpio(fapl.get(), ctx_.comm(), MPI_INFO_NULL), hint.c_str());
-      // Metadata read by one rank and shared, and written collectively (every rank makes
-      // the same metadata calls here).
-      SPMD_CHECK_HDF5(H5Pset_all_coll_metadata_ops(fapl.get(), true), hint.c_str());
+      // Metadata written collectively too.
+      H5PropList fapl = mpio_file_access(ctx_, hint.c_str());
       SPMD_CHECK_HDF5(H5Pset_coll_metadata_write(fapl.get(), true), hint.c_str());
       runtime::Watchdog::Armed armed(ctx_.watchdog(), "H5Fcreate (MPI-IO, collective)");
       file_ = H5File(SPMD_CHECK_HDF5(H5Fcreate(temp_path_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), hint.c_str()));
-      collective_xfer_ = H5PropList(SPMD_CHECK_HDF5(H5Pcreate(H5P_DATASET_XFER), hint.c_str()));
-      SPMD_CHECK_HDF5(H5Pset_dxpl_mpio(collective_xfer_.get(), H5FD_MPIO_COLLECTIVE), hint.c_str());
+      collective_xfer_ = collective_transfer(hint.c_str());
     });
   } catch (const CollectiveError&) {
     // Closing an MPI-IO file is collective; ranks whose create failed would not join.
@@ -107,8 +97,7 @@ void ParallelH5Writer::write_rows_raw(const std::string& name, ElementType type,
     // Checked before writing (by the rank that renames the file): MPI-IO reports a full
     // disk as a bare "can't write data", and only once the job has done its work.
     if (ctx_.is_root()) {
-      const std::uint64_t bytes = static_cast<std::uint64_t>(shape[0]) * row_elements * size_of(type);
-      const std::string shortage = space_shortage(final_path_, bytes, where);
+      const std::string shortage = space_shortage(final_path_, element_count(shape) * size_of(type), where);
       if (!shortage.empty()) throw Error(rank_prefix(ctx_) + "cannot write '" + final_path_ + "': " + shortage);
     }
   });
@@ -117,9 +106,7 @@ void ParallelH5Writer::write_rows_raw(const std::string& name, ElementType type,
       write_dataset(name, type, shape, first_row, rows, data, elements);
     } catch (const Error& e) {
       // The disk may have filled meanwhile (another job): say so, it is what to fix.
-      std::uint64_t bytes = size_of(type);
-      for (auto d : shape) bytes *= static_cast<std::uint64_t>(d);
-      const std::string shortage = space_shortage(final_path_, bytes, "dataset '" + name + "'");
+      const std::string shortage = space_shortage(final_path_, element_count(shape) * size_of(type), "dataset '" + name + "'");
       throw Error(shortage.empty() ? std::string(e.what()) : std::string(e.what()) + "; " + shortage);
     }
   });
@@ -128,79 +115,48 @@ void ParallelH5Writer::write_rows_raw(const std::string& name, ElementType type,
 void ParallelH5Writer::write_dataset(const std::string& name, ElementType type, const std::vector<std::int64_t>& shape,
                                      std::int64_t first_row, std::int64_t rows, const void* data, std::size_t elements) {
   runtime::TimeScope io(runtime::TimeCategory::Io);
-  {
-    const std::string hint = "writing dataset '" + name + "' to '" + temp_path_ + "' (for '" + final_path_ + "')";
-    std::vector<hsize_t> dims(shape.begin(), shape.end());
-    H5Dataspace file_space(SPMD_CHECK_HDF5(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), hint.c_str()));
-    H5PropList link_props(SPMD_CHECK_HDF5(H5Pcreate(H5P_LINK_CREATE), hint.c_str()));
-    SPMD_CHECK_HDF5(H5Pset_create_intermediate_group(link_props.get(), 1), hint.c_str());
-    // No timestamps in the object header: the bytes must not depend on when it was written.
-    H5PropList create_props(SPMD_CHECK_HDF5(H5Pcreate(H5P_DATASET_CREATE), hint.c_str()));
-    SPMD_CHECK_HDF5(H5Pset_obj_track_times(create_props.get(), 0), hint.c_str());
-    const hid_t mem_type = native_hdf5_type(type);
-    H5Dataset dataset(SPMD_CHECK_HDF5(H5Dcreate2(file_.get(), name.c_str(), mem_type, file_space.get(),
-                                                 link_props.get(), create_props.get(), H5P_DEFAULT),
-                                      hint.c_str()));
-    // Each rank selects its rows (or nothing) in the file and a matching flat buffer.
-    std::vector<hsize_t> start(dims.size(), 0), count = dims;
-    start[0] = static_cast<hsize_t>(first_row);
-    count[0] = static_cast<hsize_t>(rows);
-    const hsize_t flat = static_cast<hsize_t>(elements);
-    H5Dataspace mem_space(SPMD_CHECK_HDF5(H5Screate_simple(1, &flat, nullptr), hint.c_str()));
-    if (elements > 0) {
-      SPMD_CHECK_HDF5(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr),
-                      hint.c_str());
-    } else {
-      SPMD_CHECK_HDF5(H5Sselect_none(file_space.get()), hint.c_str());
-      SPMD_CHECK_HDF5(H5Sselect_none(mem_space.get()), hint.c_str());
-    }
-    static const char kNothing = 0;  // HDF5 wants a non-null buffer even for no elements
-    runtime::Watchdog::Armed armed(ctx_.watchdog(), "H5Dwrite (MPI-IO, collective)");
-    SPMD_CHECK_HDF5(H5Dwrite(dataset.get(), mem_type, mem_space.get(), file_space.get(), collective_xfer_.get(),
-                             elements > 0 ? data : &kNothing),
+  const std::string hint = "writing dataset '" + name + "' to '" + temp_path_ + "' (for '" + final_path_ + "')";
+  H5Dataspace file_space = make_space(shape, hint.c_str());
+  // No timestamps in the object header: the bytes must not depend on when it was written.
+  H5PropList create_props(SPMD_CHECK_HDF5(H5Pcreate(H5P_DATASET_CREATE), hint.c_str()));
+  SPMD_CHECK_HDF5(H5Pset_obj_track_times(create_props.get(), 0), hint.c_str());
+  H5Dataset dataset = create_dataset(file_.get(), name, type, file_space.get(), create_props.get(), hint.c_str());
+  // Each rank selects its rows (or nothing) in the file and a matching flat buffer.
+  std::vector<hsize_t> start(shape.size(), 0), count(shape.begin(), shape.end());
+  start[0] = static_cast<hsize_t>(first_row);
+  count[0] = static_cast<hsize_t>(rows);
+  const hsize_t flat = static_cast<hsize_t>(elements);
+  H5Dataspace mem_space(SPMD_CHECK_HDF5(H5Screate_simple(1, &flat, nullptr), hint.c_str()));
+  if (elements > 0) {
+    SPMD_CHECK_HDF5(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr),
                     hint.c_str());
+  } else {
+    SPMD_CHECK_HDF5(H5Sselect_none(file_space.get()), hint.c_str());
+    SPMD_CHECK_HDF5(H5Sselect_none(mem_space.get()), hint.c_str());
   }
+  static const char kNothing = 0;  // HDF5 wants a non-null buffer even for no elements
+  runtime::Watchdog::Armed armed(ctx_.watchdog(), "H5Dwrite (MPI-IO, collective)");
+  SPMD_CHECK_HDF5(H5Dwrite(dataset.get(), native_hdf5_type(type), mem_space.get(), file_space.get(),
+                           collective_xfer_.get(), elements > 0 ? data : &kNothing),
+                  hint.c_str());
 }
-
-namespace {
-
-void write_attribute(hid_t file, const std::string& object, const std::string& name, hid_t type, const void* value,
-                     const std::string& final_path) {
-  const std::string target = object.empty() ? "/" : object;
-  const std::string hint = "writing attribute '" + name + "' of '" + target + "' in '" + final_path + "'";
-  H5Dataspace space(SPMD_CHECK_HDF5(H5Screate(H5S_SCALAR), hint.c_str()));
-  H5Attribute attr(SPMD_CHECK_HDF5(
-      H5Acreate_by_name(file, target.c_str(), name.c_str(), type, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
-      hint.c_str()));
-  SPMD_CHECK_HDF5(H5Awrite(attr.get(), type, value), hint.c_str());
-}
-
-}  // namespace
 
 void ParallelH5Writer::set_attribute_string(const std::string& object, const std::string& name, const std::string& value) {
   runtime::TimeScope io(runtime::TimeCategory::Io);
   require_open("write an attribute to");
-  runtime::agree_on(ctx_.comm(), [&] {
-    // Fixed-length UTF-8 of the text's length, as AtomicH5Writer writes strings.
-    H5Datatype type(SPMD_CHECK_HDF5(H5Tcopy(H5T_C_S1), "creating a string type"));
-    SPMD_CHECK_HDF5(H5Tset_size(type.get(), std::max<std::size_t>(value.size(), 1)), "sizing a string type");
-    SPMD_CHECK_HDF5(H5Tset_strpad(type.get(), H5T_STR_NULLPAD), "padding a string type");
-    SPMD_CHECK_HDF5(H5Tset_cset(type.get(), H5T_CSET_UTF8), "marking a string type UTF-8");
-    const std::string padded = value.empty() ? std::string(1, '\0') : value;
-    write_attribute(file_.get(), object, name, type.get(), padded.data(), final_path_);
-  });
+  runtime::agree_on(ctx_.comm(), [&] { write_attribute(file_.get(), object, name, value, final_path_); });
 }
 
 void ParallelH5Writer::set_attribute_int(const std::string& object, const std::string& name, std::int64_t value) {
   runtime::TimeScope io(runtime::TimeCategory::Io);
   require_open("write an attribute to");
-  runtime::agree_on(ctx_.comm(), [&] { write_attribute(file_.get(), object, name, H5T_NATIVE_INT64, &value, final_path_); });
+  runtime::agree_on(ctx_.comm(), [&] { write_attribute(file_.get(), object, name, H5T_NATIVE_INT64, {}, &value, final_path_); });
 }
 
 void ParallelH5Writer::set_attribute_double(const std::string& object, const std::string& name, double value) {
   runtime::TimeScope io(runtime::TimeCategory::Io);
   require_open("write an attribute to");
-  runtime::agree_on(ctx_.comm(), [&] { write_attribute(file_.get(), object, name, H5T_NATIVE_DOUBLE, &value, final_path_); });
+  runtime::agree_on(ctx_.comm(), [&] { write_attribute(file_.get(), object, name, H5T_NATIVE_DOUBLE, {}, &value, final_path_); });
 }
 
 void ParallelH5Writer::commit(OutputSet* outputs) {

@@ -5,16 +5,11 @@
 #include "spmd/data/h5_file.hpp"
 #include "spmd/runtime/check.hpp"
 #include "spmd/runtime/time_account.hpp"
+#include "row_read.hpp"
 
 namespace spmd::data {
 
 namespace {
-
-std::uint64_t element_count(const std::vector<std::int64_t>& dims) {
-  std::uint64_t n = 1;
-  for (auto d : dims) n *= static_cast<std::uint64_t>(d);
-  return n;
-}
 
 // HDF5 clamps out-of-range values silently by default; a weight or label that does not
 // fit the requested type must be an error instead. Rounding an integer to a float is fine,
@@ -84,14 +79,9 @@ ElementType H5Reader::element_type(const std::string& name) const {
 
 void H5Reader::read_into(const std::string& name, ElementType type, void* out, std::size_t elements) const {
   runtime::TimeScope io(runtime::TimeCategory::Io);
-  H5Dataset dataset = open_dataset(file_.get(), path_, name, "requested dataset");
-  {
-    H5Datatype stored(SPMD_CHECK_HDF5(H5Dget_type(dataset.get()), "reading a dataset's type"));
-    if (!element_type_of(stored.get()))
-      throw Error("'" + path_ + "': dataset '" + name + "' has dtype " + describe_hdf5_type(stored.get()) +
-                  ", not a numeric array");
-  }
+  element_type(name);  // refuses what is not a numeric array
   if (elements == 0) return;
+  H5Dataset dataset = open_dataset(file_.get(), path_, name, "requested dataset");
   H5PropList xfer = strict_transfer();
   if (H5Dread(dataset.get(), native_hdf5_type(type), H5S_ALL, H5S_ALL, xfer.get(), out) < 0) {
     H5Eclear2(H5E_DEFAULT);
@@ -110,14 +100,12 @@ void H5Reader::read_int64_pieces(const std::string& name, std::int64_t piece_row
   H5PropList xfer = strict_transfer();
   std::vector<std::int64_t> piece(static_cast<std::size_t>(std::min(dims[0], piece_rows)));
   for (std::int64_t first = 0; first < dims[0]; first += piece_rows) {
-    const hsize_t start = static_cast<hsize_t>(first), count = static_cast<hsize_t>(std::min(piece_rows, dims[0] - first));
-    SPMD_CHECK_HDF5(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, &start, nullptr, &count, nullptr),
-                    "selecting a piece of a dataset");
-    H5Dataspace memory(SPMD_CHECK_HDF5(H5Screate_simple(1, &count, nullptr), "creating a memory space"));
+    const std::int64_t count = std::min(piece_rows, dims[0] - first);
+    const H5Dataspace memory = select_rows(file_space.get(), first, count, "selecting a piece of a dataset");
     if (H5Dread(dataset.get(), H5T_NATIVE_INT64, memory.get(), file_space.get(), xfer.get(), piece.data()) < 0) {
       H5Eclear2(H5E_DEFAULT);
       throw Error("'" + path_ + "': dataset '" + name + "' cannot be read as int64 at rows " + std::to_string(first) +
-                  ".." + std::to_string(first + static_cast<std::int64_t>(count) - 1) +
+                  ".." + std::to_string(first + count - 1) +
                   " (a value out of range, or the file is damaged)");
     }
     consume(std::span<const std::int64_t>(piece.data(), static_cast<std::size_t>(count)));

@@ -2,12 +2,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "output_path.hpp"
 #include "spmd/data/output_set.hpp"
 #include "spmd/data/h5_file.hpp"
-#include "spmd/data/output_space.hpp"
 #include "spmd/runtime/agree.hpp"
 #include "spmd/runtime/check.hpp"
 #include "spmd/runtime/context.hpp"
@@ -18,21 +18,42 @@ namespace spmd::data {
 
 namespace fs = std::filesystem;
 
-namespace {
-
 H5Dataspace make_space(const std::vector<std::int64_t>& shape, const char* hint) {
   if (shape.empty()) return H5Dataspace(SPMD_CHECK_HDF5(H5Screate(H5S_SCALAR), hint));
   std::vector<hsize_t> dims(shape.begin(), shape.end());
   return H5Dataspace(SPMD_CHECK_HDF5(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), hint));
 }
 
-std::uint64_t element_count(const std::vector<std::int64_t>& shape) {
-  std::uint64_t n = 1;
-  for (auto d : shape) n *= static_cast<std::uint64_t>(d);
-  return n;
+H5Dataset create_dataset(hid_t file, const std::string& name, ElementType type, hid_t space, hid_t create_props,
+                         const char* hint) {
+  H5PropList link_props(SPMD_CHECK_HDF5(H5Pcreate(H5P_LINK_CREATE), hint));
+  SPMD_CHECK_HDF5(H5Pset_create_intermediate_group(link_props.get(), 1), hint);
+  return H5Dataset(SPMD_CHECK_HDF5(
+      H5Dcreate2(file, name.c_str(), native_hdf5_type(type), space, link_props.get(), create_props, H5P_DEFAULT), hint));
 }
 
-}  // namespace
+void write_attribute(hid_t file, const std::string& object, const std::string& name, hid_t type,
+                     const std::vector<std::int64_t>& shape, const void* data, const std::string& final_path) {
+  const std::string target = object.empty() ? "/" : object;
+  const std::string hint = "writing attribute '" + name + "' of '" + target + "' in '" + final_path + "'";
+  const htri_t exists = SPMD_CHECK_HDF5(H5Aexists_by_name(file, target.c_str(), name.c_str(), H5P_DEFAULT), hint.c_str());
+  if (exists > 0) SPMD_CHECK_HDF5(H5Adelete_by_name(file, target.c_str(), name.c_str(), H5P_DEFAULT), hint.c_str());
+  H5Dataspace space = make_space(shape, hint.c_str());
+  H5Attribute attr(SPMD_CHECK_HDF5(
+      H5Acreate_by_name(file, target.c_str(), name.c_str(), type, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+      hint.c_str()));
+  if (element_count(shape) > 0) SPMD_CHECK_HDF5(H5Awrite(attr.get(), type, data), hint.c_str());
+}
+
+void write_attribute(hid_t file, const std::string& object, const std::string& name, const std::string& text,
+                     const std::string& final_path) {
+  H5Datatype type(SPMD_CHECK_HDF5(H5Tcopy(H5T_C_S1), "creating a string type"));
+  SPMD_CHECK_HDF5(H5Tset_size(type.get(), std::max<std::size_t>(text.size(), 1)), "sizing a string type");
+  SPMD_CHECK_HDF5(H5Tset_strpad(type.get(), H5T_STR_NULLPAD), "padding a string type");
+  SPMD_CHECK_HDF5(H5Tset_cset(type.get(), H5T_CSET_UTF8), "marking a string type UTF-8");
+  const std::string padded = text.empty() ? std::string(1, '\0') : text;
+  write_attribute(file, object, name, type.get(), {}, padded.data(), final_path);
+}
 
 AtomicH5Writer::AtomicH5Writer(std::string final_path) : final_path_(std::move(final_path)) {
   runtime::TimeScope io(runtime::TimeCategory::Io);
@@ -83,60 +104,41 @@ void AtomicH5Writer::write_raw(const std::string& name, ElementType type, const 
   if (!shortage.empty()) throw Error("cannot write '" + final_path_ + "': " + shortage);
   const std::string hint = "writing dataset '" + name + "' to '" + temp_path_ + "' (for '" + final_path_ + "')";
   H5Dataspace space = make_space(shape, hint.c_str());
-  H5PropList link_props(SPMD_CHECK_HDF5(H5Pcreate(H5P_LINK_CREATE), hint.c_str()));
-  SPMD_CHECK_HDF5(H5Pset_create_intermediate_group(link_props.get(), 1), hint.c_str());
-  const hid_t mem_type = native_hdf5_type(type);
-  H5Dataset dataset(SPMD_CHECK_HDF5(
-      H5Dcreate2(file_.get(), name.c_str(), mem_type, space.get(), link_props.get(), H5P_DEFAULT, H5P_DEFAULT),
-      hint.c_str()));
+  H5Dataset dataset = create_dataset(file_.get(), name, type, space.get(), H5P_DEFAULT, hint.c_str());
   // Nothing to transfer for an empty dataset (and HDF5 rejects a null buffer).
   if (elements > 0)
-    SPMD_CHECK_HDF5(H5Dwrite(dataset.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), hint.c_str());
+    SPMD_CHECK_HDF5(H5Dwrite(dataset.get(), native_hdf5_type(type), H5S_ALL, H5S_ALL, H5P_DEFAULT, data), hint.c_str());
 }
 
-void AtomicH5Writer::write_attribute(const std::string& object, const std::string& name, hid_t file_type,
-                                     hid_t mem_type, const std::vector<std::int64_t>& shape, const void* data) {
+void AtomicH5Writer::write_attribute(const std::string& object, const std::string& name, hid_t type,
+                                     const std::vector<std::int64_t>& shape, const void* data) {
   runtime::TimeScope io(runtime::TimeCategory::Io);
   require_open("write an attribute to");
-  const std::string target = object.empty() ? "/" : object;
-  const std::string hint = "writing attribute '" + name + "' of '" + target + "' in '" + final_path_ + "'";
-  const htri_t exists = SPMD_CHECK_HDF5(H5Aexists_by_name(file_.get(), target.c_str(), name.c_str(), H5P_DEFAULT), hint.c_str());
-  if (exists > 0) SPMD_CHECK_HDF5(H5Adelete_by_name(file_.get(), target.c_str(), name.c_str(), H5P_DEFAULT), hint.c_str());
-  H5Dataspace space = make_space(shape, hint.c_str());
-  H5Attribute attr(SPMD_CHECK_HDF5(
-      H5Acreate_by_name(file_.get(), target.c_str(), name.c_str(), file_type, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
-      hint.c_str()));
-  if (element_count(shape) > 0) SPMD_CHECK_HDF5(H5Awrite(attr.get(), mem_type, data), hint.c_str());
+  data::write_attribute(file_.get(), object, name, type, shape, data, final_path_);
 }
 
 void AtomicH5Writer::set_attribute_string(const std::string& object, const std::string& name, const std::string& value) {
-  // Fixed-length UTF-8 of exactly the text's length: readable by h5py and h5dump alike.
-  H5Datatype type(SPMD_CHECK_HDF5(H5Tcopy(H5T_C_S1), "creating a string type"));
-  SPMD_CHECK_HDF5(H5Tset_size(type.get(), std::max<std::size_t>(value.size(), 1)), "sizing a string type");
-  SPMD_CHECK_HDF5(H5Tset_strpad(type.get(), H5T_STR_NULLPAD), "padding a string type");
-  SPMD_CHECK_HDF5(H5Tset_cset(type.get(), H5T_CSET_UTF8), "marking a string type UTF-8");
-  const std::string padded = value.empty() ? std::string(1, '\0') : value;
-  write_attribute(object, name, type.get(), type.get(), {}, padded.data());
+  runtime::TimeScope io(runtime::TimeCategory::Io);
+  require_open("write an attribute to");
+  data::write_attribute(file_.get(), object, name, value, final_path_);
 }
 
 void AtomicH5Writer::set_attribute_int(const std::string& object, const std::string& name, std::int64_t value) {
-  write_attribute(object, name, H5T_NATIVE_INT64, H5T_NATIVE_INT64, {}, &value);
+  write_attribute(object, name, H5T_NATIVE_INT64, {}, &value);
 }
 
 void AtomicH5Writer::set_attribute_double(const std::string& object, const std::string& name, double value) {
-  write_attribute(object, name, H5T_NATIVE_DOUBLE, H5T_NATIVE_DOUBLE, {}, &value);
+  write_attribute(object, name, H5T_NATIVE_DOUBLE, {}, &value);
 }
 
 void AtomicH5Writer::set_attribute_ints(const std::string& object, const std::string& name,
                                         std::span<const std::int64_t> values) {
-  write_attribute(object, name, H5T_NATIVE_INT64, H5T_NATIVE_INT64, {static_cast<std::int64_t>(values.size())},
-                  values.data());
+  write_attribute(object, name, H5T_NATIVE_INT64, {static_cast<std::int64_t>(values.size())}, values.data());
 }
 
 void AtomicH5Writer::set_attribute_doubles(const std::string& object, const std::string& name,
                                            std::span<const double> values) {
-  write_attribute(object, name, H5T_NATIVE_DOUBLE, H5T_NATIVE_DOUBLE, {static_cast<std::int64_t>(values.size())},
-                  values.data());
+  write_attribute(object, name, H5T_NATIVE_DOUBLE, {static_cast<std::int64_t>(values.size())}, values.data());
 }
 
 void AtomicH5Writer::commit(OutputSet* outputs) {

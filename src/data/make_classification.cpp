@@ -8,6 +8,7 @@
 #include <numeric>
 #include <random>
 #include <sstream>
+#include <tuple>
 #include <unordered_set>
 
 #include "spmd/data/h5_writer.hpp"
@@ -50,6 +51,13 @@ void validate_per_feature(const std::optional<std::vector<double>>& values, cons
     require(v[0] > 0, std::string(name) + " must be > 0 (got " + num(v[0]) + ")");
 }
 
+// The integer parameters in sklearn's order: name, value, the smallest value allowed.
+std::vector<std::tuple<const char*, std::int64_t, int>> counts(const ClassificationParams& p) {
+  return {{"n_samples", p.n_samples, 1},     {"n_features", p.n_features, 1}, {"n_informative", p.n_informative, 1},
+          {"n_redundant", p.n_redundant, 0}, {"n_repeated", p.n_repeated, 0}, {"n_classes", p.n_classes, 1},
+          {"n_clusters_per_class", p.n_clusters_per_class, 1}};
+}
+
 // Class weights completed as sklearn does (n_classes - 1 values: the last is 1 - sum).
 std::vector<double> class_weights(const ClassificationParams& p) {
   if (!p.weights) return std::vector<double>(static_cast<std::size_t>(p.n_classes), 1.0 / p.n_classes);
@@ -61,14 +69,9 @@ std::vector<double> class_weights(const ClassificationParams& p) {
 }  // namespace
 
 void validate(const ClassificationParams& p) {
-  require(p.n_samples >= 1, "n_samples must be >= 1 (got " + std::to_string(p.n_samples) + ")");
-  require(p.n_features >= 1, "n_features must be >= 1 (got " + std::to_string(p.n_features) + ")");
-  require(p.n_informative >= 1, "n_informative must be >= 1 (got " + std::to_string(p.n_informative) + ")");
-  require(p.n_redundant >= 0, "n_redundant must be >= 0 (got " + std::to_string(p.n_redundant) + ")");
-  require(p.n_repeated >= 0, "n_repeated must be >= 0 (got " + std::to_string(p.n_repeated) + ")");
-  require(p.n_classes >= 1, "n_classes must be >= 1 (got " + std::to_string(p.n_classes) + ")");
-  require(p.n_clusters_per_class >= 1,
-          "n_clusters_per_class must be >= 1 (got " + std::to_string(p.n_clusters_per_class) + ")");
+  for (const auto& [name, value, least] : counts(p))
+    require(value >= least,
+            std::string(name) + " must be >= " + std::to_string(least) + " (got " + std::to_string(value) + ")");
   require(p.flip_y >= 0 && p.flip_y <= 1, "flip_y must be in [0, 1] (got " + num(p.flip_y) + ")");
   require(p.class_sep > 0 && std::isfinite(p.class_sep), "class_sep must be > 0 and finite (got " + num(p.class_sep) + ")");
   const std::int64_t used = std::int64_t{p.n_informative} + p.n_redundant + p.n_repeated;
@@ -346,13 +349,7 @@ void write_classification(const std::string& path, const ClassificationData& dat
   writer.set_attribute_string(root, "generator",
                               "spmd-kit make_classification: sklearn's algorithm and parameters, xoshiro256++ "
                               "random stream (not numpy's: the same random_state gives other numbers)");
-  writer.set_attribute_int(root, "n_samples", p.n_samples);
-  writer.set_attribute_int(root, "n_features", p.n_features);
-  writer.set_attribute_int(root, "n_informative", p.n_informative);
-  writer.set_attribute_int(root, "n_redundant", p.n_redundant);
-  writer.set_attribute_int(root, "n_repeated", p.n_repeated);
-  writer.set_attribute_int(root, "n_classes", p.n_classes);
-  writer.set_attribute_int(root, "n_clusters_per_class", p.n_clusters_per_class);
+  for (const auto& [name, value, least] : counts(p)) writer.set_attribute_int(root, name, value);
   if (p.weights)
     writer.set_attribute_doubles(root, "weights", *p.weights);
   else

@@ -9,7 +9,6 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
-#include <utility>
 
 #include "spmd/runtime/agree.hpp"
 #include "spmd/runtime/context.hpp"
@@ -20,13 +19,13 @@ namespace spmd::data {
 
 namespace fs = std::filesystem;
 
-std::string OutputLock::lock_path_for(const std::string& output) {
+namespace {
+
+std::string lock_path_for(const std::string& output) {
   const fs::path target(output);
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
   return (dir / ("." + target.filename().string() + ".lock")).string();
 }
-
-namespace {
 
 std::string holder_text() {
   char host[256] = {0};
@@ -96,31 +95,11 @@ OutputLock::OutputLock(const runtime::Context& ctx, const std::string& output, c
   });
 }
 
-OutputLock::~OutputLock() { release(); }
-
-void OutputLock::release() noexcept {
+OutputLock::~OutputLock() {
   if (fd_ < 0) return;
   live_.release();
   ::unlink(path_.c_str());  // while still locked: nobody can take it between the two
   ::close(fd_);             // releases the flock
-  fd_ = -1;
-}
-
-OutputLock::OutputLock(OutputLock&& other) noexcept
-    : fd_(std::exchange(other.fd_, -1)),
-      path_(std::move(other.path_)),
-      takeover_line_(std::move(other.takeover_line_)),
-      live_(std::move(other.live_)) {}
-
-OutputLock& OutputLock::operator=(OutputLock&& other) noexcept {
-  if (this != &other) {
-    release();
-    fd_ = std::exchange(other.fd_, -1);
-    path_ = std::move(other.path_);
-    takeover_line_ = std::move(other.takeover_line_);
-    live_ = std::move(other.live_);
-  }
-  return *this;
 }
 
 }  // namespace spmd::data

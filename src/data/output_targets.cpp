@@ -3,12 +3,11 @@
 #include <climits>
 #include <cstring>
 #include <filesystem>
-#include <sys/stat.h>
 #include <unistd.h>
 
+#include "spmd/data/file_identity.hpp"
 #include "spmd/data/h5_file.hpp"
 #include "spmd/runtime/error.hpp"
-#include "spmd/runtime/io_deadline.hpp"
 
 namespace spmd::data {
 
@@ -26,21 +25,12 @@ std::size_t decimal_digits(long value) { return std::to_string(value).size(); }
 // One file as the checks see it: its device and inode where it exists, else the absolute
 // path it would be created at (symbolic links in its folders resolved).
 struct Identity {
-  bool exists = false;
-  dev_t device = 0;
-  ino_t inode = 0;
+  FileIdentity file;  // size < 0: absent
   std::string resolved;
 };
 
 Identity identify(const std::string& path) {
-  Identity id;
-  struct stat st {};
-  const runtime::IoDeadline deadline("stat", path);
-  if (::stat(path.c_str(), &st) == 0) {
-    id.exists = true;
-    id.device = st.st_dev;
-    id.inode = st.st_ino;
-  }
+  Identity id{file_identity(path), ""};
   std::error_code ec;
   const fs::path absolute = fs::absolute(path, ec);
   const fs::path resolved = fs::weakly_canonical(ec ? fs::path(path) : absolute, ec);
@@ -49,8 +39,9 @@ Identity identify(const std::string& path) {
 }
 
 bool same_file(const Identity& a, const Identity& b) {
-  if (a.exists && b.exists) return a.device == b.device && a.inode == b.inode;
-  return !a.exists && !b.exists && a.resolved == b.resolved;
+  const bool a_exists = a.file.size >= 0, b_exists = b.file.size >= 0;
+  if (a_exists && b_exists) return a.file.device == b.file.device && a.file.inode == b.file.inode;
+  return !a_exists && !b_exists && a.resolved == b.resolved;
 }
 
 std::string quoted(const FileArgument& f) { return "--" + f.option + " '" + f.path + "'"; }

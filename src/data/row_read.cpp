@@ -25,8 +25,10 @@ H5Dataspace select_rows(hid_t file_space, std::int64_t row0, std::int64_t rows, 
   return H5Dataspace(SPMD_CHECK_HDF5(H5Screate_simple(rank, count.data(), nullptr), hint));
 }
 
+std::string rank_prefix(const runtime::Context& ctx) { return "rank " + std::to_string(ctx.rank()) + ": "; }
+
 std::string with_rank(const runtime::Context& ctx, const std::string& message) {
-  const std::string prefix = "rank " + std::to_string(ctx.rank()) + ": ";
+  const std::string prefix = rank_prefix(ctx);
   return message.rfind(prefix, 0) == 0 ? message : prefix + message;
 }
 

@@ -1,7 +1,7 @@
 #pragma once
 // Private to src/data: reading whole rows [row0, row0 + rows) of a dataset [N, d1, ...], the
 // one hyperslab every reader here makes (dataset.cpp's ShardReader, SerialRowReader,
-// h5_parallel_reader.cpp).
+// h5_parallel_reader.cpp, H5Reader's pieces).
 //
 // The memory dataspace has the rows' own shape [rows, d1, ...], as h5py gives it. With a
 // flat [rows * d1 * ...] one instead, HDF5 1.10 maps every chunk's selection onto memory
@@ -35,7 +35,10 @@ H5Dataspace select_rows(hid_t file_space, std::int64_t row0, std::int64_t rows, 
 void read_rows(const runtime::Context& ctx, hid_t dataset, hid_t mem_type, hid_t xfer, std::int64_t row0,
                std::int64_t rows, void* buffer);
 
-// The message prefixed with "rank R: ", unless a check macro already named the rank.
+// "rank R: ", what messages about one rank's data start with.
+std::string rank_prefix(const runtime::Context& ctx);
+
+// The message prefixed with rank_prefix, unless a check macro already named the rank.
 std::string with_rank(const runtime::Context& ctx, const std::string& message);
 
 // Reads rows [first, first + count) in pieces of at most piece_rows. Every rank makes the

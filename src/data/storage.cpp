@@ -1,7 +1,6 @@
 #include "spmd/data/storage.hpp"
 
 #include <algorithm>
-#include <sstream>
 
 #include "spmd/data/h5_file.hpp"
 #include "spmd/data/h5_handle.hpp"
@@ -29,9 +28,8 @@ constexpr KnownFilter kKnownFilters[] = {
 };
 
 const KnownFilter* known_filter(int id) {
-  for (const auto& f : kKnownFilters)
-    if (f.id == id) return &f;
-  return nullptr;
+  const auto it = std::find_if(std::begin(kKnownFilters), std::end(kKnownFilters), [&](const auto& f) { return f.id == id; });
+  return it == std::end(kKnownFilters) ? nullptr : it;
 }
 
 // Chunks spanned by the extent and chunks written, and whether reading the others is defined.
@@ -126,83 +124,6 @@ void require_defined_values(const StorageInfo& storage, const std::string& path,
               " chunks never written, and the file says not to fill them (fill time never, or no fill value), so "
               "HDF5 gives no values for those rows: write every row, or recreate the dataset with a fill value "
               "(h5py: create_dataset(..., fillvalue=0), the default)");
-}
-
-namespace {
-constexpr std::int64_t kChunkCacheBytes = std::int64_t{1} << 20;  // HDF5's default chunk cache, per dataset
-constexpr std::int64_t kStreamReadBytes = std::int64_t{16} << 20;  // eval streams 16 MiB of float32 rows a read
-
-std::string join_dims(const std::vector<std::int64_t>& dims, const char* sep) {
-  std::string s;
-  for (std::size_t i = 0; i < dims.size(); ++i) s += (i ? sep : "") + std::to_string(dims[i]);
-  return s;
-}
-
-std::string mib(std::int64_t bytes) {
-  std::ostringstream os;
-  os.precision(3);
-  os << static_cast<double>(bytes) / static_cast<double>(kChunkCacheBytes) << " MiB";
-  return os.str();
-}
-
-// Compressed chunks each holding many rows, more of them across a run of rows than HDF5's
-// chunk cache holds: every read of a few rows decompresses the chunks it touches whole
-// again. "" when the chunking reads fine.
-std::string slow_chunking(const StorageInfo& storage, const std::vector<std::int64_t>& shape,
-                          std::int64_t element_bytes, const std::string& path, const std::string& name) {
-  if (storage.filters.empty() || shape.size() < 2 || shape[0] == 0) return "";
-  std::int64_t row_elements = 1, row_chunks = 1, chunk_bytes = element_bytes;
-  for (std::size_t i = 1; i < shape.size(); ++i) {
-    row_elements *= shape[i];
-    row_chunks *= (shape[i] + storage.chunk[i] - 1) / std::max<std::int64_t>(storage.chunk[i], 1);
-  }
-  for (auto c : storage.chunk) chunk_bytes *= c;
-  const std::int64_t band_bytes = row_chunks * chunk_bytes;  // the chunks holding chunk[0] whole rows
-  const std::int64_t read_rows = std::clamp<std::int64_t>(kStreamReadBytes / (4 * std::max<std::int64_t>(row_elements, 1)), 1, shape[0]);
-  const std::int64_t chunk_rows = std::min(storage.chunk[0], shape[0]);
-  if (band_bytes <= kChunkCacheBytes || chunk_rows < 2 * read_rows) return "";
-  std::vector<std::int64_t> better = shape;
-  better[0] = std::clamp<std::int64_t>(kChunkCacheBytes / std::max<std::int64_t>(row_elements * element_bytes, 1), 1, shape[0]);
-  const std::string object = name.rfind('/', 0) == 0 ? name.substr(1) : name;
-  return "slow to read by nature: each compressed chunk " + format_shape(storage.chunk) + " holds " +
-         std::to_string(chunk_rows) + " rows" +
-         (row_chunks > 1 ? " of a part of each row (" + std::to_string(row_chunks) + " chunks to a row)" : std::string()) +
-         ", and the chunks of a run of rows (" + mib(band_bytes) +
-         ") exceed HDF5's 1 MiB chunk cache, so every read of " + std::to_string(read_rows) +
-         " rows (16 MiB of float32, what eval streams) decompresses about " +
-         std::to_string((chunk_rows + read_rows - 1) / read_rows) +
-         "x the rows it uses. Rechunk into whole rows: h5repack -l " + object + ":CHUNK=" + join_dims(better, "x") + " " +
-         path + " rechunked.h5 (h5py: chunks=(" + join_dims(better, ", ") + "))";
-}
-}  // namespace
-
-std::vector<std::string> storage_notes(const StorageInfo& storage, const std::vector<std::int64_t>& shape,
-                                       std::int64_t element_bytes, const std::string& path, const std::string& name) {
-  std::vector<std::string> notes;
-  if (storage.layout != "chunked" || storage.chunk.size() != shape.size()) return notes;
-  if (storage.partly_written()) {
-    std::ostringstream fill;
-    fill << storage.fill_value;
-    notes.push_back(std::to_string(storage.chunks_total - storage.chunks_written) + " of " +
-                    std::to_string(storage.chunks_total) + " chunks never written: " +
-                    (storage.fills_unwritten ? "their rows read as the fill value " + fill.str()
-                                             : std::string("no fill value, so their rows have no values (refused "
-                                                           "as features or labels)")));
-  }
-  if (const std::string slow = slow_chunking(storage, shape, element_bytes, path, name); !slow.empty())
-    notes.push_back(slow);
-  return notes;
-}
-
-std::string describe_filters(const std::vector<FilterInfo>& filters) {
-  if (filters.empty()) return "none";
-  std::string text;
-  for (const auto& f : filters) {
-    if (!text.empty()) text += ", ";
-    text += f.name;
-    if (!f.available) text += " (not available)";
-  }
-  return text;
 }
 
 }  // namespace spmd::data

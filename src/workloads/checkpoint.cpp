@@ -12,7 +12,7 @@
 #include "spmd/data/h5_parallel_reader.hpp"
 #include "spmd/data/h5_parallel_writer.hpp"
 #include "spmd/data/h5_reader.hpp"
-#include "spmd/data/output_space.hpp"
+#include "spmd/data/output_set.hpp"
 #include "spmd/runtime/agree.hpp"
 #include "spmd/runtime/collectives.hpp"
 #include "spmd/runtime/error.hpp"

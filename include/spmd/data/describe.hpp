@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "spmd/data/storage.hpp"
+
 namespace spmd::data {
 
 struct AttributeDescription {
@@ -34,13 +36,10 @@ struct DatasetDescription {
   std::vector<AttributeDescription> attributes;
   // For every 1-D integer dataset (labels, y, ...).
   std::optional<LabelHistogram> histogram;
-  std::string layout;               // contiguous, chunked, compact, virtual
-  std::vector<std::int64_t> chunk;  // chunk dims when chunked
-  std::string filters;              // "gzip, shuffle", "lzf (not available)", "none"
+  StorageInfo storage;  // layout, chunks, filters
   // What spmd can use it as: "features (logreg, eval; CNN: ensemble, eval --model cnn)",
   // "labels", or "not usable: <why>".
   std::string usable;
-  std::int64_t chunks_total = 0, chunks_written = 0;  // chunked only
   // Unwritten chunks, and chunkings slow to read by nature with their fix (storage_notes).
   std::vector<std::string> notes;
 };

@@ -16,7 +16,6 @@
 
 namespace spmd::data {
 
-
 // "PATH (N bytes)", or "PATH (? bytes)" when the size cannot be read. Stored in checkpoints:
 // the text must not change.
 std::string checkpoint_data_identity(const std::string& path);

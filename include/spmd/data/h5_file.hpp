@@ -12,9 +12,11 @@
 // Messages name the file and what the caller wanted from it (`what`, e.g.
 // "features 'images' and labels 'labels'"), so that an error says which input was wrong.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "spmd/data/element_type.hpp"
 #include "spmd/data/h5_handle.hpp"
 
 namespace spmd::runtime {
@@ -32,10 +34,8 @@ std::string special_file_kind(const std::string& path);
 // process can open (a FIFO or device is refused without being opened: that would block).
 void require_readable_file(const std::string& option, const std::string& path);
 
-// Throws spmd::Error unless path is an existing, readable, regular HDF5 file.
-void require_hdf5_file(const std::string& path, const std::string& what);
-
-// Read-only, this process only. Throws spmd::Error.
+// Read-only, this process only. Throws spmd::Error unless path is an existing, readable,
+// regular HDF5 file.
 H5File open_file_serial(const std::string& path, const std::string& what);
 
 // The same for a file this run has already checked (open_file_parallel checks once per
@@ -47,6 +47,13 @@ H5File open_checked_file_serial(const std::string& path, const std::string& what
 // Read-only with MPI-IO over ctx.comm(). Collective: every rank checks the file first,
 // and if any rank cannot use it, every rank throws the same spmd::CollectiveError.
 H5File open_file_parallel(const runtime::Context& ctx, const std::string& path, const std::string& what);
+
+// File access through MPI-IO over ctx.comm(), its metadata read by one rank and broadcast
+// (every rank makes the same metadata calls on the file, which the callers here do).
+H5PropList mpio_file_access(const runtime::Context& ctx, const char* hint);
+
+// A transfer property list asking for collective MPI-IO transfers.
+H5PropList collective_transfer(const char* hint);
 
 // Every dataset in the file, recursively, as absolute names ("/images", "/g/x"), sorted.
 std::vector<std::string> list_datasets(hid_t file);
@@ -60,6 +67,18 @@ H5Dataset open_dataset(hid_t file, const std::string& file_path, const std::stri
 
 // The dataset's dimensions (its dataspace extent); {} for a scalar.
 std::vector<std::int64_t> dataset_dims(hid_t dataset);
+
+// Elements of a dataset of dims (1 for a scalar).
+std::uint64_t element_count(const std::vector<std::int64_t>& dims);
+
+// The integer type of a label column's values: an integer type, or an HDF5 enum over one
+// (h5py stores numpy bools as {FALSE = 0, TRUE = 1} over int8, and categorical labels as
+// enums too), read as its base integers; nullopt for anything else. is_enum: whether
+// hdf5_type is an enum, whatever its base.
+std::optional<ElementType> label_type_of(hid_t hdf5_type, bool& is_enum);
+
+// [N] or [N, 1]: a label column (sklearn and pandas often leave labels as [N, 1]).
+bool is_column(const std::vector<std::int64_t>& dims);
 
 // "[60000, 28, 28, 1]"
 std::string format_shape(const std::vector<std::int64_t>& dims);

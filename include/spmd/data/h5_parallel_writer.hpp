@@ -1,12 +1,9 @@
 #pragma once
 // Atomic HDF5 output written by every rank at once: each rank writes its own rows of each
 // dataset (a hyperslab of the first dimension) with collective MPI-IO transfers, so no rank
-// gathers the whole output. Like AtomicH5Writer (h5_writer.hpp), the file is created as
-// `<dir>/.<name>.tmp.<pid of rank 0>` in the final file's folder and appears under its
-// final name, complete, only at commit(); a failure or an unwinding exception removes the
-// temporary file and leaves an existing file under the final name untouched, and so does a
-// signal that ends any rank while it is written (runtime::LiveFile, on every rank: they
-// share the folder).
+// gathers the whole output. Atomic as AtomicH5Writer (h5_writer.hpp), its temporary named
+// by rank 0's pid; a signal that ends any rank removes it (runtime::LiveFile, on every rank:
+// they share the folder).
 //
 // Every member is collective over ctx.comm(): all ranks call it in the same order with the
 // same names, shapes and attribute values (HDF5's rule for metadata in parallel). Failures
@@ -44,8 +41,6 @@ class ParallelH5Writer {
   ~ParallelH5Writer();
   ParallelH5Writer(const ParallelH5Writer&) = delete;
   ParallelH5Writer& operator=(const ParallelH5Writer&) = delete;
-
-  const std::string& final_path() const { return final_path_; }
 
   // Creates dataset `name` of `shape` (shape[0] rows; groups in the name are created) and
   // writes this rank's rows [first_row, first_row + rows) from data (rows * the product of

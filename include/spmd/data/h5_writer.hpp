@@ -40,9 +40,7 @@ class AtomicH5Writer {
   AtomicH5Writer(const AtomicH5Writer&) = delete;
   AtomicH5Writer& operator=(const AtomicH5Writer&) = delete;
 
-  const std::string& final_path() const { return final_path_; }
   const std::string& temp_path() const { return temp_path_; }
-  bool committed() const { return committed_; }
 
   // A dataset `name` (groups in the name are created: "model/w") of the given shape
   // (row-major; {} for a scalar) holding data, whose size must equal the shape's product.
@@ -73,7 +71,7 @@ class AtomicH5Writer {
 
  private:
   void require_open(const char* operation) const;
-  void write_attribute(const std::string& object, const std::string& name, hid_t file_type, hid_t mem_type,
+  void write_attribute(const std::string& object, const std::string& name, hid_t type,
                        const std::vector<std::int64_t>& shape, const void* data);
   void discard() noexcept;
 

@@ -24,19 +24,13 @@ namespace spmd::data {
 
 class OutputLock {
  public:
-  OutputLock() = default;
   // Collective: rank 0 claims `output` (named in messages as --option) and holds the claim
   // until destruction; every rank throws the same CollectiveError when another process
   // holds it ("in use by another job: host H, pid P, since T").
   OutputLock(const runtime::Context& ctx, const std::string& output, const std::string& option);
   ~OutputLock();
-  OutputLock(OutputLock&& other) noexcept;
-  OutputLock& operator=(OutputLock&& other) noexcept;
   OutputLock(const OutputLock&) = delete;
   OutputLock& operator=(const OutputLock&) = delete;
-
-  // The lock file's path (for tests and messages).
-  static std::string lock_path_for(const std::string& output);
 
   // On rank 0, when the lock file was there unlocked (its holder died without removing
   // it): "# --OPTION 'OUTPUT': taking over a stale lock left by host H, pid P, since T ...\n"
@@ -44,8 +38,6 @@ class OutputLock {
   const std::string& takeover_line() const { return takeover_line_; }
 
  private:
-  void release() noexcept;
-
   int fd_ = -1;
   std::string path_;
   std::string takeover_line_;

@@ -9,6 +9,7 @@
 //
 // The renames themselves are atomic one by one, not as a group; a rename within one folder
 // fails only if the folder itself goes away, and the message then says what was published.
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -42,8 +43,6 @@ class OutputSet {
   // and fsyncs their folders; agreed. Nothing may be staged afterwards.
   void publish();
 
-  bool empty() const { return staged_.empty(); }
-
  private:
   const runtime::Context& ctx_;
   std::vector<std::pair<std::string, std::string>> staged_;  // temporary, final
@@ -59,5 +58,11 @@ void write_text_atomic(const std::string& path, const std::string& text);
 // temporary, whose name is returned; on failure the temporary is removed and spmd::Error
 // names the path and the reason.
 std::string write_text_temporary(const std::string& path, const std::string& text);
+
+// Room for an output before it is written: a full disk found at the end of a run loses the
+// run's work, and MPI-IO reports it as a bare "can't write data". "" when the folder of
+// final_path has at least `bytes` free for this user (statvfs; also "" when that cannot be
+// told), else "No space left on device: 'FOLDER' has N bytes free, WHAT needs M bytes".
+std::string space_shortage(const std::string& final_path, std::uint64_t bytes, const std::string& what);
 
 }  // namespace spmd::data

@@ -45,14 +45,4 @@ void require_decodable(const StorageInfo& storage, const std::string& path, cons
 void require_defined_values(const StorageInfo& storage, const std::string& path, const std::string& role,
                             const std::string& name);
 
-// What `spmd data info` says of a features dataset's storage, beyond its layout line: chunks
-// never written (and what they read as), and chunkings that make reading rows slow by
-// nature, with the h5repack command that rechunks them. Empty when there is nothing to say.
-// shape: the dataset's extent [N, ...]; element_bytes: the stored element's size.
-std::vector<std::string> storage_notes(const StorageInfo& storage, const std::vector<std::int64_t>& shape,
-                                       std::int64_t element_bytes, const std::string& path, const std::string& name);
-
-// "gzip, shuffle" / "lzf (not available)" / "none", for `spmd data info`.
-std::string describe_filters(const std::vector<FilterInfo>& filters);
-
 }  // namespace spmd::data
