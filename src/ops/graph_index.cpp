@@ -1,5 +1,5 @@
 // Graph ops that select or place elements by index or position: Trilu (causal masks),
-// GatherElements (torch.gather), ScatterElements and ScatterND (in-place assignments as
+// GatherElements (torch.gather), GatherND, ScatterElements and ScatterND (in-place assignments as
 // exported), OneHot, TopK. On float and int64 tensors alike; indices may be negative (counted
 // from the end) and are checked.
 #include <algorithm>
@@ -115,6 +115,35 @@ void scatter_nd(const OpCall& c) {
   }
 }
 
+// GatherND: y[b..., q...] = data[b..., indices[b..., q..., :], ...], the first batch_dims
+// dimensions (opset 12) shared by data and indices (tf.gather_nd as tf2onnx exports it).
+void gather_nd(const OpCall& c) {
+  const Tensor& data = c.input(0);
+  const auto idx = c.input(1).as_ints();
+  const auto& ishape = c.input(1).shape;
+  const auto b = static_cast<std::size_t>(c.node.attrs.i("batch_dims", 0));
+  const std::size_t r = data.shape.size();
+  if (ishape.size() < b + 1 || r < b + 1 || ishape.back() < 1 || b + static_cast<std::size_t>(ishape.back()) > r ||
+      !std::equal(ishape.begin(), ishape.begin() + static_cast<std::ptrdiff_t>(b), data.shape.begin()))
+    c.fail("indices " + to_string(ishape) + " do not index data " + to_string(data.shape) + " with batch_dims " + std::to_string(b));
+  const auto depth = static_cast<std::size_t>(ishape.back());
+  std::vector<std::int64_t> shape(ishape.begin(), ishape.end() - 1);
+  shape.insert(shape.end(), data.shape.begin() + static_cast<std::ptrdiff_t>(b + depth), data.shape.end());
+  const auto ds = strides_of(data.shape);
+  std::int64_t batches = 1, per_batch = 1;
+  for (std::size_t k = 0; k < b; ++k) batches *= data.shape[k];
+  for (std::size_t k = b; k + 1 < ishape.size(); ++k) per_batch *= ishape[k];
+  const std::int64_t slice = b == 0 ? data.size() : ds[b - 1], block = b + depth < r ? ds[b + depth - 1] : 1;
+  Tensor& y = *c.out[0];
+  y.reset(data.type, shape);
+  for (std::int64_t q = 0; q < batches * per_batch; ++q) {
+    std::int64_t at = q / per_batch * slice;
+    for (std::size_t d = 0; d < depth; ++d)
+      at += checked_index(c, idx[static_cast<std::size_t>(q) * depth + d], data.shape[b + d]) * ds[b + d];
+    for (std::int64_t e = 0; e < block; ++e) copy_element(y, static_cast<std::size_t>(q * block + e), data, static_cast<std::size_t>(at + e));
+  }
+}
+
 void one_hot(const OpCall& c) {
   const Tensor& indices = c.input(0);
   const std::int64_t depth = static_cast<std::int64_t>(value_at(c.input(1), 0));
@@ -179,6 +208,7 @@ SPMD_REGISTER_GRAPH_OP("GatherElements", gather_elements);
 SPMD_REGISTER_GRAPH_OP("ScatterElements", scatter_elements);
 SPMD_REGISTER_GRAPH_OP("Scatter", scatter_elements);  // opsets 9-10's name for it
 SPMD_REGISTER_GRAPH_OP("ScatterND", scatter_nd);
+SPMD_REGISTER_GRAPH_OP("GatherND", gather_nd);
 SPMD_REGISTER_GRAPH_OP("OneHot", one_hot);
 SPMD_REGISTER_GRAPH_OP("TopK", top_k);
 

@@ -209,3 +209,8 @@ for order in (0, 1):
                                                     dilations=[1, 2], storage_order=order),
                                                   n("Cast", ["ix"], ["y"], to=T.FLOAT)],
          [2, 3, 7, 6], ["v", "y"], [("two", np.array(2.0, np.float32))])
+# GatherND (tf.gather_nd as tf2onnx exports it): whole slices (depth 1), and batch_dims 1 with
+# index pairs, some negative.
+case("gathernd_slices_13", 13, [n("GatherND", ["x", "i"], ["y"])], [4, 3, 5], ["y"], [("i", i64(3, 0, -1).reshape(3, 1))])
+case("gathernd_batch_dims_13", 13, [n("GatherND", ["x", "i"], ["y"], batch_dims=1)], [2, 3, 4, 5], ["y"],
+     [("i", i64(0, 1, 2, -1, -3, 3, 1, 0).reshape(2, 2, 2))])
