@@ -456,6 +456,32 @@ TEST(CudaOnnx, SupportCheckNamesTheNodeAndTheOpTheGpuLacks) {
     OnnxTestGraph::attr(cast, "to", std::int64_t{1});
   });
   EXPECT_EQ(spmd::backends::cuda::onnx_unsupported_cuda(*host_only), "");
+  // An If over host data only (a condition from the batch size): no CPU op runs it on the host
+  // there, so the plan refuses it (auto runs such a model on the CPU).
+  const auto host_if = load([](OnnxTestGraph& g) {
+    g.node("Flatten", {"x"}, {"y"});
+    g.node("Shape", {"x"}, {"s"});
+    g.node("ReduceProd", {"s"}, {"p"});
+    g.node("Equal", {"p", "p"}, {"cond"});
+    auto& branch_if = g.node("If", {"cond"}, {"z"});
+    for (const char* name : {"then_branch", "else_branch"}) {
+      auto* a = branch_if.add_attribute();
+      a->set_name(name);
+      a->set_type(onnx::AttributeProto::GRAPH);
+      onnx::GraphProto& b = *a->mutable_g();
+      b.set_name(name);
+      auto* c = b.add_node();
+      c->set_op_type("Constant");
+      c->add_output(std::string(name) + "_z");
+      auto* v = c->add_attribute();
+      v->set_name("value_int");
+      v->set_type(onnx::AttributeProto::INT);
+      v->set_i(1);
+      b.add_output()->set_name(std::string(name) + "_z");
+    }
+  });
+  EXPECT_EQ(spmd::backends::cuda::onnx_unsupported_cuda(*host_if),
+            "node 'z' (If, whose sub-graphs the CUDA backend does not run)");
 }
 
 }  // namespace

@@ -108,6 +108,12 @@ GraphPlan plan_graph(const models::OnnxGraph& graph, const std::vector<ops::Tens
     for (const int k : node.inputs)
       reads_device = reads_device || (k >= 0 && static_cast<std::size_t>(k) >= constants && !ints[static_cast<std::size_t>(k)]);
     plan.host_node[n] = !reads_device || node.op == "Shape" || node.op == "Size";
+    // A host node runs the CPU's op; an If or Loop (sub-graphs, run by the CPU's OnnxRunner
+    // alone) has none, even over host data only.
+    if (plan.host_node[n] && ops::find_graph_op(node.op) == nullptr) {
+      plan.unsupported = node_text(node, ", whose sub-graphs the CUDA backend does not run");
+      return plan;
+    }
     if (plan.host_node[n]) continue;
     if (find_cuda_graph_op(node.op) == nullptr) {
       plan.unsupported = node_text(node, ", which the CUDA backend lacks");
