@@ -1,6 +1,6 @@
 // Graph ops that select or place elements by index or position: Trilu (causal masks),
 // GatherElements (torch.gather), GatherND, ScatterElements and ScatterND (in-place assignments as
-// exported), OneHot, TopK. On float and int64 tensors alike; indices may be negative (counted
+// exported), OneHot, TopK, NonZero. On float and int64 tensors alike; indices may be negative (counted
 // from the end) and are checked.
 #include <algorithm>
 #include <numeric>
@@ -144,6 +144,23 @@ void gather_nd(const OpCall& c) {
   }
 }
 
+// NonZero: the indices of the non-zero elements, [rank, count] in row-major order (a constant
+// mask's, folded at load; torch.nonzero, boolean indexing).
+void non_zero(const OpCall& c) {
+  const Tensor& x = c.input(0);
+  const std::size_t r = x.shape.size();
+  std::vector<std::int64_t> found;
+  for (std::size_t e = 0; e < static_cast<std::size_t>(x.size()); ++e)
+    if (value_at(x, e) != 0.0) found.push_back(static_cast<std::int64_t>(e));
+  const auto count = static_cast<std::int64_t>(found.size());
+  const auto strides = strides_of(x.shape);
+  Tensor& y = *c.out[0];
+  y.reset(ElemType::Int64, {static_cast<std::int64_t>(r), count});
+  for (std::size_t d = 0; d < r; ++d)
+    for (std::int64_t k = 0; k < count; ++k)
+      y.i[d * static_cast<std::size_t>(count) + static_cast<std::size_t>(k)] = found[static_cast<std::size_t>(k)] / strides[d] % x.shape[d];
+}
+
 void one_hot(const OpCall& c) {
   const Tensor& indices = c.input(0);
   const std::int64_t depth = static_cast<std::int64_t>(value_at(c.input(1), 0));
@@ -209,6 +226,7 @@ SPMD_REGISTER_GRAPH_OP("ScatterElements", scatter_elements);
 SPMD_REGISTER_GRAPH_OP("Scatter", scatter_elements);  // opsets 9-10's name for it
 SPMD_REGISTER_GRAPH_OP("ScatterND", scatter_nd);
 SPMD_REGISTER_GRAPH_OP("GatherND", gather_nd);
+SPMD_REGISTER_GRAPH_OP("NonZero", non_zero);
 SPMD_REGISTER_GRAPH_OP("OneHot", one_hot);
 SPMD_REGISTER_GRAPH_OP("TopK", top_k);
 

@@ -13,7 +13,7 @@
 # PyTorch on the same rounded values); Conv3d and MaxPool3d; PixelShuffle / PixelUnshuffle; torch.std,
 # var and var_mean (their element count as int64 shape arithmetic); F.grid_sample in each mode
 # (bilinear / zeros, nearest / border with align_corners, bicubic / reflection); max_pool2d's
-# indices (MaxPool's Indices output). Each against PyTorch's outputs: probabilities within 1e-4, the
+# indices (MaxPool's Indices output); x[:, mask] with a boolean buffer (NonZero). Each against PyTorch's outputs: probabilities within 1e-4, the
 # same classes (but for ties within 1e-4); the predictions file byte-identical on 1x1 and 3x2
 # ranks x devices with a per-device batch that is no multiple of the fixed one.
 source "$(dirname "$0")/../support/cli_lib.sh"
@@ -72,6 +72,7 @@ check pixel_shuffle "output 'output' logits"
 check standardize "output 'output' logits"
 for mode in bilinear nearest bicubic; do check "grid_sample_$mode" "output 'output' logits"; done
 check pool_indices "output 'output' logits"
+check mask_select "output 'output' logits"
 check float16 "\[batch, 1, 28, 28\] from stored NHWC .*, float16: the features rounded to it, computed in float32"
 check uint8_images "input 'input' \[batch, 28, 28, 1\], uint8: the stored values as they are"
 refuse uint8_scaled 2 "--input-scale 1/255: the ONNX model's input 'input' is uint8, which takes the stored values as they are" \

@@ -214,3 +214,6 @@ for order in (0, 1):
 case("gathernd_slices_13", 13, [n("GatherND", ["x", "i"], ["y"])], [4, 3, 5], ["y"], [("i", i64(3, 0, -1).reshape(3, 1))])
 case("gathernd_batch_dims_13", 13, [n("GatherND", ["x", "i"], ["y"], batch_dims=1)], [2, 3, 4, 5], ["y"],
      [("i", i64(0, 1, 2, -1, -3, 3, 1, 0).reshape(2, 2, 2))])
+# NonZero on values known only at run time (its output's length too).
+case("nonzero_runtime_13", 13, [n("Relu", ["x"], ["r"]), n("NonZero", ["r"], ["i"]), n("Cast", ["i"], ["y"], to=T.FLOAT)], [3, 4, 2],
+     ["y"])

@@ -4,7 +4,7 @@ writes x.reshape(x.size(0), -1), fixed in a Reshape too), with dynamic height an
 convolutional net), several outputs, a [batch, 1, classes] output, LocalResponseNorm (an If and a 3-D pool in the export), uint8
 images scaled inside the graph, F.interpolate (nearest, bilinear, bicubic), transposed convolutions, a float16 model, Conv3d and
 MaxPool3d, PixelShuffle / PixelUnshuffle, torch.std / var (int64 shape arithmetic), F.grid_sample
-(opset 16), max_pool2d's indices; and PyTorch's outputs.
+(opset 16), max_pool2d's indices, boolean-mask indexing; and PyTorch's outputs.
 
   torch_export_styles.py names                 one line per model: NAME
   torch_export_styles.py export DIR            writes DIR/NAME.onnx
@@ -231,6 +231,16 @@ class PoolIndices(nn.Module):  # max_pool2d's indices used (as PyTorch 2's expor
         return self.fc(torch.cat([v, (i % 7).float() * 0.1], 1).flatten(1))
 
 
+class MaskSelect(nn.Module):  # a fixed feature selection by a boolean mask buffer (NonZero, folded at load)
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("keep", torch.arange(784) % 3 != 1)
+        self.fc = nn.Linear(int(self.keep.sum()), 10)
+
+    def forward(self, x):
+        return self.fc(torch.relu(x.flatten(1)[:, self.keep]))
+
+
 # name: (class, example input batch, input shape without the batch, the input's dynamic axes)
 BATCH, HW = {0: "batch"}, {0: "batch", 2: "height", 3: "width"}
 MODELS = {
@@ -254,6 +264,7 @@ MODELS = {
     "grid_sample_nearest": (SampledNearest, 2, [1, 28, 28], BATCH),
     "grid_sample_bicubic": (SampledBicubic, 2, [1, 28, 28], BATCH),
     "pool_indices": (PoolIndices, 2, [1, 28, 28], BATCH),
+    "mask_select": (MaskSelect, 2, [1, 28, 28], BATCH),
 }
 
 
