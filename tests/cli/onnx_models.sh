@@ -226,7 +226,7 @@ def save(name, nodes, inputs, outputs, inits=()):
 x = helper.make_tensor_value_info("x", T.FLOAT, ["batch", 28, 28, 1])
 y = helper.make_tensor_value_info("y", T.FLOAT, ["batch", 10])
 save("unsupported", [helper.make_node("GlobalLpPool", ["x"], ["e"]),
-                     helper.make_node("NonZero", ["e"], ["y"])], [x], [y])
+                     helper.make_node("Det", ["e"], ["y"])], [x], [y])
 save("dynamic", [helper.make_node("Flatten", ["x"], ["y"])],
      [helper.make_tensor_value_info("x", T.FLOAT, ["batch", "h", 29, 1])], [y])
 save("wrong_input", [helper.make_node("Flatten", ["x"], ["y"])],
@@ -235,7 +235,7 @@ open(f"{work}/garbage.onnx", "wb").write(b"this is not a protobuf \xff\xfe")
 PYEOF
 }
 run bad_models 0 60 make_bad_models
-refuse unsupported_ops 2 "uses ops spmd does not run: GlobalLpPool \(1 node\), NonZero \(1 node\)" \
+refuse unsupported_ops 2 "uses ops spmd does not run: Det \(1 node\), GlobalLpPool \(1 node\)" \
   "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/unsupported.onnx" --predictions "$OUT/p.h5"
 refuse dynamic_dim 2 "input 'x' \[batch, -1, 29, 1\] \(-1: symbolic\) cannot take its sizes from the data's samples \[28, 28, 1\]" \
   "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/dynamic.onnx" --predictions "$OUT/p.h5"
