@@ -126,7 +126,10 @@ void clip_ints(const OpCall& c) {
     return c.has_input(k) && c.input(k).size() > 0 ? c.input(k).as_ints().at(0) : none;
   };
   const std::int64_t lo = bound(1, std::numeric_limits<std::int64_t>::min()), hi = bound(2, std::numeric_limits<std::int64_t>::max());
-  unary_or_int(c, [](float v) { return v; }, [lo, hi](std::int64_t v) { return std::min(std::max(v, lo), hi); });
+  const Tensor& x = c.input(0);
+  Tensor& y = *c.out[0];
+  y.reset(ElemType::Int64, x.shape);
+  std::transform(x.i.begin(), x.i.end(), y.i.begin(), [lo, hi](std::int64_t v) { return std::min(std::max(v, lo), hi); });
 }
 
 void clip(const OpCall& c) {

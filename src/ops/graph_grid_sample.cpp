@@ -49,12 +49,6 @@ struct Sampler {
     return y >= 0 && y < h && x >= 0 && x < w ? plane[y * w + x] : 0.0f;
   }
 
-  // A bicubic tap: its integer coordinates padded as coordinates, then read (0 outside).
-  float tap(const float* plane, std::int64_t h, std::int64_t w, std::int64_t y, std::int64_t x) const {
-    return at(plane, h, w, static_cast<std::int64_t>(pad(static_cast<float>(y), h)),
-              static_cast<std::int64_t>(pad(static_cast<float>(x), w)));
-  }
-
   static float cubic(float v0, float v1, float v2, float v3, float t) {
     constexpr float a = -0.75f;
     const auto near = [](float d) { return ((a + 2.0f) * d - (a + 3.0f)) * d * d + 1.0f; };
@@ -62,25 +56,53 @@ struct Sampler {
     return v0 * far(t + 1.0f) + v1 * near(t) + v2 * near(1.0f - t) + v3 * far(2.0f - t);
   }
 
-  float sample(const float* plane, std::int64_t h, std::int64_t w, float gx, float gy) const {
+  // Where a grid point reads, the same for every channel: its taps' rows and columns (padded
+  // as the mode says; read as 0 outside the image) and the fractions between them.
+  struct Taps {
+    std::int64_t ys[4], xs[4];
+    float tx, ty;
+  };
+  Taps taps(std::int64_t h, std::int64_t w, float gx, float gy) const {
+    Taps t{};
     float x = unnormalise(gx, w), y = unnormalise(gy, h);
-    if (mode == Sampling::Cubic) {
+    if (mode == Sampling::Cubic) {  // each tap's coordinate padded on its own
       const float x0 = std::floor(x), y0 = std::floor(y);
       const auto ix = static_cast<std::int64_t>(x0), iy = static_cast<std::int64_t>(y0);
-      float rows[4];
-      for (std::int64_t r = 0; r < 4; ++r)
-        rows[r] = cubic(tap(plane, h, w, iy - 1 + r, ix - 1), tap(plane, h, w, iy - 1 + r, ix), tap(plane, h, w, iy - 1 + r, ix + 1),
-                        tap(plane, h, w, iy - 1 + r, ix + 2), x - x0);
-      return cubic(rows[0], rows[1], rows[2], rows[3], y - y0);
+      for (std::int64_t k = 0; k < 4; ++k) {
+        t.ys[k] = static_cast<std::int64_t>(pad(static_cast<float>(iy - 1 + k), h));
+        t.xs[k] = static_cast<std::int64_t>(pad(static_cast<float>(ix - 1 + k), w));
+      }
+      t.tx = x - x0;
+      t.ty = y - y0;
+      return t;
     }
     x = pad(x, w);
     y = pad(y, h);
-    if (mode == Sampling::Nearest)
-      return at(plane, h, w, static_cast<std::int64_t>(std::nearbyint(y)), static_cast<std::int64_t>(std::nearbyint(x)));
-    const float x0 = std::floor(x), y0 = std::floor(y), tx = x - x0, ty = y - y0;
-    const auto ix = static_cast<std::int64_t>(x0), iy = static_cast<std::int64_t>(y0);
-    return at(plane, h, w, iy, ix) * (1.0f - tx) * (1.0f - ty) + at(plane, h, w, iy, ix + 1) * tx * (1.0f - ty) +
-           at(plane, h, w, iy + 1, ix) * (1.0f - tx) * ty + at(plane, h, w, iy + 1, ix + 1) * tx * ty;
+    if (mode == Sampling::Nearest) {
+      t.ys[0] = static_cast<std::int64_t>(std::nearbyint(y));
+      t.xs[0] = static_cast<std::int64_t>(std::nearbyint(x));
+      return t;
+    }
+    const float x0 = std::floor(x), y0 = std::floor(y);
+    t.xs[0] = static_cast<std::int64_t>(x0);
+    t.ys[0] = static_cast<std::int64_t>(y0);
+    t.xs[1] = t.xs[0] + 1;
+    t.ys[1] = t.ys[0] + 1;
+    t.tx = x - x0;
+    t.ty = y - y0;
+    return t;
+  }
+
+  float sample(const float* plane, std::int64_t h, std::int64_t w, const Taps& t) const {
+    const auto v = [&](int r, int k) { return at(plane, h, w, t.ys[r], t.xs[k]); };
+    if (mode == Sampling::Nearest) return v(0, 0);
+    if (mode == Sampling::Cubic) {
+      float rows[4];
+      for (int r = 0; r < 4; ++r) rows[r] = cubic(v(r, 0), v(r, 1), v(r, 2), v(r, 3), t.tx);
+      return cubic(rows[0], rows[1], rows[2], rows[3], t.ty);
+    }
+    return v(0, 0) * (1.0f - t.tx) * (1.0f - t.ty) + v(0, 1) * t.tx * (1.0f - t.ty) + v(1, 0) * (1.0f - t.tx) * t.ty +
+           v(1, 1) * t.tx * t.ty;
   }
 };
 
@@ -109,11 +131,11 @@ void grid_sample(const OpCall& c) {
   Tensor& y = *c.out[0];
   y.reset(ElemType::Float32, {n, channels, grid.shape[1], grid.shape[2]});
   for (std::int64_t b = 0; b < n; ++b)
-    for (std::int64_t ch = 0; ch < channels; ++ch) {
-      const float* plane = x.f.data() + (b * channels + ch) * h * w;
-      const float* g = grid.f.data() + b * points * 2;
-      float* out = y.f.data() + (b * channels + ch) * points;
-      for (std::int64_t p = 0; p < points; ++p) out[p] = s.sample(plane, h, w, g[2 * p], g[2 * p + 1]);
+    for (std::int64_t p = 0; p < points; ++p) {
+      const float* g = grid.f.data() + (b * points + p) * 2;
+      const Sampler::Taps t = s.taps(h, w, g[0], g[1]);
+      for (std::int64_t ch = 0; ch < channels; ++ch)
+        y.f[static_cast<std::size_t>((b * channels + ch) * points + p)] = s.sample(x.f.data() + (b * channels + ch) * h * w, h, w, t);
     }
 }
 
