@@ -169,10 +169,15 @@ TEST(GraphPool, MatchesTheDefinitionOnRandomGeometries) {
     Geometry g = random_geometry(rng);
     g.group = 1;
     g.m = g.c;
-    g.dh = g.dw = 1;  // AveragePool has no dilations; MaxPool's are covered by ONNX's own tests
     const bool ceil_mode = trial % 4 == 0, include_pad = trial % 3 == 0, is_max = trial % 2 == 0;
-    if (trial % 5 == 0) g.top = g.left = g.bottom = g.right = 0;  // the path without bounds checks, or its edge
-    if (trial % 8 == 0) {  // the vectorised 2x2 / 2 max-pool, here under ceil_mode (odd sizes: a last window past the edge)
+    if (!is_max) g.dh = g.dw = 1;  // AveragePool has no dilations
+    if (trial % 3 == 1) {  // the unrolled kernels: 2x2, 3x3, 1-D 2 and 3, column strides 1 and 2
+      g.kw = 2 + trial / 3 % 2;
+      g.kh = trial % 7 == 0 ? 1 : g.kw;
+      g.sw = 1 + trial / 6 % 2;
+    }
+    if (trial % 5 == 0) g.top = g.left = g.bottom = g.right = 0;  // planes pooled in place (no frame), or just past it
+    if (trial % 8 == 0) {  // 2x2 / 2, here under ceil_mode (odd sizes: a last window past the edge, framed)
       g.kh = g.kw = g.sh = g.sw = 2;
       g.top = g.left = g.bottom = g.right = 0;
     }
@@ -184,7 +189,8 @@ TEST(GraphPool, MatchesTheDefinitionOnRandomGeometries) {
       const int span = in + lo + hi - k;
       return span < 0 ? 0 : (ceil_mode ? (span + s - 1) / s : span / s) + 1;
     };
-    const int oh = out_size(g.h, g.top, g.bottom, g.kh, g.sh), ow = out_size(g.w, g.left, g.right, g.kw, g.sw);
+    const int oh = out_size(g.h, g.top, g.bottom, (g.kh - 1) * g.dh + 1, g.sh),
+              ow = out_size(g.w, g.left, g.right, (g.kw - 1) * g.dw + 1, g.sw);
     if (oh < 1 || ow < 1) continue;
     const Tensor x = random_tensor({g.n, g.c, g.h, g.w}, rng);
     GraphNode node = window_node(is_max ? "MaxPool" : "AveragePool", g);
@@ -202,7 +208,7 @@ TEST(GraphPool, MatchesTheDefinitionOnRandomGeometries) {
           int count = 0, padded = 0;
           for (int ky = 0; ky < g.kh; ++ky)
             for (int kx = 0; kx < g.kw; ++kx) {
-              const int iy = oy * g.sh - g.top + ky, ix = ox * g.sw - g.left + kx;
+              const int iy = oy * g.sh - g.top + ky * g.dh, ix = ox * g.sw - g.left + kx * g.dw;
               if (iy < g.h + g.bottom && ix < g.w + g.right) ++padded;  // windows past the padding (ceil_mode) count less
               if (iy < 0 || iy >= g.h || ix < 0 || ix >= g.w) continue;
               const double v = x.f[static_cast<std::size_t>((plane * g.h + iy) * g.w + ix)];
