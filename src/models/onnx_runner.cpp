@@ -9,13 +9,16 @@
 namespace spmd::models {
 
 OnnxRunner::OnnxRunner(std::shared_ptr<const OnnxGraph> graph)
-    : graph_(std::move(graph)), tensors_(graph_->tensor_count_), last_size_(graph_->tensor_count_, 0) {}
+    : graph_(std::move(graph)), tensors_(graph_->tensor_count_), last_size_(graph_->tensor_count_, 0),
+      prepared_(graph_->nodes_.size()) {}
 
 std::int64_t OnnxRunner::tensor_bytes() const {
   std::int64_t bytes = 0;
   for (const auto& t : tensors_)
     bytes += static_cast<std::int64_t>(t.f.capacity() * sizeof(float) + t.i.capacity() * sizeof(std::int64_t));
   for (const auto& v : pool_) bytes += static_cast<std::int64_t>(v.capacity() * sizeof(float));
+  for (const auto& p : prepared_)
+    if (p) bytes += p->bytes();
   for (const auto& pair : branch_runners_)
     for (const auto& r : pair)
       if (r) bytes += r->tensor_bytes();
@@ -122,6 +125,9 @@ void OnnxRunner::run(const NodeObserver& after_each) {
     }
     ops::OpCall call{node, in_, out_};
     if (g.input0_dies_[n]) call.dying_input0 = &tensors_[static_cast<std::size_t>(node.inputs[0])];
+    call.prepared = &prepared_[n];
+    for (std::size_t k = 0; k < node.inputs.size() && k < 64; ++k)
+      if (node.inputs[k] >= 0 && static_cast<std::size_t>(node.inputs[k]) < g.constants_.size()) call.constant_inputs |= 1ull << k;
     if (const auto b = node.attrs.ints.find(kBranchesAttr); b != node.attrs.ints.end())
       run_if(call, static_cast<std::size_t>(b->second));
     else if (const auto l = node.attrs.ints.find(kLoopAttr); l != node.attrs.ints.end())

@@ -139,59 +139,68 @@ void im2col(const float* in, const Window& g, std::int64_t channels, std::int64_
 // (channel, ky, kx) reads one phase plane at one offset, so the GEMM takes its row of the
 // virtual im2col matrix straight from there. It computes oH rows of wq = ceil((W + pads) / sW)
 // columns, of which the first oW are the output (the rest wrap into the next row). Only the
-// phases some tap reads are kept (a 1x1 kernel of stride 2 reads one of four).
+// phases some tap reads are kept (a 1x1 kernel of stride 2 reads one of four). What depends
+// only on the geometry and the weights (offsets, weights in the GEMM's order, row copies) is
+// made once per node and shape and kept by the runner.
 class DirectConv {
  public:
-  // planes, wide: scratch kept by the caller from call to call (no allocation once the
-  // largest geometry has run); the groups of one node may share them.
   DirectConv(const Window& g, std::int64_t channels, std::int64_t kh, std::int64_t kw, const float* weights,
-             std::int64_t out_channels, FloatBuffer& planes, FloatBuffer& wide)
-      : g_(g), c_(channels), m_(out_channels), planes_(planes), wide_(wide) {
+             std::int64_t out_channels)
+      : g_(g), c_(channels), m_(out_channels) {
     hq_ = (g.h + g.top + g.bottom + g.sh - 1) / g.sh;
     wq_ = (g.w + g.left + g.right + g.sw - 1) / g.sw;
-    slot_.assign(static_cast<std::size_t>(g.sh * g.sw), -1);
+    std::vector<std::int64_t> slot(static_cast<std::size_t>(g.sh * g.sw), -1);  // phase -> its plane, or -1
     for (std::int64_t ky = 0; ky < kh; ++ky)
       for (std::int64_t kx = 0; kx < kw; ++kx) {
-        auto& slot = slot_[static_cast<std::size_t>((ky * g.dh % g.sh) * g.sw + kx * g.dw % g.sw)];
-        if (slot < 0) slot = phases_++;
+        auto& s = slot[static_cast<std::size_t>((ky * g.dh % g.sh) * g.sw + kx * g.dw % g.sw)];
+        if (s < 0) s = phases_++;
       }
     const std::int64_t k = channels * kh * kw, plane = hq_ * wq_, n = g.oh * wq_;
     offsets_.resize(static_cast<std::size_t>(k));
     weights_t_.resize(static_cast<std::size_t>(k * out_channels));
-    std::int64_t end = channels * phases_ * plane;
+    floats_ = channels * phases_ * plane;
     for (std::int64_t ci = 0; ci < channels; ++ci)
       for (std::int64_t ky = 0; ky < kh; ++ky)
         for (std::int64_t kx = 0; kx < kw; ++kx) {
           const std::int64_t tap = (ci * kh + ky) * kw + kx, y = ky * g.dh, x = kx * g.dw;
-          const std::int64_t slot = slot_[static_cast<std::size_t>((y % g.sh) * g.sw + x % g.sw)];
-          const std::int64_t at = (ci * phases_ + slot) * plane + y / g.sh * wq_ + x / g.sw;
+          const std::int64_t s = slot[static_cast<std::size_t>((y % g.sh) * g.sw + x % g.sw)];
+          const std::int64_t at = (ci * phases_ + s) * plane + y / g.sh * wq_ + x / g.sw;
           offsets_[static_cast<std::size_t>(tap)] = at;
-          end = std::max(end, at + n);  // the last row's wrapped columns run past the planes
+          floats_ = std::max(floats_, at + n);  // the last row's wrapped columns run past the planes
           for (std::int64_t o = 0; o < out_channels; ++o)
             weights_t_[static_cast<std::size_t>(tap * out_channels + o)] = weights[o * k + tap];
         }
-    planes_.assign(static_cast<std::size_t>(end), 0.0f);
-    if (wq_ != g.ow) wide_.resize(static_cast<std::size_t>(out_channels * n));
     // Input row y, columns x with (x + left) % sW == b: phase plane (r % sH, b) of r = y + top,
     // row r / sH, from column (x + left) / sW of the first such x.
     for (std::int64_t y = 0; y < g.h; ++y)
       for (std::int64_t b = 0; b < g.sw; ++b) {
-        const std::int64_t r = y + g.top, slot = slot_[static_cast<std::size_t>((r % g.sh) * g.sw + b)];
-        if (slot < 0) continue;
+        const std::int64_t r = y + g.top, s = slot[static_cast<std::size_t>((r % g.sh) * g.sw + b)];
+        if (s < 0) continue;
         const std::int64_t first = ((b - g.left) % g.sw + g.sw) % g.sw;
-        row_copies_.push_back({y, first, slot * plane + r / g.sh * wq_ + (first + g.left) / g.sw});
+        row_copies_.push_back({y, first, s * plane + r / g.sh * wq_ + (first + g.left) / g.sw});
       }
   }
 
-  // in [C, H, W] of this group -> out [M, oH, oW].
-  void run(const models::cnn_cpu::Kernels& kernels, const float* in, const float* bias, bool relu, float* out) {
+  // The phase planes' floats (zeroed once per call: each image writes their interior only) and
+  // the wide output's (0 where the output is written in place).
+  std::int64_t plane_floats() const { return floats_; }
+  std::int64_t wide_floats() const { return wq_ == g_.ow ? 0 : m_ * g_.oh * wq_; }
+  std::int64_t bytes() const {
+    return static_cast<std::int64_t>((offsets_.size() * sizeof(long)) + weights_t_.size() * sizeof(float) +
+                                     row_copies_.size() * sizeof(RowCopy));
+  }
+
+  // in [C, H, W] of this group -> out [M, oH, oW], through planes (plane_floats(), borders zero)
+  // and wide (wide_floats()).
+  void run(const models::cnn_cpu::Kernels& kernels, const float* in, const float* bias, bool relu, float* planes,
+           float* wide, float* out) const {
     const std::int64_t h = g_.h, w = g_.w, sw = g_.sw, channel_floats = phases_ * hq_ * wq_;
     for (std::int64_t ci = 0; ci < c_; ++ci) {
       const float* image = in + ci * h * w;
-      float* planes = planes_.data() + ci * channel_floats;
+      float* channel = planes + ci * channel_floats;
       for (const RowCopy& rc : row_copies_) {
         const float* src = image + rc.row * w;
-        float* dst = planes + rc.to;
+        float* dst = channel + rc.to;
         if (sw == 1) {
           copy_row(src, w, dst);
           continue;
@@ -200,25 +209,34 @@ class DirectConv {
       }
     }
     const std::int64_t n = g_.oh * wq_, ow = g_.ow, rows = m_ * g_.oh;
-    float* c = wq_ == ow ? out : wide_.data();
+    float* c = wq_ == ow ? out : wide;
     kernels.gemm_offset_rows(static_cast<int>(m_), static_cast<int>(n), static_cast<int>(offsets_.size()),
-                             weights_t_.data(), planes_.data(), offsets_.data(), c, n, {nullptr, relu, bias});
+                             weights_t_.data(), planes, offsets_.data(), c, n, {nullptr, relu, bias});
     if (c == out) return;
     for (std::int64_t row = 0; row < rows; ++row) copy_row(c + row * wq_, ow, out + row * ow);
   }
 
  private:
   Window g_;
-  std::int64_t c_, m_, hq_ = 0, wq_ = 0, phases_ = 0;
-  std::vector<std::int64_t> slot_;  // phase (row % sH) * sW + column % sW -> its plane, or -1
+  std::int64_t c_, m_, hq_ = 0, wq_ = 0, phases_ = 0, floats_ = 0;
   struct RowCopy {
     std::int64_t row, first, to;  // input row, its first column copied, where it goes in a channel's planes
   };
   std::vector<RowCopy> row_copies_;
   std::vector<long> offsets_;
   FloatBuffer weights_t_;
-  FloatBuffer& planes_;
-  FloatBuffer& wide_;
+};
+
+// A Conv node's DirectConv per group for one input shape (batch aside), kept by the runner
+// where the weights are the graph's constants.
+struct DirectConvs final : Prepared {
+  std::vector<std::int64_t> sample_shape;
+  std::vector<DirectConv> groups;
+  std::int64_t bytes() const override {
+    std::int64_t b = 0;
+    for (const auto& d : groups) b += d.bytes();
+    return b;
+  }
 };
 
 // Conv: X [N, C, H, W], W [M, C/group, kH, kW], optional B [M]. Per image and group one GEMM
@@ -252,10 +270,24 @@ void conv(const OpCall& call) {
   FloatBuffer& col = scratch(Scratch::Im2col);
   FloatBuffer& phase_planes = scratch(Scratch::ConvPlanes);
   FloatBuffer& wide = scratch(Scratch::ConvWide);
-  std::vector<DirectConv> planes;
-  if (direct)
-    for (std::int64_t gi = 0; gi < group; ++gi)
-      planes.emplace_back(g, cg, kh, kw, wt.f.data() + gi * mg * k, mg, phase_planes, wide);
+  const std::vector<std::int64_t> sample_shape(x.shape.begin() + 1, x.shape.end());
+  // Each group's DirectConv, kept by the runner where the weights are the graph's constants.
+  std::unique_ptr<DirectConvs> local;
+  DirectConvs* convs = nullptr;
+  if (direct) {
+    const bool keep = call.prepared != nullptr && call.constant_input(1);
+    if (keep) convs = dynamic_cast<DirectConvs*>(call.prepared->get());
+    if (convs == nullptr || convs->sample_shape != sample_shape) {
+      auto made = std::make_unique<DirectConvs>();
+      made->sample_shape = sample_shape;
+      for (std::int64_t gi = 0; gi < group; ++gi) made->groups.emplace_back(g, cg, kh, kw, wt.f.data() + gi * mg * k, mg);
+      convs = made.get();
+      if (keep) *call.prepared = std::move(made);
+      else local = std::move(made);
+    }
+    phase_planes.assign(static_cast<std::size_t>(convs->groups.front().plane_floats()), 0.0f);
+    wide.resize(static_cast<std::size_t>(convs->groups.front().wide_floats()));
+  }
   if (!direct && !in_place) col.resize(static_cast<std::size_t>(k * pixels));
   for (std::int64_t n = 0; n < g.n; ++n) {
     for (std::int64_t gi = 0; gi < group; ++gi) {
@@ -263,7 +295,7 @@ void conv(const OpCall& call) {
       float* out = y.f.data() + (n * m + gi * mg) * pixels;
       const float* group_bias = bias ? bias + gi * mg : nullptr;
       if (direct) {
-        planes[static_cast<std::size_t>(gi)].run(kernels, in, group_bias, relu, out);
+        convs->groups[static_cast<std::size_t>(gi)].run(kernels, in, group_bias, relu, phase_planes.data(), wide.data(), out);
         continue;
       }
       if (!in_place) im2col(in, g, cg, kh, kw, col.data());

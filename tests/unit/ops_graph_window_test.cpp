@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -143,6 +144,40 @@ TEST(GraphConv, MatchesTheDefinitionOnRandomGeometriesAndEachImageAlone) {
     ASSERT_TRUE(std::equal(alone.f.begin(), alone.f.end(), y.f.end() - per_output)) << g.text();
   }
   for (const int p : paths) EXPECT_GT(p, 50) << "a path ran too rarely to be tested";
+}
+
+// What a Conv prepares from constant weights (the phase planes' offsets, the weights in the
+// GEMM's order) is kept by the runner per node: reused while the input's shape stays, made
+// again for another shape, and never kept for weights that are not constants (they may change
+// from call to call). Every result the bits of a call that keeps nothing.
+TEST(GraphConv, PreparedStateFollowsTheShapeAndOnlyConstantWeights) {
+  std::mt19937 rng(11);
+  Geometry g{2, 3, 9, 11, 4, 1, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1};  // stride 2, padded: the phase planes
+  GraphNode node = window_node("Conv", g);
+  node.attrs.int_lists.erase("kernel_shape");
+  const Tensor w = random_tensor({g.m, g.c, g.kh, g.kw}, rng), w2 = random_tensor({g.m, g.c, g.kh, g.kw}, rng);
+  const Tensor x = random_tensor({2, 3, 9, 11}, rng), wider = random_tensor({1, 3, 9, 15}, rng);
+  std::unique_ptr<spmd::ops::Prepared> prepared;
+  const auto call = [&](const Tensor& input, const Tensor& weights, bool constant) {
+    Tensor y;
+    std::vector<const Tensor*> in{&input, &weights};
+    std::vector<Tensor*> out{&y};
+    spmd::ops::OpCall c{node, in, out};
+    c.prepared = &prepared;
+    c.constant_inputs = constant ? 2 : 0;
+    spmd::ops::find_graph_op(node.op)(c);
+    return y;
+  };
+  const auto same = [](const Tensor& a, const Tensor& b) { return a.shape == b.shape && a.f == b.f; };
+  EXPECT_TRUE(same(call(x, w, true), run(node, {&x, &w})));
+  const spmd::ops::Prepared* first = prepared.get();
+  ASSERT_NE(first, nullptr) << "constant weights: the plan is kept";
+  EXPECT_GT(first->bytes(), 0);
+  EXPECT_TRUE(same(call(x, w, true), run(node, {&x, &w})));
+  EXPECT_EQ(prepared.get(), first) << "the same shape: the plan reused";
+  EXPECT_TRUE(same(call(wider, w, true), run(node, {&wider, &w}))) << "another width: a plan of its own";
+  EXPECT_TRUE(same(call(x, w, true), run(node, {&x, &w})));
+  EXPECT_TRUE(same(call(x, w2, false), run(node, {&x, &w2}))) << "weights that are not constants: nothing kept is used";
 }
 
 // A kernel larger than the padded input has no output position: refused, naming the node,

@@ -105,7 +105,7 @@ class OnnxRunner {
   const OnnxGraph& graph() const { return *graph_; }
   // Any tensor of the last run (constants included), by table index: its shape and type.
   const ops::Tensor& tensor(std::size_t t) const { return k_output(t); }
-  // Bytes the run's tensors and its pool of released storage hold now: what a batch costs.
+  // Bytes the run's tensors, its pool of released storage and what the ops prepared hold now.
   std::int64_t tensor_bytes() const;
 
  private:
@@ -118,6 +118,7 @@ class OnnxRunner {
   // largest set of tensors alive at once instead of every node's output.
   std::vector<ops::FloatBuffer> pool_;
   std::vector<std::size_t> last_size_;  // per tensor, its float count after the last run
+  std::vector<std::unique_ptr<ops::Prepared>> prepared_;  // per node, what its op prepared
   void take_from_pool(ops::FloatBuffer& f, std::size_t want);
   std::vector<const ops::Tensor*> in_;
   std::vector<ops::Tensor*> out_;

@@ -82,6 +82,13 @@ struct GraphNode {
   std::vector<int> outputs;  // tensor indices
 };
 
+// What an op prepares once from a node's constant inputs for the shapes it runs (a
+// convolution's weights in its GEMM's order), kept from call to call by the caller.
+struct Prepared {
+  virtual ~Prepared() = default;
+  virtual std::int64_t bytes() const = 0;  // what it holds (a model's memory estimate counts it)
+};
+
 // One call: the node's input tensors (nullptr where omitted) and its outputs to fill.
 struct OpCall {
   const GraphNode& node;
@@ -90,6 +97,11 @@ struct OpCall {
   // Input 0 when no later node reads it: an op that passes its data on (Reshape, Flatten,
   // Squeeze, Identity, ...) may take its storage instead of copying it. nullptr otherwise.
   Tensor* dying_input0 = nullptr;
+  // The node's prepared state, kept by a graph runner per node (nullptr where none is kept),
+  // and which inputs are the graph's constants (bit k: input k), whose values never change.
+  std::unique_ptr<Prepared>* prepared = nullptr;
+  std::uint64_t constant_inputs = 0;
+  bool constant_input(std::size_t k) const { return k < 64 && (constant_inputs >> k & 1) != 0; }
 
   // Input k, or spmd::Error naming the node when it is absent.
   const Tensor& input(std::size_t k) const;
