@@ -121,7 +121,8 @@ std::int64_t host_chunk_rows(std::int64_t row_bytes, std::int64_t max_rows) {
 
 class OnnxPredictor final : public DevicePredictor {
  public:
-  OnnxPredictor(const OnnxPredictorSpec& spec, std::int64_t chunk_rows) : spec_(spec), runner_(spec.graph), chunk_(chunk_rows) {}
+  OnnxPredictor(const OnnxPredictorSpec& spec, std::int64_t chunk_rows)
+      : spec_(spec), runner_(spec.graph), chunk_(chunk_rows) {}
 
   void predict(const float* samples, std::int64_t rows, std::int32_t* classes_out, float* probs_out) override {
     const std::int64_t size = product(spec_.input.row);
@@ -261,8 +262,9 @@ class OnnxClassifier final : public Classifier {
 
   std::unique_ptr<DevicePredictor> make_predictor(const runtime::DeviceInfo& device, std::int64_t max_rows) const override {
     const std::int64_t fixed = spec_.fixed_batch;
-    std::unique_ptr<DevicePredictor> inner = device.is_host() ? std::make_unique<OnnxPredictor>(spec_, fixed > 0 ? fixed : host_chunk_rows(row_bytes_, max_rows))
-                                                              : make_on_device<OnnxPredictorKind>(device, spec_, fixed > 0 ? fixed : max_rows);
+    std::unique_ptr<DevicePredictor> inner =
+        device.is_host() ? std::make_unique<OnnxPredictor>(spec_, fixed > 0 ? fixed : host_chunk_rows(row_bytes_, max_rows))
+                         : make_on_device<OnnxPredictorKind>(device, spec_, fixed > 0 ? fixed : max_rows);
     if (fixed == 0) return inner;
     return std::make_unique<FixedBatchPredictor>(std::move(inner), fixed, product(spec_.input.row), spec_.classes);
   }

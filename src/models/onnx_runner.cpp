@@ -127,7 +127,8 @@ void OnnxRunner::run(const NodeObserver& after_each) {
     if (g.input0_dies_[n]) call.dying_input0 = &tensors_[static_cast<std::size_t>(node.inputs[0])];
     call.prepared = &prepared_[n];
     for (std::size_t k = 0; k < node.inputs.size() && k < 64; ++k)
-      if (node.inputs[k] >= 0 && static_cast<std::size_t>(node.inputs[k]) < g.constants_.size()) call.constant_inputs |= 1ull << k;
+      if (node.inputs[k] >= 0 && static_cast<std::size_t>(node.inputs[k]) < g.constants_.size())
+        call.constant_inputs |= 1ull << k;
     if (const auto b = node.attrs.ints.find(kBranchesAttr); b != node.attrs.ints.end())
       run_if(call, static_cast<std::size_t>(b->second));
     else if (const auto l = node.attrs.ints.find(kLoopAttr); l != node.attrs.ints.end())

@@ -280,7 +280,8 @@ void conv(const OpCall& call) {
     if (convs == nullptr || convs->sample_shape != sample_shape) {
       auto made = std::make_unique<DirectConvs>();
       made->sample_shape = sample_shape;
-      for (std::int64_t gi = 0; gi < group; ++gi) made->groups.emplace_back(g, cg, kh, kw, wt.f.data() + gi * mg * k, mg);
+      for (std::int64_t gi = 0; gi < group; ++gi)
+        made->groups.emplace_back(g, cg, kh, kw, wt.f.data() + gi * mg * k, mg);
       convs = made.get();
       if (keep) *call.prepared = std::move(made);
       else local = std::move(made);
@@ -295,7 +296,8 @@ void conv(const OpCall& call) {
       float* out = y.f.data() + (n * m + gi * mg) * pixels;
       const float* group_bias = bias ? bias + gi * mg : nullptr;
       if (direct) {
-        convs->groups[static_cast<std::size_t>(gi)].run(kernels, in, group_bias, relu, phase_planes.data(), wide.data(), out);
+        convs->groups[static_cast<std::size_t>(gi)].run(kernels, in, group_bias, relu, phase_planes.data(), wide.data(),
+                                                         out);
         continue;
       }
       if (!in_place) im2col(in, g, cg, kh, kw, col.data());
