@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "spmd/ops/graph_op.hpp"
 #include "vector_math.hpp"
@@ -17,6 +18,32 @@ float strided_max(const float* v, std::int64_t n, std::int64_t stride) {
   float top = -std::numeric_limits<float>::infinity();
   for (std::int64_t k = 0; k < n; ++k) top = std::max(top, v[k * stride]);
   return top;
+}
+
+// Softmax over `rows` contiguous rows of `length`: each row's maximum subtracted, then one
+// pass of exponentials over all the rows (short rows, as attention's 49 tokens, spent most of
+// their time in a vector loop's scalar tail per row), then each row's sum in lanes.
+template <bool kLog>
+void softmax_rows(const float* x, std::int64_t rows, std::int64_t length, float* y) {
+  std::vector<float> tops(static_cast<std::size_t>(rows));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* in = x + r * length;
+    float* out = y + r * length;
+    const float top = tops[static_cast<std::size_t>(r)] = max_of(in, length);
+    for (std::int64_t k = 0; k < length; ++k) out[k] = in[k] - top;
+  }
+  for (std::int64_t e = 0; e < rows * length; ++e) y[e] = fast_exp(y[e]);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* in = x + r * length;
+    float* out = y + r * length;
+    const float sum = lane_sum(out, length);
+    if constexpr (kLog) {
+      const float top = tops[static_cast<std::size_t>(r)], log_sum = std::log(sum);
+      for (std::int64_t k = 0; k < length; ++k) out[k] = in[k] - top - log_sum;
+    } else {
+      for (std::int64_t k = 0; k < length; ++k) out[k] /= sum;
+    }
+  }
 }
 
 // Softmax over groups of `length` elements `stride` apart: [outer, length, inner] layout.
@@ -42,18 +69,16 @@ void softmax(const OpCall& c) {
   }
   Tensor& y = *c.out[0];
   y.reset(ElemType::Float32, x.shape);
+  if (contiguous) return softmax_rows<kLog>(x.f.data(), outer, length, y.f.data());
   for (std::int64_t o = 0; o < outer; ++o)
     for (std::int64_t i = 0; i < inner; ++i) {
       const float* in = x.f.data() + o * length * inner + i;
       float* out = y.f.data() + o * length * inner + i;
-      const float top = contiguous ? max_of(in, length) : strided_max(in, length, inner);
-      // The exponentials first (a loop that vectorises), then their sum in index order.
-      if (contiguous) for (std::int64_t k = 0; k < length; ++k) out[k] = fast_exp(in[k] - top);
-      else for (std::int64_t k = 0; k < length; ++k) out[k * inner] = fast_exp(in[k * inner] - top);
+      const float top = strided_max(in, length, inner);
+      for (std::int64_t k = 0; k < length; ++k) out[k * inner] = fast_exp(in[k * inner] - top);
       float sum = 0.0f;
-      if (contiguous) sum = lane_sum(out, length);
-      else for (std::int64_t k = 0; k < length; ++k) sum += out[k * inner];
-      const float log_sum = std::log(sum);
+      for (std::int64_t k = 0; k < length; ++k) sum += out[k * inner];
+      const float log_sum = kLog ? std::log(sum) : 0.0f;
       for (std::int64_t k = 0; k < length; ++k) out[k * inner] = kLog ? in[k * inner] - top - log_sum : out[k * inner] / sum;
     }
 }
