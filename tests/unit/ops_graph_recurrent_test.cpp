@@ -204,12 +204,13 @@ std::vector<std::vector<double>> reference(const Case& c, const Inputs& in) {
 }
 
 std::vector<Case> cases() {
-  std::vector<Case> all(5);
+  std::vector<Case> all(6);
   all[0].op = "LSTM", all[0].direction = "bidirectional", all[0].peepholes = true, all[0].clip = 0.8f;
   all[1].op = "LSTM", all[1].batch_first = true, all[1].input_forget = true, all[1].bias = false;
   all[2].op = "GRU", all[2].direction = "reverse";
   all[3].op = "GRU", all[3].direction = "bidirectional", all[3].batch_first = true, all[3].linear_before_reset = true;
   all[4].op = "RNN", all[4].direction = "bidirectional", all[4].activation = "Relu", all[4].clip = 1.5f;
+  all[5].op = "LSTM", all[5].clip = 0.5f;  // clipped without peepholes: the i, o, f gates in one pass
   return all;
 }
 
