@@ -18,8 +18,7 @@ void unary(const OpCall& c, Fn fn) {
   if (x.type != ElemType::Float32) c.fail("needs a float input");
   Tensor& y = *c.out[0];
   y.reset(ElemType::Float32, x.shape);
-  const std::size_t n = static_cast<std::size_t>(x.size());
-  for (std::size_t k = 0; k < n; ++k) y.f[k] = fn(x.f[k]);
+  map_floats(x.f.data(), y.f.data(), x.size(), fn);
 }
 
 // Neg and Abs of int64 too: shape arithmetic (ONNX's expanded LayerNormalization negates an

@@ -54,8 +54,8 @@ constexpr FnInfo kFns[] = {
 void apply(const Activation& a, float* v, std::int64_t n) {
   const float al = a.alpha, be = a.beta;
   switch (a.fn) {
-    case Fn::Sigmoid: for (std::int64_t k = 0; k < n; ++k) v[k] = fast_sigmoid(v[k]); break;
-    case Fn::Tanh: for (std::int64_t k = 0; k < n; ++k) v[k] = fast_tanh(v[k]); break;
+    case Fn::Sigmoid: map_floats(v, v, n, [](float x) { return fast_sigmoid(x); }); break;
+    case Fn::Tanh: map_floats(v, v, n, [](float x) { return fast_tanh(x); }); break;
     case Fn::Relu: for (std::int64_t k = 0; k < n; ++k) v[k] = std::max(v[k], 0.0f); break;
     case Fn::Affine: for (std::int64_t k = 0; k < n; ++k) v[k] = al * v[k] + be; break;
     case Fn::LeakyRelu: for (std::int64_t k = 0; k < n; ++k) v[k] = v[k] >= 0.0f ? v[k] : al * v[k]; break;

@@ -32,7 +32,7 @@ void softmax_rows(const float* x, std::int64_t rows, std::int64_t length, float*
     const float top = tops[static_cast<std::size_t>(r)] = max_of(in, length);
     for (std::int64_t k = 0; k < length; ++k) out[k] = in[k] - top;
   }
-  for (std::int64_t e = 0; e < rows * length; ++e) y[e] = fast_exp(y[e]);
+  map_floats(y, y, rows * length, [](float v) { return fast_exp(v); });
   for (std::int64_t r = 0; r < rows; ++r) {
     const float* in = x + r * length;
     float* out = y + r * length;
