@@ -20,7 +20,7 @@ using sharding::DType;
 // The producer's state, shared by the copies std::function may make of it.
 struct FileBlockProducer {
   FileRows rows;
-  std::int64_t block_rows;
+  std::int64_t block_rows, first_block_rows;
   std::int64_t row_bytes;
   data::FeatureDecoder decoder;
   std::shared_ptr<sharding::BufferPool> buffers;
@@ -28,9 +28,10 @@ struct FileBlockProducer {
   std::vector<std::byte> staging;                // --drop-label: a run of file rows, kept ones among them
   std::int64_t next = 0;                         // first evaluated row not handed over; -1 at the end
 
-  FileBlockProducer(const FileRows& r, std::int64_t block_rows_)
+  FileBlockProducer(const FileRows& r, std::int64_t block_rows_, std::int64_t first_block_rows_)
       : rows(r),
         block_rows(block_rows_),
+        first_block_rows(first_block_rows_),
         row_bytes(r.shape.sample_size * static_cast<std::int64_t>(data::size_of(r.shape.features_type))),
         decoder(r.shape.features_type, r.scale, "'" + r.path + "': features dataset '" + r.features_key + "'"),
         // A pass shorter than a block needs no more than its rows.
@@ -75,7 +76,7 @@ struct FileBlockProducer {
                   " evaluated rows");
     RowBlock b;
     b.first = next;
-    b.rows = std::min(block_rows, total - next);
+    b.rows = std::min(next == 0 ? first_block_rows : block_rows, total - next);
     std::shared_ptr<std::byte> buffer;
     if (b.rows > 0) {
       buffer = buffers->acquire();
@@ -94,14 +95,20 @@ struct FileBlockProducer {
 
 }  // namespace
 
-BlockSource file_blocks(const FileRows& rows, std::int64_t block_rows, std::size_t depth) {
+BlockSource file_blocks(const FileRows& rows, std::int64_t block_rows, std::size_t depth,
+                        std::int64_t first_block_rows) {
   // block_rows_for never gives less than a step; anything else is a programming error.
   if (block_rows < 1) throw Error("file_blocks: block rows must be >= 1, got " + std::to_string(block_rows));
-  auto producer = std::make_shared<FileBlockProducer>(rows, block_rows);
+  if (first_block_rows < 0 || first_block_rows > block_rows)
+    throw Error("file_blocks: first block rows must be in [0, " + std::to_string(block_rows) + "], got " +
+                std::to_string(first_block_rows));
+  const std::int64_t first = first_block_rows > 0 ? first_block_rows : block_rows;
+  auto producer = std::make_shared<FileBlockProducer>(rows, block_rows, first);
   // The buffers of a pass: the prefetch depth's, and the consumer's (BlockReader gives its
   // block back before taking the next), or one per block for a shorter pass. Reserved now
   // (not touched) and used in turn, so the pass's memory does not depend on its length.
-  const std::int64_t blocks = (rows.evaluated_rows() + block_rows - 1) / block_rows;
+  const std::int64_t total = rows.evaluated_rows();
+  const std::int64_t blocks = total == 0 ? 0 : total <= first ? 1 : 1 + (total - first + block_rows - 1) / block_rows;
   producer->buffers->reserve(
       static_cast<std::size_t>(std::min<std::int64_t>(blocks, static_cast<std::int64_t>(depth) + 1)));
   BlockSource source;

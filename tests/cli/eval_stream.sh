@@ -4,7 +4,7 @@
 #    uint8 images peaks within 10% (a shard loaded whole, as float32, would grow ~4x), and
 #    stays below 0.25 x the rank's float32 shard + 100 MiB;
 #  - a read that fails in the middle of a pass, on one rank (a damaged gzip chunk in the
-#    second block of the last rank's rows), ends every rank within seconds, whatever the
+#    third block of the last rank's rows), ends every rank within seconds, whatever the
 #    strategy (count barrier, in-step psum, none), with that rank's message naming the file
 #    and the rows; no --json or --predictions file appears;
 #  - the same rows undamaged give the same counts on 1 and 3 ranks, with --drop-label too.
@@ -27,8 +27,9 @@ for name, n in (("n", 24000), ("4n", 96000)):
     with h5py.File(f"{out}/{name}.h5", "w") as g:
         g["images"] = xi
         g["labels"] = yi
-# 3 ranks x 12000 rows, chunks of 1000 rows; blocks of the default batch are 5120 rows, so
-# rows 30000..30999 (damaged) lie in the second block of rank 2 (rows 24000..35999).
+# 3 ranks x 12000 rows, chunks of 1000 rows; with the default batch the first block is one
+# step (512 rows), the others 5120, so rows 30000..30999 (damaged) lie in the third block of
+# rank 2 (rows 24000..35999): [29632, 34752).
 xi, yi = tiled(36000)
 for name in ("good", "damaged"):
     with h5py.File(f"{out}/{name}.h5", "w") as g:
@@ -103,7 +104,7 @@ for strategy in pad pad-metrics infinite-pad drop-remainder; do
   run "damaged_$strategy" nonzero 40 damaged_job $strategy
   expect_in "damaged_$strategy: the failing rank and read are named" "rank 2: HDF5 call failed: H5Dread"
   expect_in "damaged_$strategy: the file and rows are named" \
-    "reading rows \[29120, 34240\) of features dataset 'images' from '.*damaged\.h5'"
+    "reading rows \[29632, 34752\) of features dataset 'images' from '.*damaged\.h5'"
   expect_not_in "damaged_$strategy: no abort needed" "MPI_ABORT"
   run "damaged_${strategy}_no_outputs" 0 10 no_outputs
 done

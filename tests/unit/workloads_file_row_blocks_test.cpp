@@ -107,15 +107,17 @@ TEST(FileRowBlocks, EveryRowOnceInOrderAsStored) {
   for (const auto& [first, count] : ranges) {
     std::vector<std::int32_t> labels(static_cast<std::size_t>(count));
     for (std::int64_t i = 0; i < count; ++i) labels[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(first + i);
-    for (const std::int64_t block_rows : {1, 7, 64, 5000}) {
+    // A shorter first block (eval's first step, read before the devices can start) or none.
+    for (const auto& [block_rows, first_block] : std::vector<std::pair<std::int64_t, std::int64_t>>{
+             {1, 0}, {7, 0}, {64, 0}, {5000, 0}, {7, 3}, {64, 64}, {5000, 1}}) {
       const FileRows rows = file_rows(dir.file("u8.h5"), shape, first, count, labels);
-      RowBlocks blocks(workloads::file_blocks(rows, block_rows, 2), 2);
+      RowBlocks blocks(workloads::file_blocks(rows, block_rows, 2, first_block), 2);
       EXPECT_EQ(blocks.empty().columns[0].shape(), (sharding::Shape{0, 3}));
       std::int64_t next = 0;
       std::set<const void*> buffers;
       while (auto b = blocks.next()) {
         ASSERT_EQ(b->first, next);
-        ASSERT_EQ(b->rows, std::min(block_rows, count - next));
+        ASSERT_EQ(b->rows, std::min(next == 0 && first_block > 0 ? first_block : block_rows, count - next));
         ASSERT_EQ(b->columns[0].dtype(), sharding::DType::UInt8);
         ASSERT_EQ(b->columns[0].shape(), (sharding::Shape{b->rows, 3}));  // one byte a value, as stored
         const auto bytes = b->columns[0].data<std::uint8_t>();

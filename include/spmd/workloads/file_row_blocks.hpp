@@ -52,9 +52,11 @@ struct FileRows {
 };
 
 // Blocks of block_rows evaluated rows (the last one shorter; one block of 0 rows for a rank
-// without rows), for a RowBlocks of prefetch depth `depth`. Whatever goes wrong with the rows
+// without rows), the first of first_block_rows where that is given (0: block_rows; at most
+// block_rows), for a RowBlocks of prefetch depth `depth`. Whatever goes wrong with the rows
 // (labels that do not match them included) fails the stream (its first block), never this
 // call: a rank must not leave the others alone in the loop's collectives.
-BlockSource file_blocks(const FileRows& rows, std::int64_t block_rows, std::size_t depth);
+BlockSource file_blocks(const FileRows& rows, std::int64_t block_rows, std::size_t depth,
+                        std::int64_t first_block_rows = 0);
 
 }  // namespace spmd::workloads

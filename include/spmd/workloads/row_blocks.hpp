@@ -43,7 +43,7 @@ struct RowBlock {
 // What one pass's blocks come from.
 struct BlockSource {
   std::function<std::optional<RowBlock>()> producer;  // run on the prefetch thread; nullopt ends the pass
-  std::int64_t block_rows = 1;                        // rows of every block but the last
+  std::int64_t block_rows = 1;                        // rows of every block but the last (and a shorter first)
   RowBlock empty;  // 0 rows: each column's dtype and trailing shape (for steps that compute nothing)
 };
 
