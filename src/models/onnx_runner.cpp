@@ -10,7 +10,14 @@ namespace spmd::models {
 
 OnnxRunner::OnnxRunner(std::shared_ptr<const OnnxGraph> graph)
     : graph_(std::move(graph)), tensors_(graph_->tensor_count_), last_size_(graph_->tensor_count_, 0),
-      prepared_(graph_->nodes_.size()) {}
+      prepared_(graph_->nodes_.size()), constant_inputs_(graph_->nodes_.size(), 0) {
+  for (std::size_t n = 0; n < graph_->nodes_.size(); ++n) {
+    const auto& inputs = graph_->nodes_[n].inputs;
+    for (std::size_t k = 0; k < inputs.size() && k < 64; ++k)
+      if (inputs[k] >= 0 && static_cast<std::size_t>(inputs[k]) < graph_->constants_.size())
+        constant_inputs_[n] |= 1ull << k;
+  }
+}
 
 std::int64_t OnnxRunner::tensor_bytes() const {
   std::int64_t bytes = 0;
@@ -126,9 +133,7 @@ void OnnxRunner::run(const NodeObserver& after_each) {
     ops::OpCall call{node, in_, out_};
     if (g.input0_dies_[n]) call.dying_input0 = &tensors_[static_cast<std::size_t>(node.inputs[0])];
     call.prepared = &prepared_[n];
-    for (std::size_t k = 0; k < node.inputs.size() && k < 64; ++k)
-      if (node.inputs[k] >= 0 && static_cast<std::size_t>(node.inputs[k]) < g.constants_.size())
-        call.constant_inputs |= 1ull << k;
+    call.constant_inputs = constant_inputs_[n];
     if (const auto b = node.attrs.ints.find(kBranchesAttr); b != node.attrs.ints.end())
       run_if(call, static_cast<std::size_t>(b->second));
     else if (const auto l = node.attrs.ints.find(kLoopAttr); l != node.attrs.ints.end())

@@ -119,6 +119,7 @@ class OnnxRunner {
   std::vector<ops::FloatBuffer> pool_;
   std::vector<std::size_t> last_size_;  // per tensor, its float count after the last run
   std::vector<std::unique_ptr<ops::Prepared>> prepared_;  // per node, what its op prepared
+  std::vector<std::uint64_t> constant_inputs_;            // per node, OpCall::constant_inputs
   void take_from_pool(ops::FloatBuffer& f, std::size_t want);
   std::vector<const ops::Tensor*> in_;
   std::vector<ops::Tensor*> out_;

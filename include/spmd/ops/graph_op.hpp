@@ -121,7 +121,7 @@ using GraphOpFn = void (*)(const OpCall& call);
 // Scratch buffers the ops keep per thread between calls (an im2col matrix, a convolution's
 // padded planes): no allocation once the largest shape has run. scratch_bytes() is what the
 // calling thread's hold now, which a model's memory estimate counts.
-enum class Scratch { Im2col, ConvPlanes, ConvWide, TransposedB, Recurrent, Count };
+enum class Scratch { Im2col, ConvPlanes, ConvWide, TransposedB, Recurrent, PoolFrame, Count };
 FloatBuffer& scratch(Scratch which);
 std::int64_t scratch_bytes();
 
