@@ -29,7 +29,8 @@ expect_in "the CUDA tests ran and skipped themselves" '^SKIP cuda_tests: no GPU 
 for s in onnx_conformance_cuda memcheck racecheck initcheck synccheck logreg_cuda logreg_cpu_vs_cuda eval_pad_bitwise eval_fashion_logreg_cuda \
          ensemble_m1_cuda ensemble_m4_cpu_vs_cuda eval_fashion_cnn_cpu_vs_cuda eval_onnx_lenet_cuda eval_onnx_mlp_cpu_vs_cuda \
          onnx_unsupported_refused_on_cuda onnx_unsupported_auto_on_cpu bench_gpu_logreg bench_eval_onnx_resnet \
-         bench_ensemble_b256_m8 bench_eval_cnn cli_eval cli_logreg_intercept; do
+         bench_ensemble_b256_m8 bench_eval_cnn cli_eval cli_logreg_intercept profile_logreg profile_ensemble \
+         ensemble_m4_cpu_lr0.10000001; do
   expect_in "$s is a visible SKIP" "^SKIP $s: no GPU visible"
 done
 expect_in "the peers skip without jax" '^SKIP peers: no jax'
@@ -37,7 +38,7 @@ run record_structure 0 10 py "
 import json
 r = json.load(open('$OUTD/gpu-results.json'))
 assert r['device'] is None and r['driver'] is None, r
-assert r['parts'] == ['tests', 'sanitize', 'workloads', 'bench', 'cli', 'peers'], r['parts']
+assert r['parts'] == ['tests', 'sanitize', 'workloads', 'bench', 'cli', 'peers', 'profile'], r['parts']
 assert set(r['steps']) == set(r['step_order']) and len(r['steps']) >= 60, len(r['steps'])
 for name, s in r['steps'].items():
     assert s['status'] in ('ok', 'skip') and isinstance(s['seconds'], float) and s['rc'] == 0, (name, s)
@@ -82,6 +83,30 @@ import json; c = json.load(open('$WORK/cmp.json'))['comparisons']
 assert c['same']['passed'] and not c['changed']['passed'], c
 assert abs(c['changed']['max_abs_difference'] - 1e-3) < 1e-6, c['changed']"
 run counts_equal 0 30 /usr/bin/python3 "$ROOT/tools/device/compare.py" "$WORK/cmp.json" counts c "$WORK/a.json" "$WORK/a.json"
+
+# Ensembles: the other backend's run must fall within the spread that rounding alone gives the
+# CPU (runs at learning rates a few float32 steps off); a change past it (a train loss 1 % off)
+# fails. The CPU plays both sides here: a perturbed run passes against the others.
+ENS_ARGS=(ensemble --train "$DATA/fashion/train.h5" --test "$DATA/fashion/test.h5" --train-limit 320 --test-limit 256
+  --eval-batch 128 --epochs 1 --quiet)
+perturbed=()
+for lr in 0.1 0.1000000{1..5} 0.0999999{9..5}; do
+  run "ens_lr$lr" 0 60 "$SPMD" "${ENS_ARGS[@]}" --learning-rate $lr --json "$WORK/ens_$lr.json"
+  [ $lr = 0.1 ] || [ $lr = 0.10000001 ] || perturbed+=("$WORK/ens_$lr.json")
+done
+run ens_within_spread 0 30 /usr/bin/python3 "$ROOT/tools/device/compare.py" "$WORK/cmp.json" ensemble e "$WORK/ens_0.1.json" \
+  "$WORK/ens_0.10000001.json" "${perturbed[@]}"
+py "import json; r = json.load(open('$WORK/ens_0.10000001.json')); r['epochs'][0]['train_loss'] *= 1.01
+json.dump(r, open('$WORK/ens_off.json', 'w'))"
+run ens_outside_spread nonzero 30 /usr/bin/python3 "$ROOT/tools/device/compare.py" "$WORK/cmp.json" ensemble e "$WORK/ens_0.1.json" \
+  "$WORK/ens_off.json" "${perturbed[@]}"
+expect_in "names the figure outside its bounds" '"train_loss": \{[^}]*"inside": false'
+
+# The sanitizers' verdicts: memcheck's ERROR SUMMARY line and racecheck's own summary.
+printf '========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)\n' >"$WORK/race0.log"
+printf '========= RACECHECK SUMMARY: 1 hazard displayed (0 errors, 1 warning)\n' >"$WORK/race1.log"
+run racecheck_clean 0 10 /usr/bin/python3 "$ROOT/tools/device/record.py" sanitizer "$WORK/cmp.json" racecheck "$WORK/race0.log"
+run racecheck_hazard nonzero 10 /usr/bin/python3 "$ROOT/tools/device/record.py" sanitizer "$WORK/cmp.json" racecheck "$WORK/race1.log"
 
 # Several calls' records as one, named by device and date.
 run merge 0 30 /usr/bin/python3 "$ROOT/tools/device/record.py" merge "$WORK" "$OUTD/gpu-results.json" "$WORK/out3/gpu-results.json"

@@ -448,6 +448,31 @@ TEST(CudaOnnx, SupportCheckNamesTheNodeAndTheOpTheGpuLacks) {
   });
   EXPECT_EQ(spmd::backends::cuda::onnx_unsupported_cuda(*to_ints),
             "node 'c' (Cast giving int64 from float data, which the CUDA backend does not run)");
+  // What an op the GPU has cannot run is known from the node and the planned shapes: refused
+  // at load, never in the middle of a run (ONNX's node tests found these failing there).
+  const auto to_half = load(flattened([](OnnxTestGraph& g) {
+    auto& c = g.node("Cast", {"x"}, {"h"});
+    OnnxTestGraph::attr(c, "to", std::int64_t{10});
+  }));
+  EXPECT_EQ(spmd::backends::cuda::onnx_unsupported_cuda(*to_half),
+            "node 'h' (Cast: a cast to float16 / bfloat16 (rounded to it on the CPU only))");
+  const Dims volume{2, 4, 4, 4};  // [N, 2, 4, 4, 4]: 3-D convolutions and pools run on the CPU
+  const auto conv3d = load(flattened([](OnnxTestGraph& g) {
+    g.weights("W", {3, 2, 2, 2, 2});
+    g.node("Conv", {"x", "W"}, {"h"});
+  }), 13, volume);
+  EXPECT_EQ(spmd::backends::cuda::onnx_unsupported_cuda(*conv3d),
+            "node 'h' (Conv: input [1, 2, 4, 4, 4] is not [N, C, H, W] or [N, C, L])");
+  const auto pool3d = load(flattened([](OnnxTestGraph& g) {
+    auto& p = g.node("MaxPool", {"x"}, {"h"});
+    OnnxTestGraph::attr(p, "kernel_shape", Dims{2, 2, 2});
+  }), 13, volume);
+  EXPECT_EQ(spmd::backends::cuda::onnx_unsupported_cuda(*pool3d), "node 'h' (MaxPool: kernel_shape must have 1 or 2 values)");
+  const auto pool2d = load(flattened([](OnnxTestGraph& g) {
+    auto& p = g.node("AveragePool", {"x"}, {"h"});
+    OnnxTestGraph::attr(p, "kernel_shape", Dims{2, 2});
+  }));
+  EXPECT_EQ(spmd::backends::cuda::onnx_unsupported_cuda(*pool2d), "");
   // Shape arithmetic alone runs on the host: Shape -> Cast is not a GPU node.
   const auto host_only = load([](OnnxTestGraph& g) {
     g.node("Flatten", {"x"}, {"y"});

@@ -20,7 +20,8 @@ run() {
   else
     timeout -k 5 "$limit" "$@" >"$WORK/$name.out" 2>&1; rc=$?
   fi
-  LAST_SECONDS=$(echo "$(date +%s.%N) - $start" | bc)
+  # awk, not bc: the lent GPU machine runs these scripts and has no bc.
+  LAST_SECONDS=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.2f", e - s }')
   LAST_OUT="$WORK/$name.out"
   checks=$((checks + 1))
   if [ "$want" = nonzero ]; then

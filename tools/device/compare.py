@@ -7,13 +7,14 @@
   compare.py RECORD predictions NAME CPU.h5 CUDA.h5 bitwise eval --predictions: the same bytes
   compare.py RECORD predictions NAME CPU.h5 CUDA.h5 ATOL    probabilities within ATOL; a class may
                                                    differ only where the CPU's top two are within 2 ATOL
-  compare.py RECORD ensemble NAME CPU.json CUDA.json        each epoch: test accuracy within 0.005,
-                                                   train loss within 1e-3 relative (tests/cli/ensemble.sh)
+  compare.py RECORD ensemble NAME CPU.json CUDA.json [PERTURBED.json...]  each epoch: the losses and
+                       test accuracy within the spread of CPU runs at nearby learning rates (PERTURBED)
 
 Bitwise where the CUDA code follows the CPU's order of operations (logreg: fixed chunk trees;
 byte-decoded images), a stated tolerance where it does not (cuBLAS GEMMs in the CNN).
 """
 import json
+import math
 import os
 import sys
 
@@ -56,16 +57,37 @@ def predictions(a, b, mode):
     return figures, diff <= atol and unexplained == 0
 
 
-def ensemble(a, b):
-    ea, eb = record.load(a)["epochs"], record.load(b)["epochs"]
-    rows, ok = [], len(ea) == len(eb)
-    for x, y in zip(ea, eb):
-        acc = abs(x["test_accuracy"] - y["test_accuracy"])
-        loss = abs(x["train_loss"] - y["train_loss"]) / max(abs(x["train_loss"]), 1e-300)
-        rows.append({"epoch": x["epoch"], "test_accuracy": [x["test_accuracy"], y["test_accuracy"]],
-                     "train_loss": [x["train_loss"], y["train_loss"]], "loss_relative_difference": loss})
-        ok = ok and acc <= 0.005 and loss <= 1e-3
-    return {"epochs": rows, "rule": "test accuracy within 0.005, train loss within 1e-3 relative"}, ok
+def ensemble(a, b, *perturbed):
+    # The two backends sum in different orders (cuBLAS against the CPU's blocks) and SGD carries
+    # the rounding forward, far past it: on the CPU alone, 38 learning rates within 2e-7 of 0.1
+    # gave one epoch's test loss 0.931..1.019 (sd 0.020) and test accuracy 0.563..0.635 (1280
+    # images, 1 member); fixed bounds of 1e-3 / 0.005 failed the H100 (2026-11-26) at 0.969 /
+    # 0.949. So the rule is that spread, measured in the same run: the CPU with nearby learning
+    # rates (PERTURBED...) and its own run give a mean and a standard deviation per figure; the
+    # GPU's must lie within 4 of them (plus 1e-3 relative). Without PERTURBED, the fixed bounds.
+    ra, rb = record.load(a), record.load(b)
+    ea, eb = ra["epochs"], rb["epochs"]
+    others = [record.load(p)["epochs"] for p in perturbed]
+    rows, ok = [], len(ea) == len(eb) and all(len(o) == len(ea) for o in others) and len(others) != 1
+    for i, (x, y) in enumerate(zip(ea, eb)):
+        row = {"epoch": x["epoch"]}
+        for key in ("train_loss", "test_loss", "test_accuracy"):
+            if others:
+                seen = [x[key]] + [o[i][key] for o in others]
+                mean = sum(seen) / len(seen)
+                sd = math.sqrt(sum((v - mean) ** 2 for v in seen) / (len(seen) - 1))
+                half = 4 * sd + 1e-3 * abs(mean)
+                bounds = [mean - half, mean + half]
+            else:
+                tol = 0.005 if key == "test_accuracy" else 1e-3 * abs(x[key])
+                bounds = [x[key] - tol, x[key] + tol]
+            inside = bounds[0] <= y[key] <= bounds[1]
+            row[key] = {"cpu": x[key], "cuda": y[key], "bounds": bounds, "inside": inside}
+            ok = ok and inside
+        rows.append(row)
+    rule = (f"each figure within 4 standard deviations (+1e-3 relative) of the CPU's {len(others) + 1} runs at nearby "
+            "learning rates" if others else "test accuracy within 0.005, losses within 1e-3 relative")
+    return {"epochs": rows, "rule": rule}, ok
 
 
 KINDS = {"counts": counts, "objective": objective, "predictions": predictions, "ensemble": ensemble}

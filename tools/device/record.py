@@ -83,8 +83,8 @@ def cmd_put(path, dotted, value):
 
 def cmd_take(path, dotted, source, field):
     value = load(source)
-    for k in field.split("."):
-        value = value[k]
+    for k in field.split("."):  # a list's entries by index: epochs.-1 is the last epoch
+        value = value[int(k)] if isinstance(value, list) else value[k]
     update(path, lambda r: set_path(r, dotted, value))
 
 
@@ -104,12 +104,16 @@ def cmd_gtest(path, prefix, gtest_json):
 
 
 def cmd_sanitizer(path, tool, log):
-    """Records the error count; exits 1 unless the log says 0 errors (no summary is a failure)."""
+    """Records the error count; exits 1 unless the log says 0 errors (no summary is a failure).
+    racecheck ends with its own line, "RACECHECK SUMMARY: N hazards displayed (E errors, W
+    warnings)": its errors and warnings both count."""
     with open(log, errors="replace") as f:
-        found = re.findall(r"ERROR SUMMARY: (\d+) error", f.read())
-    errors = int(found[-1]) if found else None
+        text = f.read()
+    found = [int(n) for n in re.findall(r"ERROR SUMMARY: (\d+) error", text)]
+    found += [int(e) + int(w) for e, w in re.findall(r"RACECHECK SUMMARY: \d+ hazards? displayed \((\d+) errors?, (\d+) warnings?\)", text)]
+    errors = found[-1] if found else None
     update(path, lambda r: set_path(r, "sanitizer_errors." + tool, errors))
-    print(f"{tool}: " + ("no ERROR SUMMARY line" if errors is None else f"{errors} errors"))
+    print(f"{tool}: " + ("no ERROR SUMMARY (or RACECHECK SUMMARY) line" if errors is None else f"{errors} errors"))
     sys.exit(0 if errors == 0 else 1)
 
 

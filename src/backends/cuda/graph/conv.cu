@@ -101,7 +101,7 @@ void batch_norm(const CudaGraphCall& call) {
 
 }  // namespace
 
-SPMD_REGISTER_CUDA_GRAPH_OP("Conv", conv);
+SPMD_REGISTER_CUDA_GRAPH_OP("Conv", conv, window_limits);
 SPMD_REGISTER_CUDA_GRAPH_OP("BatchNormalization", batch_norm);
 
 }  // namespace spmd::backends::cuda

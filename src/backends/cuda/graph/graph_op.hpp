@@ -65,11 +65,17 @@ struct CudaGraphCall {
 };
 
 using CudaGraphOpFn = void (*)(const CudaGraphCall& call);
+// What the op cannot run, known from the node and its inputs' planned shapes before any run
+// ("" when it can): the plan refuses such a graph at load, so that --backend auto runs it on
+// the CPU and --backend cuda says why up front, never in the middle of a run.
+using CudaGraphOpLimits = std::string (*)(const ops::GraphNode& node, const std::vector<std::vector<std::int64_t>>& in_shapes);
 
 // The op of an ONNX op_type, or nullptr when this module has none.
 CudaGraphOpFn find_cuda_graph_op(const std::string& op);
+// Its limits, or nullptr when it has none beyond those of every op.
+CudaGraphOpLimits find_cuda_graph_op_limits(const std::string& op);
 std::vector<std::string> cuda_graph_op_names();
-bool register_cuda_graph_op(const char* op, CudaGraphOpFn fn);
+bool register_cuda_graph_op(const char* op, CudaGraphOpFn fn, CudaGraphOpLimits limits = nullptr);
 
 // Shared by several op files: shapes as int64 strides, and a fixed-rank index set passed to
 // kernels by value.
@@ -97,7 +103,8 @@ void copy_floats(const CudaGraphCall& call, float* out, const float* in, std::in
 
 }  // namespace spmd::backends::cuda
 
-// At namespace scope in the op's file: registered when the module loads.
-#define SPMD_REGISTER_CUDA_GRAPH_OP(op, fn)                                               \
+// At namespace scope in the op's file: registered when the module loads. Arguments: the op
+// type, its CudaGraphOpFn and, where it has any, its CudaGraphOpLimits.
+#define SPMD_REGISTER_CUDA_GRAPH_OP(op, ...)                                              \
   [[maybe_unused]] static const bool SPMD_GRAPH_CONCAT(spmd_cuda_graph_op_, __LINE__) = \
-      ::spmd::backends::cuda::register_cuda_graph_op(op, fn)
+      ::spmd::backends::cuda::register_cuda_graph_op(op, __VA_ARGS__)

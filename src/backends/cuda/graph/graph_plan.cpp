@@ -124,6 +124,15 @@ GraphPlan plan_graph(const models::OnnxGraph& graph, const std::vector<ops::Tens
         plan.unsupported = node_text(node, " giving int64 from float data, which the CUDA backend does not run");
         return plan;
       }
+    if (const CudaGraphOpLimits limits = find_cuda_graph_op_limits(node.op)) {
+      std::vector<std::vector<std::int64_t>> in_shapes;
+      for (const int k : node.inputs)
+        in_shapes.push_back(k < 0 ? std::vector<std::int64_t>{} : plan.tensors[static_cast<std::size_t>(k)].shape(1));
+      if (const std::string why = limits(node, in_shapes); !why.empty()) {
+        plan.unsupported = node_text(node, ": " + why);
+        return plan;
+      }
+    }
   }
   const std::size_t out = static_cast<std::size_t>(graph.output_tensor(0));
   if (!fixed_inputs && (out < constants || !plan.tensors[out].device))

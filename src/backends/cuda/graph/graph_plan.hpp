@@ -8,7 +8,8 @@
 // runs give each tensor's element type: int64 tensors (shape arithmetic) stay on the host,
 // where the CPU ops compute them every call; float tensors live on the GPU. A node runs on the
 // host when none of its inputs is a float tensor of the run (or it only reads a shape:
-// Shape, Size); every other node needs a CUDA graph op (graph_op.hpp).
+// Shape, Size); every other node needs a CUDA graph op (graph_op.hpp) whose limits, if it has
+// any, accept the node and its planned input shapes (else the GPU refuses the graph at load).
 #include <cstdint>
 #include <string>
 #include <vector>

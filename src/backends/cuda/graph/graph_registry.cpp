@@ -7,8 +7,13 @@
 namespace spmd::backends::cuda {
 namespace {
 
-ops::Registry<CudaGraphOpFn>& table() {
-  static ops::Registry<CudaGraphOpFn> t;
+struct CudaGraphOp {
+  CudaGraphOpFn run = nullptr;
+  CudaGraphOpLimits limits = nullptr;
+};
+
+ops::Registry<CudaGraphOp>& table() {
+  static ops::Registry<CudaGraphOp> t;
   return t;
 }
 
@@ -33,10 +38,15 @@ void CudaGraphCall::fail(const std::string& what) const {
 }
 
 CudaGraphOpFn find_cuda_graph_op(const std::string& op) {
-  return table().contains(op) ? table().find(op, "CUDA graph op") : nullptr;
+  return table().contains(op) ? table().find(op, "CUDA graph op").run : nullptr;
+}
+CudaGraphOpLimits find_cuda_graph_op_limits(const std::string& op) {
+  return table().contains(op) ? table().find(op, "CUDA graph op").limits : nullptr;
 }
 std::vector<std::string> cuda_graph_op_names() { return table().kinds(); }
-bool register_cuda_graph_op(const char* op, CudaGraphOpFn fn) { return table().add(op, fn); }
+bool register_cuda_graph_op(const char* op, CudaGraphOpFn fn, CudaGraphOpLimits limits) {
+  return table().add(op, CudaGraphOp{fn, limits});
+}
 
 Dims8 dims_of(const CudaGraphCall& call, const std::vector<std::int64_t>& shape) {
   if (shape.size() > static_cast<std::size_t>(kMaxRank))

@@ -28,11 +28,17 @@ __global__ void pool_kernel(const float* x, Window g, bool include_pad, float* y
   }
 }
 
+std::string pool_limits(const ops::GraphNode& node, const std::vector<std::vector<std::int64_t>>& in_shapes) {
+  if (node.outputs.size() > 1) return "the Indices output (argmax positions) is not supported";
+  const auto kernel = node.attrs.ints_or("kernel_shape", {});
+  if (kernel.empty() || kernel.size() > 2) return "kernel_shape must have 1 or 2 values";
+  return window_limits(node, in_shapes);
+}
+
 template <bool kMax>
 void pool(const CudaGraphCall& call) {
-  if (call.out.size() > 1) call.fail("the Indices output (argmax positions) is not supported");
+  if (const std::string why = pool_limits(call.node, {call.input(0).shape}); !why.empty()) call.fail(why);
   const auto kernel = call.node.attrs.ints_or("kernel_shape", {});
-  if (kernel.empty() || kernel.size() > 2) call.fail("kernel_shape must have 1 or 2 values");
   const Window g = window_of(call, call.input(0), *call.out[0], kernel.size() == 2 ? kernel[0] : 1, kernel.back());
   pool_kernel<kMax><<<blocks_for(call.out[0]->size()), kThreadsPerBlock, 0, call.stream>>>(
       call.input(0).data, g, call.node.attrs.i("count_include_pad", 0) != 0, call.out[0]->data);
@@ -61,8 +67,8 @@ void global_pool(const CudaGraphCall& call) {
 
 }  // namespace
 
-SPMD_REGISTER_CUDA_GRAPH_OP("MaxPool", pool<true>);
-SPMD_REGISTER_CUDA_GRAPH_OP("AveragePool", pool<false>);
+SPMD_REGISTER_CUDA_GRAPH_OP("MaxPool", pool<true>, pool_limits);
+SPMD_REGISTER_CUDA_GRAPH_OP("AveragePool", pool<false>, pool_limits);
 SPMD_REGISTER_CUDA_GRAPH_OP("GlobalMaxPool", global_pool<true>);
 SPMD_REGISTER_CUDA_GRAPH_OP("GlobalAveragePool", global_pool<false>);
 

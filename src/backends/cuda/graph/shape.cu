@@ -120,10 +120,15 @@ void gather(const CudaGraphCall& call) {
 
 // Cast of float data to float or double (a copy); to an integer type, or to float16 / bfloat16
 // (which the CPU rounds to), the plan refuses on the GPU.
+std::string cast_limits(const ops::GraphNode& node, const std::vector<std::vector<std::int64_t>>&) {
+  const std::int64_t to = node.attrs.i("to", 1);
+  if (to == 10 || to == 16) return "a cast to float16 / bfloat16 (rounded to it on the CPU only)";
+  if (to != 1 && to != 11) return "a cast of float data to an integer type";
+  return "";
+}
+
 void cast(const CudaGraphCall& call) {
-  const std::int64_t to = call.node.attrs.i("to", 1);
-  if (to == 10 || to == 16) call.fail("a cast to float16 / bfloat16 (rounded to it on the CPU only)");
-  if (to != 1 && to != 11) call.fail("a cast of float data to an integer type");
+  if (const std::string why = cast_limits(call.node, {}); !why.empty()) call.fail(why);
   copy(call);
 }
 
@@ -202,6 +207,6 @@ SPMD_REGISTER_CUDA_GRAPH_OP("Concat", concat);
 SPMD_REGISTER_CUDA_GRAPH_OP("Pad", pad);
 SPMD_REGISTER_CUDA_GRAPH_OP("Slice", slice);
 SPMD_REGISTER_CUDA_GRAPH_OP("Gather", gather);
-SPMD_REGISTER_CUDA_GRAPH_OP("Cast", cast);
+SPMD_REGISTER_CUDA_GRAPH_OP("Cast", cast, cast_limits);
 
 }  // namespace spmd::backends::cuda

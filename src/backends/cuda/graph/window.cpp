@@ -6,11 +6,22 @@
 
 namespace spmd::backends::cuda {
 
+namespace {
+std::string not_spatial(const std::vector<std::int64_t>& shape) {
+  return "input " + ops::to_string(shape) + " is not [N, C, H, W] or [N, C, L]";
+}
+}  // namespace
+
+std::string window_limits(const ops::GraphNode&, const std::vector<std::vector<std::int64_t>>& in_shapes) {
+  const std::vector<std::int64_t> x = in_shapes.empty() ? std::vector<std::int64_t>{} : in_shapes[0];
+  return x.size() == 3 || x.size() == 4 ? "" : not_spatial(x);
+}
+
 Window window_of(const CudaGraphCall& call, const DeviceTensor& x, const DeviceTensor& y, std::int64_t kh, std::int64_t kw) {
   const ops::Attrs& a = call.node.attrs;
   const bool one_d = x.shape.size() == 3;
   if ((x.shape.size() != 4 && !one_d) || y.shape.size() != x.shape.size())
-    call.fail("input " + ops::to_string(x.shape) + " is not [N, C, H, W] or [N, C, L]");
+    call.fail(not_spatial(x.shape));
   Window g;
   g.n = x.shape[0];
   g.c = x.shape[1];

@@ -3,6 +3,8 @@
 // planned shapes of its input [N, C, H, W] (or [N, C, L], run as H = 1) and output: ONNX's
 // rules for strides, dilations, pads and auto_pad, as the CPU ops read them.
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "graph_op.hpp"
 
@@ -17,5 +19,9 @@ struct Window {
 };
 
 Window window_of(const CudaGraphCall& call, const DeviceTensor& x, const DeviceTensor& y, std::int64_t kh, std::int64_t kw);
+
+// The plan's check (CudaGraphOpLimits) of a windowed node: "" when its input is [N, C, H, W]
+// or [N, C, L] (3-D convolutions and pools run on the CPU), else why not.
+std::string window_limits(const ops::GraphNode& node, const std::vector<std::vector<std::int64_t>>& in_shapes);
 
 }  // namespace spmd::backends::cuda
