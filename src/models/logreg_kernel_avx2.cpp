@@ -55,6 +55,30 @@ SPMD_INLINE __m256 exp8(__m256 t) {
   return _mm256_blendv_ps(e, _mm256_setzero_ps(), _mm256_cmp_ps(t, cutoff, _CMP_LT_OQ));
 }
 
+// log_spec, 4 lanes, for a softmax sum s (>= 1, or NaN or +inf, which it returns as the spec
+// does): the spec's operations lane by lane; the exponent k as a double through 2^52's bits.
+SPMD_INLINE __m256d log4(__m256d s) {
+  const __m256i bits = _mm256_castpd_si256(s);
+  const __m256i exponent = _mm256_srli_epi64(bits, 52);
+  const __m256d two52 = _mm256_set1_pd(4503599627370496.0);
+  __m256d k = _mm256_sub_pd(_mm256_castsi256_pd(_mm256_or_si256(exponent, _mm256_castpd_si256(two52))), two52);
+  k = _mm256_sub_pd(k, _mm256_set1_pd(1023.0));
+  const __m256i mantissa = _mm256_and_si256(bits, _mm256_set1_epi64x(0x000fffffffffffffLL));
+  __m256d m = _mm256_castsi256_pd(_mm256_or_si256(mantissa, _mm256_set1_epi64x(0x3ff0000000000000LL)));
+  const __m256d big = _mm256_cmp_pd(m, _mm256_set1_pd(kSqrt2), _CMP_GT_OQ);
+  m = _mm256_blendv_pd(m, _mm256_mul_pd(m, _mm256_set1_pd(0.5)), big);
+  const __m256d one = _mm256_set1_pd(1.0);
+  k = _mm256_blendv_pd(k, _mm256_add_pd(k, one), big);
+  const __m256d f = _mm256_div_pd(_mm256_sub_pd(m, one), _mm256_add_pd(m, one));
+  const __m256d f2 = _mm256_mul_pd(f, f);
+  __m256d p = _mm256_set1_pd(kLog64Series[0]);
+  for (int j = 1; j < kLog64Terms; ++j) p = _mm256_fmadd_pd(p, f2, _mm256_set1_pd(kLog64Series[j]));
+  const __m256d log_s =
+      _mm256_fmadd_pd(k, _mm256_set1_pd(kLn2Hi64), _mm256_fmadd_pd(k, _mm256_set1_pd(kLn2Lo64), _mm256_mul_pd(f, p)));
+  const __m256i special = _mm256_cmpeq_epi64(exponent, _mm256_set1_epi64x(2047));  // NaN, +inf
+  return _mm256_blendv_pd(log_s, s, _mm256_castsi256_pd(special));
+}
+
 // Lane c of the result = tree16 sum of class c's 16 lanes (lo[c], hi[c]); 0 for c >= n.
 template <int n>
 SPMD_INLINE __m256 transpose_reduce(const __m256* lo, const __m256* hi) {
@@ -117,6 +141,7 @@ void softmax_avx2(const float* Z, const std::int32_t* labels, int rows, const Ti
   const __m256i ids = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   const __m256i row_offsets = _mm256_mullo_epi32(ids, _mm256_set1_epi32(Cpad));
   alignas(32) float m_lanes[8], s_lanes[8];
+  alignas(32) double log_lanes[8];  // log_spec of each lane's sum, in double
   for (int r0 = 0; r0 < rows; r0 += 8) {
     const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32(rows - r0), ids);
     const float* z = Z + r0 * Cpad;
@@ -147,10 +172,11 @@ void softmax_avx2(const float* Z, const std::int32_t* labels, int rows, const Ti
     }
     _mm256_store_ps(m_lanes, m);
     _mm256_store_ps(s_lanes, s);
+    _mm256_store_pd(log_lanes, log4(_mm256_cvtps_pd(_mm_load_ps(s_lanes))));
+    _mm256_store_pd(log_lanes + 4, log4(_mm256_cvtps_pd(_mm_load_ps(s_lanes + 4))));
     const int live_rows = rows - r0 < 8 ? rows - r0 : 8;
     for (int j = 0; j < live_rows; ++j)
-      loss += (static_cast<double>(m_lanes[j]) + std::log(static_cast<double>(s_lanes[j]))) -
-              static_cast<double>(z[j * Cpad + labels[r0 + j]]);
+      loss += (static_cast<double>(m_lanes[j]) + log_lanes[j]) - static_cast<double>(z[j * Cpad + labels[r0 + j]]);
   }
 }
 

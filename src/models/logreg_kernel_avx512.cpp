@@ -70,6 +70,30 @@ SPMD_INLINE __m512 exp16(__m512 t) {
   return _mm512_mask_mov_ps(e, _mm512_cmp_ps_mask(t, cutoff, _CMP_LT_OQ), _mm512_setzero_ps());
 }
 
+// log_spec, 8 lanes, for a softmax sum s (>= 1, or NaN or +inf, which it returns as the spec
+// does): the spec's operations lane by lane; the exponent k as a double through 2^52's bits.
+SPMD_INLINE __m512d log8(__m512d s) {
+  const __m512i bits = _mm512_castpd_si512(s);
+  const __m512i exponent = _mm512_srli_epi64(bits, 52);
+  const __m512d two52 = _mm512_set1_pd(4503599627370496.0);
+  __m512d k = _mm512_sub_pd(_mm512_castsi512_pd(_mm512_or_si512(exponent, _mm512_castpd_si512(two52))), two52);
+  k = _mm512_sub_pd(k, _mm512_set1_pd(1023.0));
+  const __m512i mantissa = _mm512_and_si512(bits, _mm512_set1_epi64(0x000fffffffffffffLL));
+  __m512d m = _mm512_castsi512_pd(_mm512_or_si512(mantissa, _mm512_set1_epi64(0x3ff0000000000000LL)));
+  const __mmask8 big = _mm512_cmp_pd_mask(m, _mm512_set1_pd(kSqrt2), _CMP_GT_OQ);
+  m = _mm512_mask_mul_pd(m, big, m, _mm512_set1_pd(0.5));
+  const __m512d one = _mm512_set1_pd(1.0);
+  k = _mm512_mask_add_pd(k, big, k, one);
+  const __m512d f = _mm512_div_pd(_mm512_sub_pd(m, one), _mm512_add_pd(m, one));
+  const __m512d f2 = _mm512_mul_pd(f, f);
+  __m512d p = _mm512_set1_pd(kLog64Series[0]);
+  for (int j = 1; j < kLog64Terms; ++j) p = _mm512_fmadd_pd(p, f2, _mm512_set1_pd(kLog64Series[j]));
+  const __m512d log_s =
+      _mm512_fmadd_pd(k, _mm512_set1_pd(kLn2Hi64), _mm512_fmadd_pd(k, _mm512_set1_pd(kLn2Lo64), _mm512_mul_pd(f, p)));
+  const __mmask8 special = _mm512_cmpeq_epi64_mask(exponent, _mm512_set1_epi64(2047));  // NaN, +inf
+  return _mm512_mask_mov_pd(log_s, special, s);
+}
+
 // Lane c of the result = tree16 sum of a[c] (a[c] = 0 for c >= n), i.e. 16 reductions at
 // once, by the same pairing: distance 8, 4, 2, 1.
 template <int n>
@@ -161,6 +185,7 @@ void softmax_avx512(const float* Z, const std::int32_t* labels, int rows, const 
   const __m512i row_offsets = _mm512_mullo_epi32(
       _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_epi32(Cpad));
   alignas(64) float m_lanes[16], s_lanes[16];
+  alignas(64) double log_lanes[16];  // log_spec of each lane's sum, in double
   for (int r0 = 0; r0 < rows; r0 += 16) {
     const __mmask16 live = lane_mask(rows - r0);
     const float* z = Z + r0 * Cpad;
@@ -192,10 +217,11 @@ void softmax_avx512(const float* Z, const std::int32_t* labels, int rows, const 
     }
     _mm512_store_ps(m_lanes, m);
     _mm512_store_ps(s_lanes, s);
+    _mm512_store_pd(log_lanes, log8(_mm512_cvtps_pd(_mm256_load_ps(s_lanes))));
+    _mm512_store_pd(log_lanes + 8, log8(_mm512_cvtps_pd(_mm256_load_ps(s_lanes + 8))));
     const int live_rows = rows - r0 < 16 ? rows - r0 : 16;
     for (int j = 0; j < live_rows; ++j)
-      loss += (static_cast<double>(m_lanes[j]) + std::log(static_cast<double>(s_lanes[j]))) -
-              static_cast<double>(z[j * Cpad + labels[r0 + j]]);
+      loss += (static_cast<double>(m_lanes[j]) + log_lanes[j]) - static_cast<double>(z[j * Cpad + labels[r0 + j]]);
   }
 }
 

@@ -51,7 +51,7 @@ void softmax_portable(const T* Z, const std::int32_t* labels, int rows, const Ti
       T& d = D[c * kTileRows + i];
       d = d * inverse - (c == y ? T(1) : T(0));
     }
-    loss += (static_cast<double>(m) + std::log(static_cast<double>(s))) - static_cast<double>(z[y]);
+    loss += (static_cast<double>(m) + log_spec(static_cast<double>(s))) - static_cast<double>(z[y]);
   }
 }
 

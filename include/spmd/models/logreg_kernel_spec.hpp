@@ -14,7 +14,7 @@
 // order c = 0, 1, ..., C-1 (max(a, b) is `a > b ? a : b`, as the x86 max instructions do):
 //   m = max(...max(max(z_0, z_1), z_2)..., z_{C-1});  e_c = exp_spec(z_c - m)
 //   s = (...((e_0 + e_1) + e_2)... + e_{C-1});        d_c = e_c * (1/s) - [c == y]
-//   row loss (double) = ((double)m + log((double)s)) - (double)z_y, added to the chunk's
+//   row loss (double) = ((double)m + log_spec((double)s)) - (double)z_y, added to the chunk's
 //   double loss in row order.
 // Gradient, per class c and feature f, rows in order: g = fma(d_c, x_f, g) in float; the
 // float sums restart every kLogregGradFloatBlockRows rows of the chunk and are added to the
@@ -182,6 +182,44 @@ inline double exp_spec(double t) {
   const std::int64_t exponent = ((std::isnan(n) ? 0 : static_cast<std::int64_t>(n)) + 1023) << 52;
   const double e = p * std::bit_cast<double>(exponent);
   return t < kExp64Cutoff ? 0.0 : e;
+}
+
+// log(s) for a row's loss, s the softmax's sum of exponentials (>= 1: the row's largest term
+// is 1), in double. Its own operations rather than std::log, so that a GPU (logreg.cu: the
+// same operations, one intrinsic each) computes the loss with the same bits as the CPU:
+// libm's and CUDA's log may differ in the last bit. s = 2^k m with m in [sqrt(1/2), sqrt(2));
+// log m = 2 atanh(f), f = (m - 1) / (m + 1), |f| <= 0.1716, by its series in f^2 up to f^21
+// (truncation < 1e-18 relative); then + k ln2 in fdlibm's two parts. Within ~1 ulp of log s
+// for s >= 2^-1022; s NaN or +inf is returned (the loss propagates them), s <= 0 gives NaN.
+// static: each variant's file (AVX-512 and AVX2 ones are compiled for those targets) keeps its
+// own copy, so the linker cannot hand another variant a copy with instructions its CPU lacks.
+inline constexpr double kSqrt2 = 1.4142135623730951;
+inline constexpr int kLog64Terms = 11;
+// 2 / (2j + 1) for j = 10 down to 0, the Horner order in f^2.
+inline constexpr double kLog64Series[kLog64Terms] = {2.0 / 21, 2.0 / 19, 2.0 / 17, 2.0 / 15, 2.0 / 13, 2.0 / 11,
+                                                     2.0 / 9,  2.0 / 7,  2.0 / 5,  2.0 / 3,  2.0};
+
+static inline double log_spec(double s) {
+  if (!(s > 0.0)) return s == s ? std::numeric_limits<double>::quiet_NaN() : s;
+  if (s == std::numeric_limits<double>::infinity()) return s;
+  std::uint64_t bits = std::bit_cast<std::uint64_t>(s);
+  std::int64_t k = -1023;
+  if ((bits >> 52) == 0) {  // subnormal s (never a softmax sum): scaled by 2^54 first
+    bits = std::bit_cast<std::uint64_t>(s * 18014398509481984.0);
+    k -= 54;
+  }
+  k += static_cast<std::int64_t>(bits >> 52);
+  double m = std::bit_cast<double>((bits & 0x000fffffffffffffULL) | 0x3ff0000000000000ULL);
+  if (m > kSqrt2) {
+    m = m * 0.5;
+    k = k + 1;
+  }
+  const double f = (m - 1.0) / (m + 1.0);
+  const double f2 = f * f;
+  double p = kLog64Series[0];
+  for (int j = 1; j < kLog64Terms; ++j) p = std::fma(p, f2, kLog64Series[j]);
+  const double kd = static_cast<double>(k);
+  return std::fma(kd, kLn2Hi64, std::fma(kd, kLn2Lo64, f * p));
 }
 
 // The lanes of the logits in T's precision (Fpad: F rounded up to them).

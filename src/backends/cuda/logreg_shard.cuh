@@ -5,7 +5,7 @@
 //   logits (Kernels::logits)  softmax (Kernels::softmax: D = P - Y in place of Z, and each
 //   row's (m, s, z_label) for the host)  block gradient (fma over a 256-row block's rows in
 //   order, in T)  chunk gradient (each chunk's blocks summed in double, in block order)
-//   host loss ((m + log s) - z_y in double with the host's std::log, summed in row order).
+//   host loss ((m + log s) - z_y in double with the spec's log_spec, summed in row order).
 // T is the kernels' arithmetic (float or double); the arithmetic is logreg_kernel_spec.hpp's
 // in that precision. Every operation is an explicit fma or _rn intrinsic, which nvcc never
 // fuses or reorders. Included by logreg.cu: everything has internal linkage.
@@ -191,15 +191,16 @@ class CudaLogregShardOf final : public Base {
     stats_.download(stats_host_.data(), stats_.size(), s);
     out_.download(out, out_.size(), s);  // out[k * record] (the losses) is overwritten below
     stream_.synchronize("computing the logreg chunk partials on the GPU");
-    // The losses, as the CPU kernels: each row's in double with this host's std::log,
-    // added in row order from 0.
+    // The losses, as the CPU kernels: each row's in double with the spec's log_spec (its
+    // own operations, so a device kernel could take this over with the same bits), added in
+    // row order from 0.
     const T* st = stats_host_.data();
     for (std::int64_t k = 0; k < chunks_; ++k) {
       const std::int64_t first = k * geometry_.chunk_rows, end = std::min(rows, first + geometry_.chunk_rows);
       double loss = 0.0;
       for (std::int64_t r = first; r < end; ++r) {
         const T* row = st + r * kRowStats;
-        loss += (static_cast<double>(row[0]) + std::log(static_cast<double>(row[1]))) - static_cast<double>(row[2]);
+        loss += (static_cast<double>(row[0]) + spec::log_spec(static_cast<double>(row[1]))) - static_cast<double>(row[2]);
       }
       out[k * record_] = loss;
     }
