@@ -11,7 +11,7 @@
 //                          (16 float, or 8 double with x widened from float32), the spec's
 //                          tree; W enters transposed and zero padded (WT [C][Fpad])
 //   softmax_kernel         thread per row: max, the spec's exp, sum, D = P - Y in place of Z;
-//                          the row's (max, sum, z_label) go to the host
+//                          the row's loss in double (the spec's log_spec)
 // Every operation is an explicit fma or a _rn intrinsic, which nvcc never fuses or
 // reorders, so the default --fmad=true cannot change a bit.
 #include <algorithm>
@@ -115,6 +115,44 @@ __device__ inline double exp_spec(double t) {
   return t < spec::kExp64Cutoff ? 0.0 : e;
 }
 
+// The series' coefficients one by one (as kTaylor).
+template <int j>
+constexpr double kLogSeries = spec::kLog64Series[j];
+
+// spec::log_spec, operation by operation: the row loss's log with the CPU's bits.
+__device__ inline double log_spec(double s) {
+  if (!(s > 0.0)) return s == s ? __longlong_as_double(0x7ff8000000000000LL) : s;
+  if (isinf(s)) return s;
+  unsigned long long bits = static_cast<unsigned long long>(__double_as_longlong(s));
+  long long k = -1023;
+  if ((bits >> 52) == 0) {  // subnormal: scaled by 2^54 first
+    bits = static_cast<unsigned long long>(__double_as_longlong(__dmul_rn(s, 18014398509481984.0)));
+    k -= 54;
+  }
+  k += static_cast<long long>(bits >> 52);
+  double m = __longlong_as_double(static_cast<long long>((bits & 0x000fffffffffffffULL) | 0x3ff0000000000000ULL));
+  if (m > spec::kSqrt2) {
+    m = __dmul_rn(m, 0.5);
+    k = k + 1;
+  }
+  const double f = __ddiv_rn(__dsub_rn(m, 1.0), __dadd_rn(m, 1.0));
+  const double f2 = __dmul_rn(f, f);
+  static_assert(spec::kLog64Terms == 11, "the Horner steps below are written out for 11 terms");
+  double p = kLogSeries<0>;
+  p = fma(p, f2, kLogSeries<1>);
+  p = fma(p, f2, kLogSeries<2>);
+  p = fma(p, f2, kLogSeries<3>);
+  p = fma(p, f2, kLogSeries<4>);
+  p = fma(p, f2, kLogSeries<5>);
+  p = fma(p, f2, kLogSeries<6>);
+  p = fma(p, f2, kLogSeries<7>);
+  p = fma(p, f2, kLogSeries<8>);
+  p = fma(p, f2, kLogSeries<9>);
+  p = fma(p, f2, kLogSeries<10>);
+  const double kd = static_cast<double>(k);  // exact: |k| < 2^11
+  return fma(kd, spec::kLn2Hi64, fma(kd, spec::kLn2Lo64, __dmul_rn(f, p)));
+}
+
 // spec::tree_sum in place: pairs at distance n/2, then n/4, ..., 1; the sum ends in v[0].
 template <int n, class T>
 __device__ inline void tree_sum_in_place(T* v) {
@@ -151,10 +189,10 @@ __global__ void logits_kernel(const float* X, std::int64_t rows, int features, i
   }
 }
 
-// Per row: z <- softmax(z) - onehot(label) (the spec's softmax, in place) and
-// stats[r] = (m, s, z[label]) for the host's loss.
+// Per row: z <- softmax(z) - onehot(label) (the spec's softmax, in place) and the row's loss
+// in double, ((double)m + log_spec((double)s)) - (double)z[label], as the CPU kernels.
 template <class T>
-__global__ void softmax_kernel(T* z, const std::int32_t* labels, std::int64_t rows, int classes, T* stats) {
+__global__ void softmax_kernel(T* z, const std::int32_t* labels, std::int64_t rows, int classes, double* row_loss) {
   for (std::int64_t r = grid_start(); r < rows; r += grid_stride()) {
     T* zr = z + r * classes;
     const std::int32_t y = labels[r];
@@ -169,9 +207,7 @@ __global__ void softmax_kernel(T* z, const std::int32_t* labels, std::int64_t ro
     }
     const T inverse = div_rn(T(1), s);
     for (int c = 0; c < classes; ++c) zr[c] = sub_rn(mul_rn(zr[c], inverse), c == y ? T(1) : T(0));
-    stats[r * kRowStats + 0] = m;
-    stats[r * kRowStats + 1] = s;
-    stats[r * kRowStats + 2] = z_label;
+    row_loss[r] = __dsub_rn(__dadd_rn(static_cast<double>(m), log_spec(static_cast<double>(s))), static_cast<double>(z_label));
   }
 }
 
@@ -187,9 +223,9 @@ struct Kernels {
         X, rows, features, spec::round_up(features, kLanes), WT, classes, z);
     SPMD_CHECK_CUDA_LAUNCH(kFloat ? "logreg logits kernel" : "logreg float64 logits kernel");
   }
-  static void softmax(T* z, const std::int32_t* labels, std::int64_t rows, int classes, T* stats,
+  static void softmax(T* z, const std::int32_t* labels, std::int64_t rows, int classes, double* row_loss,
                       cudaStream_t stream) {
-    softmax_kernel<T><<<blocks_for(rows), kThreadsPerBlock, 0, stream>>>(z, labels, rows, classes, stats);
+    softmax_kernel<T><<<blocks_for(rows), kThreadsPerBlock, 0, stream>>>(z, labels, rows, classes, row_loss);
     SPMD_CHECK_CUDA_LAUNCH(kFloat ? "logreg softmax kernel" : "logreg float64 softmax kernel");
   }
 };

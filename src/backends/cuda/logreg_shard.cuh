@@ -3,9 +3,10 @@
 // float64 alike: the gradient's block and chunk sums, the transposed upload and the shard
 // object, which runs one evaluation as
 //   logits (Kernels::logits)  softmax (Kernels::softmax: D = P - Y in place of Z, and each
-//   row's (m, s, z_label) for the host)  block gradient (fma over a 256-row block's rows in
-//   order, in T)  chunk gradient (each chunk's blocks summed in double, in block order)
-//   host loss ((m + log s) - z_y in double with the spec's log_spec, summed in row order).
+//   row's loss (m + log_spec(s)) - z_y in double)  chunk loss (each chunk's rows' losses in
+//   row order from 0)  block gradient (fma over a 256-row block's rows in order, in T)  chunk
+//   gradient (each chunk's blocks summed in double, in block order). Only the chunk records
+//   come back to the host.
 // T is the kernels' arithmetic (float or double); the arithmetic is logreg_kernel_spec.hpp's
 // in that precision. Every operation is an explicit fma or _rn intrinsic, which nvcc never
 // fuses or reorders. Included by logreg.cu: everything has internal linkage.
@@ -32,8 +33,6 @@ namespace spec = models::logreg_detail;
 constexpr std::int64_t kBlockRows = models::kLogregGradFloatBlockRows;
 // Classes one gradient thread accumulates (registers); more classes take more threads.
 constexpr int kGradClassGroup = 16;
-// Per row, for the host's loss: the row max m, the exponential sum s and the label's logit.
-constexpr int kRowStats = 3;
 
 __device__ inline std::int64_t grid_start() {
   return static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -85,6 +84,17 @@ __global__ void block_gradient_kernel(const float* X, const T* D, BlockGeometry 
   }
 }
 
+// out[k * record] = chunk k's rows' losses added in row order from 0 (the CPU's order).
+__global__ void chunk_loss_kernel(const double* row_loss, std::int64_t rows, std::int64_t chunk_rows, std::int64_t chunks,
+                                  std::int64_t record, double* out) {
+  for (std::int64_t k = grid_start(); k < chunks; k += grid_stride()) {
+    const std::int64_t first = k * chunk_rows, end = min(rows, first + chunk_rows);
+    double loss = 0.0;
+    for (std::int64_t r = first; r < end; ++r) loss = __dadd_rn(loss, row_loss[r]);
+    out[k * record] = loss;
+  }
+}
+
 // out[k * record + 1 + f * C + c] = sum over chunk k's blocks, in block order, of
 // (double) block_grads[block][c][f], from 0.
 template <class T>
@@ -133,7 +143,7 @@ void upload_transposed(const T* W, int features, int classes, int lanes, cuda::P
 
 // Kernels: Scalar (T, the arithmetic), kLanes (of the logits), and
 //   static void logits(const float* X, std::int64_t rows, int F, const T* WT, int C, T* Z, cudaStream_t);
-//   static void softmax(T* Z, const std::int32_t* labels, std::int64_t rows, int C, T* stats, cudaStream_t);
+//   static void softmax(T* Z, const std::int32_t* labels, std::int64_t rows, int C, double* row_loss, cudaStream_t);
 template <class Kernels, class Base>
 class CudaLogregShardOf final : public Base {
  public:
@@ -151,12 +161,11 @@ class CudaLogregShardOf final : public Base {
         labels_(static_cast<std::size_t>(rows), "logreg labels"),
         WT_(transposed_size(), "logreg weights (transposed)"),
         Z_(static_cast<std::size_t>(rows) * classes, "logreg logits / softmax residuals"),
-        stats_(static_cast<std::size_t>(rows) * kRowStats, "logreg per-row softmax statistics"),
+        row_loss_(static_cast<std::size_t>(rows), "logreg per-row losses"),
         block_grads_(static_cast<std::size_t>(chunks_ * geometry_.blocks_per_chunk) * features * classes,
                      "logreg per-block gradients"),
         out_(static_cast<std::size_t>(chunks_ * record_), "logreg chunk partials"),
-        WT_host_(transposed_size(), "logreg weight staging"),
-        stats_host_(static_cast<std::size_t>(rows) * kRowStats, "logreg statistics staging") {
+        WT_host_(transposed_size(), "logreg weight staging") {
     geometry_.blocks = chunks_ * geometry_.blocks_per_chunk;
     // Labels are checked here, once, rather than on every evaluation on the GPU.
     for (std::int64_t i = 0; i < rows; ++i)
@@ -166,7 +175,6 @@ class CudaLogregShardOf final : public Base {
     const cudaStream_t s = stream_.get();
     X_.upload(X, X_.size(), s);
     labels_.upload(labels, labels_.size(), s);
-    out_.zero(s);  // the loss entries are never written on the GPU (the host fills them)
     // The caller's X may go once the copies are done.
     stream_.synchronize_copies("copying the logreg rows to the GPU");
   }
@@ -180,7 +188,10 @@ class CudaLogregShardOf final : public Base {
     const std::int64_t rows = geometry_.rows;
     upload_transposed(W, features_, classes_, Kernels::kLanes, WT_host_, WT_, s);
     Kernels::logits(X_.data(), rows, features_, WT_.data(), classes_, Z_.data(), s);
-    Kernels::softmax(Z_.data(), labels_.data(), rows, classes_, stats_.data(), s);
+    Kernels::softmax(Z_.data(), labels_.data(), rows, classes_, row_loss_.data(), s);
+    chunk_loss_kernel<<<blocks_for(chunks_), kThreadsPerBlock, 0, s>>>(row_loss_.data(), rows, geometry_.chunk_rows, chunks_,
+                                                                        record_, out_.data());
+    SPMD_CHECK_CUDA_LAUNCH("logreg chunk loss kernel");
     const std::int64_t groups = (classes_ + kGradClassGroup - 1) / kGradClassGroup;
     block_gradient_kernel<T><<<blocks_for(geometry_.blocks * groups * features_), kThreadsPerBlock, 0, s>>>(
         X_.data(), Z_.data(), geometry_, features_, classes_, block_grads_.data());
@@ -188,22 +199,8 @@ class CudaLogregShardOf final : public Base {
     chunk_gradient_kernel<T><<<blocks_for(chunks_ * features_ * classes_), kThreadsPerBlock, 0, s>>>(
         block_grads_.data(), chunks_, geometry_.blocks_per_chunk, features_, classes_, record_, out_.data());
     SPMD_CHECK_CUDA_LAUNCH("logreg chunk gradient kernel");
-    stats_.download(stats_host_.data(), stats_.size(), s);
-    out_.download(out, out_.size(), s);  // out[k * record] (the losses) is overwritten below
+    out_.download(out, out_.size(), s);
     stream_.synchronize("computing the logreg chunk partials on the GPU");
-    // The losses, as the CPU kernels: each row's in double with the spec's log_spec (its
-    // own operations, so a device kernel could take this over with the same bits), added in
-    // row order from 0.
-    const T* st = stats_host_.data();
-    for (std::int64_t k = 0; k < chunks_; ++k) {
-      const std::int64_t first = k * geometry_.chunk_rows, end = std::min(rows, first + geometry_.chunk_rows);
-      double loss = 0.0;
-      for (std::int64_t r = first; r < end; ++r) {
-        const T* row = st + r * kRowStats;
-        loss += (static_cast<double>(row[0]) + spec::log_spec(static_cast<double>(row[1]))) - static_cast<double>(row[2]);
-      }
-      out[k * record_] = loss;
-    }
   }
 
  private:
@@ -221,11 +218,10 @@ class CudaLogregShardOf final : public Base {
   cuda::DeviceBuffer<std::int32_t> labels_;  // [rows]
   cuda::DeviceBuffer<T> WT_;                 // [C, Fpad]
   cuda::DeviceBuffer<T> Z_;                  // [rows, C]: logits, then P - Y
-  cuda::DeviceBuffer<T> stats_;              // [rows, 3]: m, s, z_label
+  cuda::DeviceBuffer<double> row_loss_;      // [rows]
   cuda::DeviceBuffer<T> block_grads_;        // [chunks * blocks_per_chunk, C, F]
   cuda::DeviceBuffer<double> out_;           // [chunks, 1 + F * C] (loss entries stay 0)
   cuda::PinnedBuffer<T> WT_host_;
-  cuda::PinnedBuffer<T> stats_host_;
 };
 
 }  // namespace
