@@ -105,4 +105,36 @@ std::vector<TreeNode> PartialSumTree::canonical_nodes(std::int64_t first, std::i
   return {ids.nodes_.begin(), ids.nodes_.end()};
 }
 
+InPlaceTreePlan in_place_tree_plan(std::int64_t first, std::int64_t end, std::int64_t global_chunks) {
+  InPlaceTreePlan plan;
+  plan.nodes = PartialSumTree::canonical_nodes(first, end, global_chunks);
+  for (const TreeNode& node : plan.nodes) {
+    const std::int64_t base = node.first_chunk(), stop = std::min(node.end_chunk(), global_chunks);
+    // Bottom up: at each level a present right child is added into its left sibling; an absent
+    // one (wholly past the last chunk) leaves the parent equal to the left child.
+    for (int h = 1; h <= node.level; ++h) {
+      const std::int64_t step = std::int64_t{1} << h, half = step / 2;
+      for (std::int64_t left = base; left < stop; left += step)
+        if (left + half < stop) {
+          plan.adds.push_back(left - first);
+          plan.adds.push_back(left + half - first);
+        }
+    }
+    plan.node_slots.push_back(base - first);
+  }
+  return plan;
+}
+
+void run_in_place_tree_plan(const InPlaceTreePlan& plan, double* records, std::size_t record, double* nodes_out) {
+  for (std::size_t a = 0; a + 1 < plan.adds.size(); a += 2) {
+    double* dst = records + static_cast<std::size_t>(plan.adds[a]) * record;
+    const double* src = records + static_cast<std::size_t>(plan.adds[a + 1]) * record;
+    for (std::size_t i = 0; i < record; ++i) dst[i] += src[i];
+  }
+  for (std::size_t k = 0; k < plan.node_slots.size(); ++k) {
+    const double* node = records + static_cast<std::size_t>(plan.node_slots[k]) * record;
+    std::copy(node, node + record, nodes_out + k * record);
+  }
+}
+
 }  // namespace spmd::models

@@ -67,7 +67,9 @@ DataParallelLogreg::DataParallelLogreg(const runtime::Context& ctx, const data::
     else
       devices_[static_cast<size_t>(i)] = models::make_logreg_shard(device, X, labels, rows, features_, classes_, R);
   });
-  local_partials_.assign(static_cast<size_t>(my_chunks) * partial_size_, 0.0);
+  for (const auto& c : device_chunks_)
+    device_nodes_.push_back(models::PartialSumTree::canonical_nodes(first_chunk_ + c.first, first_chunk_ + c.end(), global_chunks_));
+  device_records_.assign(device_chunks_.size(), nullptr);
   rank_tree_.emplace(global_chunks_, partial_size_);
 
   // Every rank's chunk range, as logreg_rank_rows gives it: the tree sum's layout.
@@ -87,19 +89,23 @@ double DataParallelLogreg::value_and_grad(std::span<const double> x, std::span<d
   const bool f64 = precision_ == models::LogregPrecision::float64;
   if (!f64)
     for (size_t i = 0; i < W_.size(); ++i) W_[i] = static_cast<float>(x[i]);
+  // Each device sums its chunks' records to its canonical nodes where it computed them (a GPU
+  // sends those few records); pushed in device order, the rank's tree holds the same bits as
+  // from every chunk's record.
   ctx_.pool().run([&](int i) {
-    const auto& c = device_chunks_[static_cast<size_t>(i)];
+    const auto k = static_cast<size_t>(i);
+    const auto& c = device_chunks_[k];
+    device_records_[k] = nullptr;
     if (c.size == 0) return;
-    double* out = local_partials_.data() + static_cast<size_t>(c.first) * partial_size_;
-    if (f64)
-      devices64_[static_cast<size_t>(i)]->chunk_partials(x.data(), out);
-    else
-      devices_[static_cast<size_t>(i)]->chunk_partials(W_.data(), out);
+    const std::int64_t first = first_chunk_ + c.first;
+    device_records_[k] = f64 ? devices64_[k]->node_partials(x.data(), first, global_chunks_)
+                             : devices_[k]->node_partials(W_.data(), first, global_chunks_);
   });
   models::PartialSumTree& mine = *rank_tree_;
   mine.reset(first_chunk_);
-  const std::int64_t my_chunks = static_cast<std::int64_t>(local_partials_.size() / partial_size_);
-  for (std::int64_t k = 0; k < my_chunks; ++k) mine.push_leaf(local_partials_.data() + k * partial_size_);
+  for (std::size_t k = 0; k < device_chunks_.size(); ++k)
+    for (std::size_t n = 0; device_records_[k] != nullptr && n < device_nodes_[k].size(); ++n)
+      mine.push_node(device_nodes_[k][n], device_records_[k] + n * partial_size_);
   const double* total = exchange_->total(mine);
   if (total == nullptr) throw Error("logreg: internal error: the partial sums do not cover every chunk");
   const double value =

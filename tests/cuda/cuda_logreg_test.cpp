@@ -17,6 +17,7 @@
 #include "spmd/models/device_models.hpp"
 #include "spmd/models/logreg.hpp"
 #include "spmd/runtime/devices.hpp"
+#include "spmd/models/partial_sum_tree.hpp"
 #include "spmd/runtime/error.hpp"
 
 #include "spmd/backends/cuda/models.hpp"
@@ -121,6 +122,32 @@ TEST(CudaLogregShard, PartialsMatchCpuBitwiseOnManyShapes) {
     for (float& w : q.W) w = -40.0f * w;
     shard->chunk_partials(q.W.data(), out.data());
     expect_same_bits_as_cpu(q, s.chunk_rows, out, context + " (second W)");
+  }
+}
+
+// What the objective asks for: the chunk records added up on the GPU to the canonical nodes of
+// the shard's chunks (the in-place tree plan), the same bits as the CPU's chunk records pushed
+// into the tree, whatever the shard's place among the global chunks; twice on one shard (the
+// plan made once, then reused; a new place makes a new plan).
+TEST(CudaLogregShard, NodePartialsAreTheTreeOfTheCpuChunks) {
+  SKIP_WITHOUT_GPU();
+  const Problem p = make_problem(9 * 300 + 17, 37, 6, 77);
+  const std::int64_t chunk_rows = 300, chunks = 10;
+  const std::size_t record = logreg_partials_size(p.features, p.classes);
+  auto shard = spmd::models::make_logreg_shard(spmd::test::cuda_device(0), p.X.data(), p.y.data(), p.rows, p.features,
+                                               p.classes, chunk_rows);
+  std::vector<double> cpu(static_cast<std::size_t>(chunks) * record);
+  spmd::models::LogregWorkspace ws;
+  spmd::models::logreg_range_partials(p.X.data(), p.y.data(), p.rows, p.features, p.classes, p.W.data(), chunk_rows,
+                                      cpu.data(), ws);
+  for (const auto [first, global] : {std::pair<std::int64_t, std::int64_t>{0, 10}, {3, 13}, {3, 13}, {6, 40}, {0, 11}}) {
+    spmd::models::PartialSumTree tree(global, record);
+    tree.reset(first);
+    for (std::int64_t k = 0; k < chunks; ++k) tree.push_leaf(cpu.data() + k * record);
+    const double* gpu = shard->node_partials(p.W.data(), first, global);
+    ASSERT_NE(gpu, nullptr);
+    ASSERT_EQ(std::memcmp(gpu, tree.data(), tree.nodes().size() * record * sizeof(double)), 0)
+        << "chunks [" << first << ", " << first + chunks << ") of " << global;
   }
 }
 

@@ -70,6 +70,28 @@ TEST(PartialSumTree, SameBitsForEveryCutIntoHolders) {
   }
 }
 
+// A device's in-place reduction of its chunks' records (in_place_tree_plan, what the CUDA
+// logreg shard runs on the GPU) gives its canonical nodes with the tree's own bits.
+TEST(PartialSumTree, InPlacePlanGivesTheNodesOfTheTree) {
+  std::mt19937 rng(11);
+  for (std::int64_t chunks = 1; chunks <= 70; ++chunks) {
+    const auto leaves = make_leaves(chunks, rng);
+    for (std::int64_t first = 0; first < chunks; first += 1 + first / 3)
+      for (std::int64_t end = first + 1; end <= chunks; end += 1 + (end - first) / 2) {
+        PartialSumTree tree(chunks, kRecord);
+        tree.reset(first);
+        for (std::int64_t c = first; c < end; ++c) tree.push_leaf(&leaves[static_cast<std::size_t>(c) * kRecord]);
+        const auto plan = spmd::models::in_place_tree_plan(first, end, chunks);
+        ASSERT_EQ(plan.nodes, std::vector<TreeNode>(tree.nodes().begin(), tree.nodes().end()));
+        std::vector<double> records(leaves.begin() + first * kRecord, leaves.begin() + end * kRecord);
+        std::vector<double> nodes(plan.nodes.size() * kRecord);
+        spmd::models::run_in_place_tree_plan(plan, records.data(), kRecord, nodes.data());
+        EXPECT_EQ(std::memcmp(nodes.data(), tree.data(), nodes.size() * sizeof(double)), 0)
+            << "chunks [" << first << ", " << end << ") of " << chunks;
+      }
+  }
+}
+
 TEST(PartialSumTree, TotalIsTheSumAndMatchesThePairwiseDefinition) {
   // Integers add exactly: the total must be the plain sum.
   for (std::int64_t chunks : {1, 2, 3, 5, 8, 13, 64, 100}) {

@@ -22,7 +22,7 @@ namespace spmd::backends {
 
 // Changed whenever Backend, DeviceModels or the model interfaces change shape: a module
 // built against another version is refused with a message, not called into.
-inline constexpr int kBackendAbi = 4;
+inline constexpr int kBackendAbi = 5;
 
 class Backend : public models::DeviceModels {
  public:

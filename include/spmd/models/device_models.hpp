@@ -48,6 +48,12 @@ class LogregShard {
   // Partials (loss sum, gradient sums; see models/logreg.hpp) of each chunk of chunk_rows
   // rows of this device's range, for W [features, classes] (host). out: [chunks][partials].
   virtual void chunk_partials(const float* W, double* out) = 0;
+  // The same partials added up, where they were computed, to the canonical nodes of this
+  // device's chunks in the objective's tree (they are the global chunks [first_chunk,
+  // first_chunk + chunks) of global_chunks; models/partial_sum_tree.hpp): [nodes][partials],
+  // valid until the next call: a GPU sends a few records instead of one per chunk. What the
+  // objective calls; nullptr when the device has no rows.
+  virtual const double* node_partials(const float* W, std::int64_t first_chunk, std::int64_t global_chunks) = 0;
 };
 
 // The same in float64 (the float64 kernels of models/logreg.hpp): W [features, classes] in
@@ -56,6 +62,7 @@ class LogregShard64 {
  public:
   virtual ~LogregShard64() = default;
   virtual void chunk_partials(const double* W, double* out) = 0;
+  virtual const double* node_partials(const double* W, std::int64_t first_chunk, std::int64_t global_chunks) = 0;
 };
 
 // The kinds of device implementation the models need, one per interface above: a kind names

@@ -70,4 +70,19 @@ class PartialSumTree {
   std::vector<double> slots_;  // nodes_[i]'s record at slot(i); one more slot for a leaf
 };
 
+// How a holder of chunks [first, end) reduces their records, stored one per chunk in order
+// (slot s holds chunk first + s), in place to the range's canonical nodes: `adds` in order
+// (slot dst += slot src, element by element: a node's left child plus its right), after which
+// canonical node k's record lies in slot node_slots[k]. A device carries it out where it
+// computed the records and sends only the nodes (push_node them in order): the same bits.
+struct InPlaceTreePlan {
+  std::vector<TreeNode> nodes;
+  std::vector<std::int64_t> node_slots;
+  std::vector<std::int64_t> adds;  // dst0, src0, dst1, src1, ...
+};
+InPlaceTreePlan in_place_tree_plan(std::int64_t first, std::int64_t end, std::int64_t global_chunks);
+// The plan on the host: records [end - first][record] (changed), the nodes' records into
+// nodes_out [nodes][record].
+void run_in_place_tree_plan(const InPlaceTreePlan& plan, double* records, std::size_t record, double* nodes_out);
+
 }  // namespace spmd::models

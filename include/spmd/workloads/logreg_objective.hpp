@@ -60,7 +60,8 @@ class DataParallelLogreg {
   std::vector<std::unique_ptr<models::LogregShard>> devices_;
   std::vector<std::unique_ptr<models::LogregShard64>> devices64_;
   std::vector<sharding::RowRange> device_chunks_;    // chunk ranges (relative to the rank's first chunk)
-  std::vector<double> local_partials_;               // [rank chunks][partial_size]
+  std::vector<std::vector<models::TreeNode>> device_nodes_;  // each device's canonical nodes
+  std::vector<const double*> device_records_;        // their records this evaluation (nullptr: no chunks)
   std::optional<models::PartialSumTree> rank_tree_;  // this rank's chunks -> its canonical nodes
   std::optional<TreeSumExchange> exchange_;          // every rank's canonical nodes -> the root, everywhere
   long long evaluations_ = 0;

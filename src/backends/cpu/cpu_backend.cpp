@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "spmd/models/partial_sum_tree.hpp"
 #include "spmd/models/cnn_cpu.hpp"
 #include "spmd/models/logreg.hpp"
 #include "spmd/runtime/error.hpp"
@@ -54,6 +55,22 @@ class CpuLogregShard final : public Base {
     if (rows_ == 0) return;
     logreg_range_partials(X_, labels_, rows_, features_, classes_, W, chunk_rows_, out, ws_);
   }
+  // The chunks' records summed to the nodes here too (the GPU's path, so the CPU tests it).
+  const double* node_partials(const Scalar* W, std::int64_t first_chunk, std::int64_t global_chunks) override {
+    if (rows_ == 0) return nullptr;
+    const std::int64_t chunks = (rows_ + chunk_rows_ - 1) / chunk_rows_;
+    const auto record = logreg_partials_size(features_, classes_);
+    if (plan_first_ != first_chunk || plan_global_ != global_chunks) {
+      plan_ = in_place_tree_plan(first_chunk, first_chunk + chunks, global_chunks);
+      plan_first_ = first_chunk;
+      plan_global_ = global_chunks;
+      records_.assign(static_cast<std::size_t>(chunks) * record, 0.0);
+      nodes_.assign(plan_.nodes.size() * record, 0.0);
+    }
+    chunk_partials(W, records_.data());
+    run_in_place_tree_plan(plan_, records_.data(), record, nodes_.data());
+    return nodes_.data();
+  }
 
  private:
   const float* X_;
@@ -62,6 +79,9 @@ class CpuLogregShard final : public Base {
   int features_, classes_;
   std::int64_t chunk_rows_;
   LogregWorkspace ws_;
+  InPlaceTreePlan plan_;
+  std::int64_t plan_first_ = -1, plan_global_ = -1;
+  std::vector<double> records_, nodes_;  // [chunks][record], [nodes][record]
 };
 
 class CpuLogregPredictor final : public DevicePredictor {

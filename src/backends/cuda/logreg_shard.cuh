@@ -5,7 +5,8 @@
 //   logits (Kernels::logits)  softmax (Kernels::softmax: D = P - Y in place of Z, and each
 //   row's loss (m + log_spec(s)) - z_y in double)  chunk loss (each chunk's rows' losses in
 //   row order from 0)  block gradient (fma over a 256-row block's rows in order, in T)  chunk
-//   gradient (each chunk's blocks summed in double, in block order). Only the chunk records
+//   gradient (each chunk's blocks summed in double, in block order)  for node_partials, the
+//   chunk tree (models/partial_sum_tree.hpp's in-place plan): only the canonical nodes' records
 //   come back to the host.
 // T is the kernels' arithmetic (float or double); the arithmetic is logreg_kernel_spec.hpp's
 // in that precision. Every operation is an explicit fma or _rn intrinsic, which nvcc never
@@ -22,6 +23,7 @@
 #include "spmd/backends/cuda/stream.hpp"
 #include "spmd/models/logreg.hpp"
 #include "spmd/models/logreg_kernel_spec.hpp"
+#include "spmd/models/partial_sum_tree.hpp"
 #include "spmd/runtime/devices.hpp"
 #include "spmd/runtime/error.hpp"
 
@@ -113,6 +115,20 @@ __global__ void chunk_gradient_kernel(const T* block_grads, std::int64_t chunks,
   }
 }
 
+// The in-place tree plan (models/partial_sum_tree.hpp) over the chunk records: element e of
+// each record by one thread, the adds in the plan's order (record[dst] += record[src]), then
+// canonical node k's record copied to nodes[k].
+__global__ void tree_nodes_kernel(double* records, std::int64_t record, const std::int64_t* adds, std::int64_t add_count,
+                                  const std::int64_t* node_slots, std::int64_t node_count, double* nodes) {
+  for (std::int64_t e = grid_start(); e < record; e += grid_stride()) {
+    for (std::int64_t a = 0; a < add_count; ++a) {
+      double& dst = records[adds[2 * a] * record + e];
+      dst = __dadd_rn(dst, records[adds[2 * a + 1] * record + e]);
+    }
+    for (std::int64_t k = 0; k < node_count; ++k) nodes[k * record + e] = records[node_slots[k] * record + e];
+  }
+}
+
 void check_shape(int features, int classes, const char* what) {
   if (features < 1 || classes < 1)
     throw Error(std::string(what) + ": needs features >= 1 and classes >= 1, got features = " +
@@ -183,6 +199,45 @@ class CudaLogregShardOf final : public Base {
 
   void chunk_partials(const T* W, double* out) override {
     if (chunks_ == 0) return;
+    compute_records(W);
+    out_.download(out, out_.size(), stream_.get());
+    stream_.synchronize("computing the logreg chunk partials on the GPU");
+  }
+
+  // The chunk records added up on the GPU by the in-place tree plan: only the canonical nodes'
+  // records (about 2 log2(chunks)) cross PCIe, into pinned memory.
+  const double* node_partials(const T* W, std::int64_t first_chunk, std::int64_t global_chunks) override {
+    if (chunks_ == 0) return nullptr;
+    if (plan_first_ != first_chunk || plan_global_ != global_chunks) make_plan(first_chunk, global_chunks);
+    compute_records(W);
+    const cudaStream_t s = stream_.get();
+    const auto add_count = static_cast<std::int64_t>(plan_adds_.size() / 2);
+    tree_nodes_kernel<<<blocks_for(record_), kThreadsPerBlock, 0, s>>>(out_.data(), record_, plan_adds_.data(), add_count,
+                                                                     plan_slots_.data(), node_count_, nodes_.data());
+    SPMD_CHECK_CUDA_LAUNCH("logreg chunk tree kernel");
+    nodes_.download(nodes_host_.data(), nodes_.size(), s);
+    stream_.synchronize("adding the logreg chunk partials on the GPU");
+    return nodes_host_.data();
+  }
+
+ private:
+  void make_plan(std::int64_t first_chunk, std::int64_t global_chunks) {
+    const models::InPlaceTreePlan plan = models::in_place_tree_plan(first_chunk, first_chunk + chunks_, global_chunks);
+    node_count_ = static_cast<std::int64_t>(plan.nodes.size());
+    plan_adds_ = cuda::DeviceBuffer<std::int64_t>(std::max<std::size_t>(plan.adds.size(), 1), "logreg chunk tree plan");
+    plan_slots_ = cuda::DeviceBuffer<std::int64_t>(plan.node_slots.size(), "logreg chunk tree nodes");
+    nodes_ = cuda::DeviceBuffer<double>(static_cast<std::size_t>(node_count_ * record_), "logreg tree node partials");
+    nodes_host_ = cuda::PinnedBuffer<double>(nodes_.size(), "logreg tree node partials (host)");
+    const cudaStream_t s = stream_.get();
+    if (!plan.adds.empty()) plan_adds_.upload(plan.adds.data(), plan.adds.size(), s);
+    plan_slots_.upload(plan.node_slots.data(), plan.node_slots.size(), s);
+    stream_.synchronize_copies("copying the logreg chunk tree plan to the GPU");  // plan's vectors go out of scope
+    plan_first_ = first_chunk;
+    plan_global_ = global_chunks;
+  }
+
+  // Every chunk's record into out_ (queued on the stream).
+  void compute_records(const T* W) {
     cuda::set_current_gpu(ordinal_);
     const cudaStream_t s = stream_.get();
     const std::int64_t rows = geometry_.rows;
@@ -199,11 +254,8 @@ class CudaLogregShardOf final : public Base {
     chunk_gradient_kernel<T><<<blocks_for(chunks_ * features_ * classes_), kThreadsPerBlock, 0, s>>>(
         block_grads_.data(), chunks_, geometry_.blocks_per_chunk, features_, classes_, record_, out_.data());
     SPMD_CHECK_CUDA_LAUNCH("logreg chunk gradient kernel");
-    out_.download(out, out_.size(), s);
-    stream_.synchronize("computing the logreg chunk partials on the GPU");
   }
 
- private:
   std::size_t transposed_size() const {
     return static_cast<std::size_t>(classes_) * spec::round_up(features_, Kernels::kLanes);
   }
@@ -222,6 +274,12 @@ class CudaLogregShardOf final : public Base {
   cuda::DeviceBuffer<T> block_grads_;        // [chunks * blocks_per_chunk, C, F]
   cuda::DeviceBuffer<double> out_;           // [chunks, 1 + F * C] (loss entries stay 0)
   cuda::PinnedBuffer<T> WT_host_;
+  // The in-place tree plan of this shard's chunks (node_partials), made at the first call.
+  std::int64_t plan_first_ = -1, plan_global_ = -1, node_count_ = 0;
+  cuda::DeviceBuffer<std::int64_t> plan_adds_;   // dst, src slot pairs
+  cuda::DeviceBuffer<std::int64_t> plan_slots_;  // each canonical node's slot
+  cuda::DeviceBuffer<double> nodes_;             // [nodes, 1 + F * C]
+  cuda::PinnedBuffer<double> nodes_host_;
 };
 
 }  // namespace
