@@ -15,12 +15,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "spmd/backends/cuda/step_graph.hpp"
 #include "spmd/models/cnn_init.hpp"
 #include "spmd/models/cnn_params.hpp"
 #include "spmd/models/device_models.hpp"
@@ -190,6 +192,48 @@ TEST(CudaCnnMember, OtherGeometriesMatchCpu) {
     expect_probs_near(got, want, 40, config.describe() + " forward", config.classes);
     expect_train_steps_match_cpu(config);
   }
+}
+
+// Training steps replayed from CUDA graphs (cuda/step_graph.hpp) against the same steps run
+// eagerly (SPMD_CUDA_GRAPHS=0 when the member is made): the same kernels with the same
+// arguments, so the same bits. The batch sizes and the one-off learning rate walk the
+// cache's rules: a key's first step eager, its second captured, the rest replayed.
+TEST(CudaCnnMember, GraphReplayedStepsGiveTheBitsOfEagerSteps) {
+  SKIP_WITHOUT_GPU();
+  CnnParams init(kDefault), zero(kDefault);
+  spmd::models::cnn_init(init, spmd::models::ensemble_member_key(1, 0, 2));
+  zero.set_zero();
+  ASSERT_EQ(setenv("SPMD_CUDA_GRAPHS", "0", 1), 0);
+  auto eager = spmd::models::make_cnn_member(spmd::test::cuda_device(), kDefault, 32, 32);
+  ASSERT_EQ(unsetenv("SPMD_CUDA_GRAPHS"), 0);
+  auto graphed = spmd::models::make_cnn_member(spmd::test::cuda_device(), kDefault, 32, 32);
+  eager->set_state(init, zero);
+  graphed->set_state(init, zero);
+  const auto before = spmd::backends::cuda::step_graph_counts();
+  const int sizes[] = {32, 32, 32, 17, 32, 17, 17, 32, 32};
+  const float rates[] = {0.1f, 0.1f, 0.1f, 0.1f, 0.1f, 0.1f, 0.1f, 0.1f, 0.05f};
+  for (int step = 0; step < 9; ++step) {
+    const int n = sizes[step];
+    const Batch b = random_batch(n, 300 + static_cast<std::uint32_t>(step));
+    std::vector<float> want(static_cast<std::size_t>(n) * 10), got(want.size(), -1.0f);
+    const spmd::optim::SgdMomentum sgd{rates[step], 0.9f};
+    const float want_loss = eager->train_step(b.images.data(), b.labels.data(), n, sgd, want.data());
+    const float got_loss = graphed->train_step(b.images.data(), b.labels.data(), n, sgd, got.data());
+    EXPECT_EQ(std::memcmp(&got_loss, &want_loss, sizeof(float)), 0) << "step " << step << ": " << got_loss << " vs " << want_loss;
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0) << "probabilities of step " << step;
+  }
+  CnnParams p_eager(kDefault), t_eager(kDefault), p_graph(kDefault), t_graph(kDefault);
+  eager->get_state(p_eager, t_eager);
+  graphed->get_state(p_graph, t_graph);
+  EXPECT_EQ(std::memcmp(p_graph.data(), p_eager.data(), p_eager.size() * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp(t_graph.data(), t_eager.data(), t_eager.size() * sizeof(float)), 0);
+  // The graphed member captured its two batch sizes and replayed six steps (the capturing
+  // launches included); the learning rate seen once ran eagerly, as did the eager member.
+  const auto after = spmd::backends::cuda::step_graph_counts();
+  EXPECT_EQ(after.failed - before.failed, 0);
+  EXPECT_EQ(after.captured - before.captured, 2);
+  EXPECT_EQ(after.replayed - before.replayed, 6);
+  EXPECT_EQ(after.eager - before.eager, 3 + 9);
 }
 
 TEST(CudaCnnMember, StateRoundTripsBitwise) {

@@ -121,6 +121,14 @@ part_bench() {
       # mostly that on the H100), as the Flax peer's timing leaves out its compilation.
       [ -f "$WORK/be_${b}_$m.json" ] && rec take "ensemble_train_img_s.b${b}_m$m" "$WORK/be_${b}_$m.json" epochs.-1.images_per_second
     done
+    # The same steps without CUDA graphs (cuda/step_graph.hpp): what replaying a step saves.
+    for m in 1 8; do
+      gpu_step "bench_ensemble_eager_b${b}_m$m" 150 env SPMD_CUDA_GRAPHS=0 "$SPMD" ensemble --train "$TRAIN" --test "$TEST" \
+        --train-limit $limit --test-limit 512 --batch-size $b --epochs 3 --devices $m --backend cuda --quiet \
+        --json "$WORK/bee_${b}_$m.json" --checkpoint "$WORK/bee_${b}_$m.h5"
+      [ -f "$WORK/bee_${b}_$m.json" ] &&
+        rec take "ensemble_train_img_s_eager.b${b}_m$m" "$WORK/bee_${b}_$m.json" epochs.-1.images_per_second
+    done
   done
   gpu_step bench_logreg_fit 120 "$SPMD" logreg --data "$TRAIN" --features-key images --labels-key labels --maxiter 5 --quiet \
     --weights-out "$WORK/bw.h5"
