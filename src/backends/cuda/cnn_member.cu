@@ -113,7 +113,7 @@ class CudaCnnMember final : public CnnMember {
         loss_host_(1, "CNN loss staging") {
     const auto& nodes = layout_->nodes();
     for (std::size_t i = 0; i + 1 < nodes.size(); ++i) {
-      Stage st{&nodes[i], cuda::make_cuda_op(nodes[i].spec, nodes[i].shape, {rows_per_pass_, i == 0}),
+      Stage st{&nodes[i], cuda::make_cuda_op(nodes[i].spec, nodes[i].shape, {rows_per_pass_, i == 0, max_train_batch_}),
                cuda::DeviceBuffer<float>(rows(nodes[i].shape.out.size()), "CNN activations"),
                cuda::DeviceBuffer<float>(train_rows(nodes[i].shape.out.size()), "CNN activation gradients"),
                {}, {}};

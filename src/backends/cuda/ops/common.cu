@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include "cuda_op.hpp"
 #include "spmd/ops/registry.hpp"
 
@@ -18,21 +20,47 @@ __global__ void add_bias_kernel(float* x, std::int64_t rows, int cols, const flo
   }
 }
 
-// One block per column (grid stride over columns), a fixed tree over the block's threads
-// (blockDim.x == kThreadsPerBlock).
-__global__ void column_sums_kernel(const float* x, std::int64_t rows, int cols, float* sums) {
-  __shared__ float partial[kThreadsPerBlock];
-  for (int j = blockIdx.x; j < cols; j += gridDim.x) {
+// Stage 1 of ColumnSums: block (b, y) sums rows [b * rows_per_block, ...) into partial[b][j].
+// With cols <= blockDim.x (one block across the columns), thread t reads column t % cols of
+// every (blockDim.x / cols)-th row from its lane t / cols on (a warp reads whole rows:
+// coalesced), then a fixed tree adds the lanes; wider rows give each thread one column of
+// block y's blockDim.x columns.
+__global__ void column_partials_kernel(const float* x, std::int64_t rows, int cols, std::int64_t rows_per_block,
+                                       float* partial) {
+  __shared__ float lane_sums[kThreadsPerBlock];
+  const std::int64_t first = blockIdx.x * rows_per_block;
+  const std::int64_t last = first + rows_per_block < rows ? first + rows_per_block : rows;
+  float* out = partial + static_cast<std::int64_t>(blockIdx.x) * cols;
+  if (cols > static_cast<int>(blockDim.x)) {
+    const std::int64_t j = static_cast<std::int64_t>(blockIdx.y) * blockDim.x + threadIdx.x;
+    if (j >= cols) return;
     float s = 0.0f;
-    for (std::int64_t r = threadIdx.x; r < rows; r += blockDim.x) s += x[r * cols + j];
-    partial[threadIdx.x] = s;
+    for (std::int64_t r = first; r < last; ++r) s += x[r * cols + j];
+    out[j] = s;
+    return;
+  }
+  const int lanes = static_cast<int>(blockDim.x) / cols;
+  const int j = static_cast<int>(threadIdx.x) % cols, lane = static_cast<int>(threadIdx.x) / cols;
+  float s = 0.0f;
+  if (lane < lanes)
+    for (std::int64_t r = first + lane; r < last; r += lanes) s += x[r * cols + j];
+  lane_sums[threadIdx.x] = s;
+  __syncthreads();
+  int width = 1;
+  while (width < lanes) width *= 2;
+  for (width /= 2; width > 0; width /= 2) {  // lane l += lane l + width, for the lanes that exist
+    if (lane < width && lane + width < lanes) lane_sums[threadIdx.x] += lane_sums[threadIdx.x + width * cols];
     __syncthreads();
-    for (unsigned width = blockDim.x / 2; width > 0; width /= 2) {
-      if (threadIdx.x < width) partial[threadIdx.x] += partial[threadIdx.x + width];
-      __syncthreads();
-    }
-    if (threadIdx.x == 0) sums[j] = partial[0];
-    __syncthreads();  // partial[0] is read before the next column overwrites the array
+  }
+  if (lane == 0) out[j] = lane_sums[threadIdx.x];
+}
+
+// Stage 2: sums[j] = partial[0][j] + partial[1][j] + ..., in block order.
+__global__ void column_totals_kernel(const float* partial, int blocks, int cols, float* sums) {
+  for (std::int64_t j = grid_start(); j < cols; j += grid_stride()) {
+    float s = 0.0f;
+    for (int b = 0; b < blocks; ++b) s += partial[static_cast<std::int64_t>(b) * cols + j];
+    sums[j] = s;
   }
 }
 
@@ -59,9 +87,32 @@ void add_bias(const CudaContext& ctx, float* x, std::int64_t rows, int cols, con
   SPMD_CHECK_CUDA_LAUNCH("CNN bias kernel");
 }
 
-void column_sums(const CudaContext& ctx, const float* x, std::int64_t rows, int cols, float* sums) {
-  column_sums_kernel<<<static_cast<unsigned>(cols), kThreadsPerBlock, 0, ctx.stream>>>(x, rows, cols, sums);
-  SPMD_CHECK_CUDA_LAUNCH("CNN bias gradient kernel");
+namespace {
+// Rows per stage-1 block: enough blocks to fill a large GPU a few times, each thread still
+// adding a few dozen rows; never more blocks than the scratch holds.
+constexpr std::int64_t kColumnSumRowsPerBlock = 64;
+constexpr std::int64_t kColumnSumMaxBlocks = 512;
+
+int column_sum_blocks(std::int64_t rows) {
+  return static_cast<int>(std::clamp<std::int64_t>((rows + kColumnSumRowsPerBlock - 1) / kColumnSumRowsPerBlock, 1,
+                                                   kColumnSumMaxBlocks));
+}
+}  // namespace
+
+ColumnSums::ColumnSums(std::int64_t max_rows, int cols)
+    : cols_(cols),
+      partial_(static_cast<std::size_t>(column_sum_blocks(max_rows)) * static_cast<std::size_t>(cols),
+               "CNN bias gradient partial sums") {}
+
+void ColumnSums::run(const CudaContext& ctx, const float* x, std::int64_t rows, float* sums) {
+  const int blocks = column_sum_blocks(rows);
+  const std::int64_t rows_per_block = (rows + blocks - 1) / blocks;
+  const dim3 grid(static_cast<unsigned>(blocks),
+                  cols_ > kThreadsPerBlock ? static_cast<unsigned>((cols_ + kThreadsPerBlock - 1) / kThreadsPerBlock) : 1u);
+  column_partials_kernel<<<grid, kThreadsPerBlock, 0, ctx.stream>>>(x, rows, cols_, rows_per_block, partial_.data());
+  SPMD_CHECK_CUDA_LAUNCH("CNN bias gradient partial sums kernel");
+  column_totals_kernel<<<blocks_for(cols_), kThreadsPerBlock, 0, ctx.stream>>>(partial_.data(), blocks, cols_, sums);
+  SPMD_CHECK_CUDA_LAUNCH("CNN bias gradient totals kernel");
 }
 
 void relu_mask(const CudaContext& ctx, float* d, const float* act, std::int64_t n) {

@@ -1,7 +1,10 @@
 // conv2d on the GPU: im2col + one GEMM over the whole batch (col [rows*h*w, 9*in] times the
 // HWIO kernel viewed as [9*in, out], exactly the parameter layout), bias and ReLU after.
-// Backward: dW = col^T dout, db = column sums, din = col2im(dout W^T) (a gather: no atomics);
-// the forward's col buffer is reused for the input gradient's columns.
+// Backward: dW = col^T dout, one GEMM per image (a batched call: K = h * w, not the batch's
+// pixels, so that the small [9 * in, out] product is spread over the GPU whatever cuBLAS would
+// do with one long K), the images' products then added in order; db = column sums;
+// din = col2im(dout W^T) (a gather: no atomics); the forward's col buffer is reused for the
+// input gradient's columns.
 #include "cuda_op.hpp"
 #include "spmd/backends/cuda/device_buffer.hpp"
 
@@ -55,7 +58,10 @@ class CudaConv2d final : public CudaOp {
  public:
   CudaConv2d(const ops::OpSpec& spec, const ops::OpShape& shape, const CudaOpLimits& limits)
       : in_(shape.in), out_c_(shape.out.c), relu_(spec.attr("relu") != 0),
-        col_(static_cast<std::size_t>(limits.max_rows * in_.h * in_.w * 9 * in_.c), "CNN conv im2col (and its gradient)") {}
+        col_(static_cast<std::size_t>(limits.max_rows * in_.h * in_.w * 9 * in_.c), "CNN conv im2col (and its gradient)"),
+        bias_grad_(limits.max_train_rows * in_.h * in_.w, out_c_),
+        image_grads_(static_cast<std::size_t>(limits.max_train_rows * patch() * out_c_), "CNN conv per-image weight gradients"),
+        weight_grad_(limits.max_train_rows, patch() * out_c_) {}
   bool output_relu() const override { return relu_; }
 
   void forward(const CudaContext& ctx, const CudaIo& io) override {
@@ -71,9 +77,12 @@ class CudaConv2d final : public CudaOp {
   // Expects the forward pass's col_ of the same rows (same stream).
   void backward(const CudaContext& ctx, const CudaIo& io) override {
     const std::int64_t pix = io.rows * in_.h * in_.w;
-    column_sums(ctx, io.dout, pix, out_c_, io.grads[1]);
-    sgemm_row_major(ctx.cublas, {true, false, patch(), out_c_, pix, patch(), out_c_, out_c_}, 1.0f, col_.data(),
-                    io.dout, 0.0f, io.grads[0], "CNN conv weight gradient GEMM");
+    bias_grad_.run(ctx, io.dout, pix, io.grads[1]);
+    const std::int64_t hw = in_.h * in_.w, per_image = static_cast<std::int64_t>(patch()) * out_c_;
+    sgemm_row_major_strided_batched(ctx.cublas, {true, false, patch(), out_c_, hw, patch(), out_c_, out_c_}, 1.0f,
+                                    col_.data(), hw * patch(), io.dout, hw * out_c_, 0.0f, image_grads_.data(),
+                                    per_image, io.rows, "CNN conv weight gradient GEMMs (one per image)");
+    weight_grad_.run(ctx, image_grads_.data(), io.rows, io.grads[0]);
     if (io.din == nullptr) return;
     sgemm_row_major(ctx.cublas, {false, true, pix, patch(), out_c_, out_c_, out_c_, patch()}, 1.0f, io.dout,
                     io.params[0], 0.0f, col_.data(), "CNN conv input gradient GEMM");
@@ -88,6 +97,9 @@ class CudaConv2d final : public CudaOp {
   int out_c_;
   bool relu_;
   DeviceBuffer<float> col_;  // [rows * h * w, 9 * in]; the input gradient's columns in backward
+  ColumnSums bias_grad_;
+  DeviceBuffer<float> image_grads_;  // [rows, 9 * in, out]: each image's weight gradient
+  ColumnSums weight_grad_;           // their sum over the images
 };
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "spmd/backends/cuda/check.hpp"
+#include "spmd/backends/cuda/device_buffer.hpp"
 #include "spmd/backends/cuda/gemm.hpp"
 #include "spmd/backends/cuda/launch.hpp"
 #include "spmd/ops/op.hpp"
@@ -28,10 +29,12 @@ struct CudaContext {
   cublasHandle_t cublas;
 };
 
-// What an implementation is made for: the rows of its largest pass.
+// What an implementation is made for: the rows of its largest pass, and of its largest
+// training step (0: forward passes only; no gradient buffers are made).
 struct CudaOpLimits {
   std::int64_t max_rows;
   bool model_input;  // its input is the model's input (no input gradient is ever wanted)
+  std::int64_t max_train_rows = 0;
 };
 
 // One call: rows of the batch; in, out (post-ReLU when fused); dout, din their gradients
@@ -77,8 +80,17 @@ bool register_cuda_loss(const char* kind, CudaLossFactory fn);
 // Kernels more than one op uses (common.cu).
 // x [rows, cols] += bias [cols], then ReLU when relu.
 void add_bias(const CudaContext& ctx, float* x, std::int64_t rows, int cols, const float* bias, bool relu);
-// sums[j] = sum over rows of x[r * cols + j] (a fixed tree per column).
-void column_sums(const CudaContext& ctx, const float* x, std::int64_t rows, int cols, float* sums);
+// sums[j] = sum over rows of x[r * cols + j], for rows <= max_rows: blocks of rows summed with
+// coalesced reads and a fixed tree, then the blocks' sums in order (the same bits every run).
+class ColumnSums {
+ public:
+  ColumnSums(std::int64_t max_rows, int cols);
+  void run(const CudaContext& ctx, const float* x, std::int64_t rows, float* sums);
+
+ private:
+  int cols_;
+  DeviceBuffer<float> partial_;  // [blocks, cols]
+};
 // d [n] <- 0 where the post-ReLU activation act [n] is not positive.
 void relu_mask(const CudaContext& ctx, float* d, const float* act, std::int64_t n);
 

@@ -7,8 +7,8 @@ namespace {
 
 class CudaDense final : public CudaOp {
  public:
-  CudaDense(const ops::OpSpec& spec, const ops::OpShape& shape, const CudaOpLimits&)
-      : in_(shape.in.size()), out_(shape.out.c), relu_(spec.attr("relu") != 0) {}
+  CudaDense(const ops::OpSpec& spec, const ops::OpShape& shape, const CudaOpLimits& limits)
+      : in_(shape.in.size()), out_(shape.out.c), relu_(spec.attr("relu") != 0), bias_grad_(limits.max_train_rows, out_) {}
   bool output_relu() const override { return relu_; }
 
   void forward(const CudaContext& ctx, const CudaIo& io) override {
@@ -20,7 +20,7 @@ class CudaDense final : public CudaOp {
   void backward(const CudaContext& ctx, const CudaIo& io) override {
     sgemm_row_major(ctx.cublas, {true, false, in_, out_, io.rows, in_, out_, out_}, 1.0f, io.in, io.dout, 0.0f,
                     io.grads[0], "CNN dense weight gradient GEMM");
-    column_sums(ctx, io.dout, io.rows, out_, io.grads[1]);
+    bias_grad_.run(ctx, io.dout, io.rows, io.grads[1]);
     if (io.din == nullptr) return;
     sgemm_row_major(ctx.cublas, {false, true, io.rows, in_, out_, out_, out_, in_}, 1.0f, io.dout, io.params[0], 0.0f,
                     io.din, "CNN dense input gradient GEMM");
@@ -31,6 +31,7 @@ class CudaDense final : public CudaOp {
   std::int64_t in_;
   int out_;
   bool relu_;
+  ColumnSums bias_grad_;
 };
 
 }  // namespace
