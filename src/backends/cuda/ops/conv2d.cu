@@ -5,6 +5,10 @@
 // do with one long K), the images' products then added in order; db = column sums;
 // din = col2im(dout W^T) (a gather: no atomics); the forward's col buffer is reused for the
 // input gradient's columns.
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+
 #include "cuda_op.hpp"
 #include "spmd/backends/cuda/device_buffer.hpp"
 
@@ -12,20 +16,26 @@ namespace spmd::backends::cuda {
 namespace {
 
 // in [n, h, w, c] (no border) -> col [n*h*w, 9*c], col[(b*h + y)*w + x][(dy*3 + dx)*c + ch] =
-// in[b, y+dy-1, x+dx-1, ch], 0 outside the image.
-__global__ void im2col3x3_kernel(const float* in, std::int64_t n, int h, int w, int c, float* col) {
-  const std::int64_t total = n * h * w * 9 * c;
-  for (std::int64_t i = grid_start(); i < total; i += grid_stride()) {
-    const int ch = static_cast<int>(i % c);
-    const std::int64_t t = i / c;
-    const int tap = static_cast<int>(t % 9);
-    const std::int64_t pixel = t / 9;
-    const int x = static_cast<int>(pixel % w);
-    const std::int64_t q = pixel / w;
-    const int y = static_cast<int>(q % h);
-    const std::int64_t b = q / h;
-    const int yy = y + tap / 3 - 1, xx = x + tap % 3 - 1;
-    col[i] = (yy >= 0 && yy < h && xx >= 0 && xx < w) ? in[((b * h + yy) * w + xx) * c + ch] : 0.0f;
+// in[b, y+dy-1, x+dx-1, ch], 0 outside the image. One pixel per block and step, its 9 * c
+// columns over the threads: the pixel's coordinates are worked out once per pixel and warp,
+// in 32-bit arithmetic where the buffer allows (Index), instead of a chain of 64-bit divisions
+// (a long routine each on a GPU) per element, where ~14.5M elements per step at batch 256 (the
+// second convolution) made it a large share of the step by instruction count.
+template <class Index>
+__global__ void im2col3x3_kernel(const float* in, Index pixels, int h, int w, int c, float* col) {
+  const int patch = 9 * c;
+  for (Index p = blockIdx.x; p < pixels; p += gridDim.x) {
+    const Index q = p / static_cast<Index>(w);
+    const int x = static_cast<int>(p - q * static_cast<Index>(w));
+    const Index b = q / static_cast<Index>(h);
+    const int y = static_cast<int>(q - b * static_cast<Index>(h));
+    const float* image = in + static_cast<std::int64_t>(b) * h * w * c;
+    float* out = col + static_cast<std::int64_t>(p) * patch;
+    for (int k = threadIdx.x; k < patch; k += blockDim.x) {
+      const int tap = k / c, ch = k - tap * c;
+      const int yy = y + tap / 3 - 1, xx = x + tap % 3 - 1;
+      out[k] = (yy >= 0 && yy < h && xx >= 0 && xx < w) ? image[(yy * w + xx) * c + ch] : 0.0f;
+    }
   }
 }
 
@@ -66,8 +76,13 @@ class CudaConv2d final : public CudaOp {
 
   void forward(const CudaContext& ctx, const CudaIo& io) override {
     const std::int64_t pix = io.rows * in_.h * in_.w;
-    im2col3x3_kernel<<<blocks_for(pix * patch()), kThreadsPerBlock, 0, ctx.stream>>>(io.in, io.rows, in_.h, in_.w,
-                                                                                   in_.c, col_.data());
+    const int threads = std::min(kThreadsPerBlock, (patch() + 31) / 32 * 32);
+    const auto blocks = static_cast<unsigned>(std::clamp<std::int64_t>(pix, 1, kMaxBlocks));
+    if (pix * patch() <= std::numeric_limits<std::uint32_t>::max())
+      im2col3x3_kernel<std::uint32_t><<<blocks, threads, 0, ctx.stream>>>(io.in, static_cast<std::uint32_t>(pix), in_.h,
+                                                                          in_.w, in_.c, col_.data());
+    else
+      im2col3x3_kernel<std::int64_t><<<blocks, threads, 0, ctx.stream>>>(io.in, pix, in_.h, in_.w, in_.c, col_.data());
     SPMD_CHECK_CUDA_LAUNCH("CNN conv im2col kernel");
     sgemm_row_major(ctx.cublas, {false, false, pix, out_c_, patch(), patch(), out_c_, out_c_}, 1.0f, col_.data(),
                     io.params[0], 0.0f, io.out, "CNN conv forward GEMM");
