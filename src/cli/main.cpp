@@ -70,8 +70,11 @@ void print_root(const std::string& text) {
 // OpenBLAS (Debian's DYNAMIC_ARCH build) does not recognise every CPU and may fall back to
 // its slowest kernels (seen here: "Prescott" SSE3 on a Zen 4 VM, 4-5x slower sgemm). It
 // reads OPENBLAS_CORETYPE once, when the library loads, so the only way to set it for
-// ourselves is to re-execute with it set, before MPI_Init. A user's own setting wins.
-void pick_blas_kernels(char** argv) {
+// ourselves is to re-execute with it set, before MPI_Init. A user's own setting wins. Only
+// the command that calls OpenBLAS does (make-classification's dgemm; the models run spmd's
+// own kernels): a re-execution loads every library twice, ~0.1 s of each run's start.
+void pick_blas_kernels(int argc, char** argv) {
+  if (argc < 3 || std::strcmp(argv[1], "data") != 0 || std::strcmp(argv[2], "make-classification") != 0) return;
   if (std::getenv("OPENBLAS_CORETYPE") || std::getenv("SPMD_BLAS_REEXEC")) return;
   const char* core = nullptr;
   __builtin_cpu_init();
@@ -93,7 +96,7 @@ void pick_blas_kernels(char** argv) {
 }
 
 int main(int argc, char** argv) {
-  pick_blas_kernels(argv);
+  pick_blas_kernels(argc, argv);
   // Large buffers come from the heap and stay there when freed, so a buffer allocated
   // again (the next run of a benchmark, the next epoch) does not page-fault again: page
   // faults are expensive in the VMs this runs on.

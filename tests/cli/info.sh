@@ -41,4 +41,21 @@ expect_in "hang report names the absent rank" "did not arrive: rank 1 on [^ ]+ \
 expect_in "hang report names the step" "during 'info: final barrier'"
 awk -v s="$LAST_SECONDS" 'BEGIN { exit !(s < 30) }' || fail "hang took ${LAST_SECONDS}s to end"
 
+# Bare runs (Open MPI singletons, started on ob1: README, Launching) side by side, each reading
+# the same file through MPI-IO and writing its own predictions: none may disturb another. A
+# smoke check, not a proof: with Open MPI's isolated singletons, which share one session
+# directory, such a round of 16 failed about one time in six here (12 ONNX evals: 2 of 12 runs).
+side_by_side() {
+  local i rcs=()
+  for i in $(seq 1 16); do
+    "$SPMD" eval --data "$DATA/fashion/test.h5" --model zero --predictions "$WORK/side$i.h5" \
+      >"$WORK/side$i.out" 2>&1 &
+    rcs+=($!)
+  done
+  local bad=0
+  for i in "${!rcs[@]}"; do wait "${rcs[$i]}" || { bad=1; cat "$WORK/side$((i + 1)).out"; }; done
+  return $bad
+}
+run bare_runs_side_by_side 0 120 side_by_side
+
 finish
