@@ -12,10 +12,10 @@ ops::Registry<Fn>& table() {
   return t;
 }
 
-__global__ void add_bias_kernel(float* x, std::int64_t rows, int cols, const float* bias, bool relu) {
-  const std::int64_t total = rows * cols;
-  for (std::int64_t i = grid_start(); i < total; i += grid_stride()) {
-    const float v = x[i] + bias[i % cols];
+template <class Index>
+__global__ void add_bias_kernel(float* x, Index total, int cols, const float* bias, bool relu) {
+  for (Index i = static_cast<Index>(grid_start()); i < total; i += static_cast<Index>(grid_stride())) {
+    const float v = x[i] + bias[i % static_cast<Index>(cols)];
     x[i] = relu ? (v > 0.0f ? v : 0.0f) : v;
   }
 }
@@ -83,7 +83,11 @@ bool register_cuda_loss(const char* kind, CudaLossFactory fn) {
 }
 
 void add_bias(const CudaContext& ctx, float* x, std::int64_t rows, int cols, const float* bias, bool relu) {
-  add_bias_kernel<<<blocks_for(rows * cols), kThreadsPerBlock, 0, ctx.stream>>>(x, rows, cols, bias, relu);
+  const std::int64_t total = rows * cols;
+  with_index_type(total, [&](auto index) {
+    add_bias_kernel<<<blocks_for(total), kThreadsPerBlock, 0, ctx.stream>>>(
+        x, static_cast<decltype(index)>(total), cols, bias, relu);
+  });
   SPMD_CHECK_CUDA_LAUNCH("CNN bias kernel");
 }
 

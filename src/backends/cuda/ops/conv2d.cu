@@ -7,7 +7,6 @@
 // input gradient's columns.
 #include <algorithm>
 #include <cstdint>
-#include <limits>
 
 #include "cuda_op.hpp"
 #include "spmd/backends/cuda/device_buffer.hpp"
@@ -41,15 +40,18 @@ __global__ void im2col3x3_kernel(const float* in, Index pixels, int h, int w, in
 
 // The adjoint of im2col3x3_kernel as a gather: d_in[b, yy, xx, ch] = sum over taps (dy, dx)
 // whose output pixel (yy-dy+1, xx-dx+1) is inside the image of dcol[that pixel][(dy*3 + dx)*c + ch].
-__global__ void col2im3x3_kernel(const float* dcol, std::int64_t n, int h, int w, int c, float* d_in) {
-  const std::int64_t total = n * h * w * c;
-  for (std::int64_t i = grid_start(); i < total; i += grid_stride()) {
-    const int ch = static_cast<int>(i % c);
-    const std::int64_t pixel = i / c;
-    const int xx = static_cast<int>(pixel % w);
-    const std::int64_t q = pixel / w;
-    const int yy = static_cast<int>(q % h);
-    const std::int64_t b = q / h;
+// Index: fits_32bit_index of dcol's size.
+template <class Index>
+__global__ void col2im3x3_kernel(const float* dcol, Index n, int h, int w, int c, float* d_in) {
+  const Index cc = c, ww = w, hh = h;
+  const Index total = n * hh * ww * cc;
+  for (Index i = static_cast<Index>(grid_start()); i < total; i += static_cast<Index>(grid_stride())) {
+    const Index pixel = i / cc;
+    const Index ch = i - pixel * cc;
+    const Index q = pixel / ww;
+    const int xx = static_cast<int>(pixel - q * ww);
+    const Index b = q / hh;
+    const int yy = static_cast<int>(q - b * hh);
     float s = 0.0f;
     for (int dy = 0; dy < 3; ++dy) {
       const int y = yy - dy + 1;
@@ -57,7 +59,7 @@ __global__ void col2im3x3_kernel(const float* dcol, std::int64_t n, int h, int w
       for (int dx = 0; dx < 3; ++dx) {
         const int x = xx - dx + 1;
         if (x < 0 || x >= w) continue;
-        s += dcol[((b * h + y) * w + x) * 9 * c + (dy * 3 + dx) * c + ch];
+        s += dcol[((b * hh + static_cast<Index>(y)) * ww + static_cast<Index>(x)) * 9 * cc + static_cast<Index>((dy * 3 + dx) * c) + ch];
       }
     }
     d_in[i] = s;
@@ -78,11 +80,10 @@ class CudaConv2d final : public CudaOp {
     const std::int64_t pix = io.rows * in_.h * in_.w;
     const int threads = std::min(kThreadsPerBlock, (patch() + 31) / 32 * 32);
     const auto blocks = static_cast<unsigned>(std::clamp<std::int64_t>(pix, 1, kMaxBlocks));
-    if (pix * patch() <= std::numeric_limits<std::uint32_t>::max())
-      im2col3x3_kernel<std::uint32_t><<<blocks, threads, 0, ctx.stream>>>(io.in, static_cast<std::uint32_t>(pix), in_.h,
-                                                                          in_.w, in_.c, col_.data());
-    else
-      im2col3x3_kernel<std::int64_t><<<blocks, threads, 0, ctx.stream>>>(io.in, pix, in_.h, in_.w, in_.c, col_.data());
+    with_index_type(pix * patch(), [&](auto index) {
+      im2col3x3_kernel<<<blocks, threads, 0, ctx.stream>>>(io.in, static_cast<decltype(index)>(pix), in_.h, in_.w, in_.c,
+                                                           col_.data());
+    });
     SPMD_CHECK_CUDA_LAUNCH("CNN conv im2col kernel");
     sgemm_row_major(ctx.cublas, {false, false, pix, out_c_, patch(), patch(), out_c_, out_c_}, 1.0f, col_.data(),
                     io.params[0], 0.0f, io.out, "CNN conv forward GEMM");
@@ -101,8 +102,10 @@ class CudaConv2d final : public CudaOp {
     if (io.din == nullptr) return;
     sgemm_row_major(ctx.cublas, {false, true, pix, patch(), out_c_, out_c_, out_c_, patch()}, 1.0f, io.dout,
                     io.params[0], 0.0f, col_.data(), "CNN conv input gradient GEMM");
-    col2im3x3_kernel<<<blocks_for(pix * in_.c), kThreadsPerBlock, 0, ctx.stream>>>(col_.data(), io.rows, in_.h, in_.w,
-                                                                                  in_.c, io.din);
+    with_index_type(pix * patch(), [&](auto index) {
+      col2im3x3_kernel<<<blocks_for(pix * in_.c), kThreadsPerBlock, 0, ctx.stream>>>(
+          col_.data(), static_cast<decltype(index)>(io.rows), in_.h, in_.w, in_.c, io.din);
+    });
     SPMD_CHECK_CUDA_LAUNCH("CNN conv col2im kernel");
   }
 

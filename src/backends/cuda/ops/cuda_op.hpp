@@ -24,6 +24,23 @@ __device__ inline std::int64_t grid_start() {
 }
 __device__ inline std::int64_t grid_stride() { return static_cast<std::int64_t>(gridDim.x) * blockDim.x; }
 
+// Whether a kernel whose every buffer index lies below `largest` may do its index arithmetic
+// in 32 bits (a grid stride past the end included): a 64-bit integer division is a long
+// routine on a GPU, a 32-bit one a handful of instructions, and the element-wise kernels
+// take several per element to find a row, pixel and channel.
+inline bool fits_32bit_index(std::int64_t largest) {
+  return largest + kMaxBlocks * kThreadsPerBlock < (std::int64_t{1} << 32);
+}
+
+// Runs launch(std::uint32_t{}) or launch(std::int64_t{}): the index type for `largest`.
+template <class Launch>
+void with_index_type(std::int64_t largest, Launch&& launch) {
+  if (fits_32bit_index(largest))
+    launch(std::uint32_t{});
+  else
+    launch(std::int64_t{});
+}
+
 struct CudaContext {
   cudaStream_t stream;
   cublasHandle_t cublas;
