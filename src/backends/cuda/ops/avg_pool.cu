@@ -11,12 +11,7 @@ __global__ void avg_pool2x2_kernel(const float* in, Index n, int h, int w, int c
   const Index ho = h / 2, wo = w / 2, cc = c;
   const Index total = n * ho * wo * cc;
   for (Index i = static_cast<Index>(grid_start()); i < total; i += static_cast<Index>(grid_stride())) {
-    const Index pixel = i / cc;
-    const Index ch = i - pixel * cc;
-    const Index q = pixel / wo;
-    const Index px = pixel - q * wo;
-    const Index b = q / ho;
-    const Index py = q - b * ho;
+    const auto [b, py, px, ch] = nhwc_index(i, ho, wo, cc);
     const float* a = in + ((b * h + 2 * py) * w + 2 * px) * cc + ch;
     const float* below = a + static_cast<Index>(w) * cc;
     out[i] = 0.25f * ((a[0] + a[c]) + (below[0] + below[c]));
@@ -31,12 +26,7 @@ __global__ void avg_pool2x2_backward_kernel(const float* act, const float* dpool
   const Index hh = h, ww = w, cc = c, ho = h / 2, wo = w / 2;
   const Index total = n * hh * ww * cc;
   for (Index i = static_cast<Index>(grid_start()); i < total; i += static_cast<Index>(grid_stride())) {
-    const Index pixel = i / cc;
-    const Index ch = i - pixel * cc;
-    const Index q = pixel / ww;
-    const Index x = pixel - q * ww;
-    const Index b = q / hh;
-    const Index y = q - b * hh;
+    const auto [b, y, x, ch] = nhwc_index(i, hh, ww, cc);
     if (y >= 2 * ho || x >= 2 * wo) {
       dpre[i] = 0.0f;
       continue;

@@ -46,12 +46,8 @@ __global__ void col2im3x3_kernel(const float* dcol, Index n, int h, int w, int c
   const Index cc = c, ww = w, hh = h;
   const Index total = n * hh * ww * cc;
   for (Index i = static_cast<Index>(grid_start()); i < total; i += static_cast<Index>(grid_stride())) {
-    const Index pixel = i / cc;
-    const Index ch = i - pixel * cc;
-    const Index q = pixel / ww;
-    const int xx = static_cast<int>(pixel - q * ww);
-    const Index b = q / hh;
-    const int yy = static_cast<int>(q - b * hh);
+    const auto [b, row, column, ch] = nhwc_index(i, hh, ww, cc);
+    const int yy = static_cast<int>(row), xx = static_cast<int>(column);
     float s = 0.0f;
     for (int dy = 0; dy < 3; ++dy) {
       const int y = yy - dy + 1;

@@ -41,6 +41,17 @@ void with_index_type(std::int64_t largest, Launch&& launch) {
     launch(std::int64_t{});
 }
 
+// The (image, row, column, channel) of flat index i into an [n, h, w, c] tensor.
+template <class Index>
+struct NhwcIndex {
+  Index b, y, x, ch;
+};
+template <class Index>
+__device__ inline NhwcIndex<Index> nhwc_index(Index i, Index h, Index w, Index c) {
+  const Index pixel = i / c, q = pixel / w, b = q / h;
+  return {b, q - b * h, pixel - q * w, i - pixel * c};
+}
+
 struct CudaContext {
   cudaStream_t stream;
   cublasHandle_t cublas;
