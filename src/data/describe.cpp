@@ -6,6 +6,7 @@
 #include <map>
 #include <sstream>
 
+#include "spmd/data/external_files.hpp"
 #include "spmd/data/h5_file.hpp"
 #include "spmd/data/h5_reader.hpp"
 #include "spmd/data/storage.hpp"
@@ -173,6 +174,16 @@ std::vector<std::string> storage_notes(const StorageInfo& storage, const std::ve
   return notes;
 }
 
+// Where the values of a dataset with external storage are, or what keeps them from being read.
+std::string external_note(const ExternalFiles& external) {
+  if (external.files.empty()) return "";
+  if (!external.complete()) return "values in external raw files, not all readable: " + external.problems();
+  std::string names;
+  for (const auto& f : external.files) names += (names.empty() ? "'" : ", '") + f.path + "'";
+  return "values in external raw file" + std::string(external.files.size() > 1 ? "s " : " ") + names + " (found " +
+         external.where + ")";
+}
+
 // "gzip, shuffle" / "lzf (not available)" / "none".
 std::string describe_filters(const std::vector<FilterInfo>& filters) {
   if (filters.empty()) return "none";
@@ -217,17 +228,21 @@ FileDescription describe_file(const std::string& path) {
   for (const auto& name : reader.datasets()) {
     DatasetDescription d;
     d.name = name;
-    H5Dataset dataset = open_dataset(reader.file(), path, name, "described dataset");
+    // Before the dataset is open: an open by name with HDF5's default access (the attributes')
+    // is refused while it is open with another external-file prefix.
+    d.attributes = describe_attributes(reader, name);
+    H5Dataset dataset = open_dataset(reader.file(), path, name, "described dataset", ExternalCheck::describe_only);
     d.shape = dataset_dims(dataset.get());
     H5Datatype type(SPMD_CHECK_HDF5(H5Dget_type(dataset.get()), "reading a dataset's type"));
     d.dtype = describe_hdf5_type(type.get());
     d.bytes = static_cast<std::int64_t>(H5Dget_storage_size(dataset.get()));
-    d.attributes = describe_attributes(reader, name);
     d.storage = dataset_storage(dataset.get());
     const StorageInfo& storage = d.storage;
     d.usable = usable_as(dataset.get(), d.shape, storage);
     if (d.usable.rfind("not usable", 0) != 0)
       d.notes = storage_notes(storage, d.shape, static_cast<std::int64_t>(H5Tget_size(type.get())), path, name);
+    if (const std::string external = external_note(find_external_files(dataset.get(), path)); !external.empty())
+      d.notes.push_back(external);
     const auto element = element_type_of(type.get());
     if (element && is_integer(*element) && d.shape.size() == 1 && storage.layout != "virtual" &&
         d.usable.rfind("not usable", 0) != 0) {

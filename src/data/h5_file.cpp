@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "spmd/data/external_files.hpp"
 #include "spmd/runtime/agree.hpp"
 #include "spmd/runtime/check.hpp"
 #include "spmd/runtime/context.hpp"
@@ -221,7 +222,8 @@ bool dataset_exists(hid_t file, const std::string& name) {
   return info.type == H5O_TYPE_DATASET;
 }
 
-H5Dataset open_dataset(hid_t file, const std::string& file_path, const std::string& name, const std::string& role) {
+H5Dataset open_dataset(hid_t file, const std::string& file_path, const std::string& name, const std::string& role,
+                       ExternalCheck check) {
   if (!dataset_exists(file, name)) {
     const auto existing = list_datasets(file);
     std::string listing;
@@ -230,7 +232,21 @@ H5Dataset open_dataset(hid_t file, const std::string& file_path, const std::stri
                 (listing.empty() ? std::string("none") : listing));
   }
   const std::string hint = "opening the " + role + " dataset '" + name + "' of '" + file_path + "'";
-  return H5Dataset(SPMD_CHECK_HDF5(H5Dopen2(file, name.c_str(), H5P_DEFAULT), hint.c_str()));
+  H5Dataset dataset(SPMD_CHECK_HDF5(H5Dopen2(file, name.c_str(), H5P_DEFAULT), hint.c_str()));
+  const ExternalFiles external = find_external_files(dataset.get(), file_path);
+  if (external.files.empty()) return dataset;
+  if (check == ExternalCheck::require && !external.complete())
+    throw Error("'" + file_path + "': " + role + " dataset '" + name +
+                "' keeps its values in raw files of its own (HDF5 external storage, h5py's external=), and " +
+                external.problems() +
+                ": put the raw files beside the HDF5 file (or where their names lead from the working directory), "
+                "or set HDF5_EXTFILE_PREFIX to their folder");
+  if (external.prefix.empty()) return dataset;
+  // Found beside the HDF5 file, not where HDF5 looks by default: open it again to read them
+  // there (HDF5 refuses a second open of a dataset with another prefix while the first is open).
+  const H5PropList access = external_access(external);
+  dataset = H5Dataset();
+  return H5Dataset(SPMD_CHECK_HDF5(H5Dopen2(file, name.c_str(), access.get()), hint.c_str()));
 }
 
 std::vector<std::int64_t> dataset_dims(hid_t dataset) {

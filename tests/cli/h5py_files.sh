@@ -6,6 +6,9 @@
 #    written out; one whose file says never to fill is refused on every rank by name;
 #  - `spmd data info` names the unwritten chunks, and calls column chunks (N, 1) with gzip
 #    slow by nature with the h5repack command that rechunks them (which is run here);
+#  - values in external raw files (h5py's external=): read beside the file from any working
+#    directory, as HDF5 reads them, and under HDF5_EXTFILE_PREFIX; a missing or short raw file
+#    refused on every rank by name;
 #  - a file held open for writing by h5py (HDF5's file lock): refused on every rank naming
 #    HDF5_USE_FILE_LOCKING, which then lets the run read it.
 # Every job is bounded (a rank left in a collective shows as a timeout); no output file is
@@ -129,6 +132,66 @@ expect_not_in "rechunked: no note" "note:"
 run rechunked_same 0 30 py "
 import h5py
 assert (h5py.File('$H/columns.h5')['x'][...] == h5py.File('$WORK/rechunked.h5')['x'][...]).all()"
+
+# --- Values in external raw files (h5py's external=) ---------------------------------------------
+# h5py stores the raw files' names as given (relative) and HDF5 looks for them relative to the
+# working directory: read from elsewhere, HDF5 fails ("can't read data"), and a raw file shorter
+# than its dataset reads as zeros. spmd reads them where HDF5 would, else beside the HDF5 file,
+# and refuses a missing or short one on every rank, naming it and where it looked.
+run make_external 0 60 env -C "$H" /usr/bin/python3 - <<'PY'
+import h5py, numpy as np
+rng = np.random.default_rng(7)
+x = rng.normal(size=(900, 20)).astype(">f8")
+y = rng.integers(0, 4, 900).astype(np.int16)
+with h5py.File("ext.h5", "w") as h:
+    h.create_dataset("x", data=x, external=[("ext_x.bin", 0, h5py.h5f.UNLIMITED)])
+    # The labels in two raw files, the second from an offset: every segment must hold its part.
+    h.create_dataset("y", data=y, external=[("ext_y0.bin", 0, 600), ("ext_y1.bin", 64, h5py.h5f.UNLIMITED)])
+with h5py.File("ext_ref.h5", "w") as h:
+    h["x"], h["y"] = x, y
+PY
+run weights_ext 0 60 "$SPMD" logreg --data "$H/ext_ref.h5" --maxiter 3 --weights-out "$WORK/we.h5" --quiet
+for np in 1 2; do
+  for f in ext_ref ext; do
+    run "eval_${f}_np$np" 0 60 mpi $np "$SPMD" eval --data "$H/$f.h5" --model logreg --weights "$WORK/we.h5" \
+      --strategy infinite-pad --per-device-batch 64 --predictions "$WORK/${f}_$np.h5" --quiet --hang-timeout 20
+    run "logreg_${f}_np$np" 0 60 mpi $np "$SPMD" logreg --data "$H/$f.h5" --maxiter 5 --json "$WORK/$f$np.json" \
+      --quiet --hang-timeout 20
+  done
+  same_bits "external_beside_np${np}_same" "$WORK/ext_ref_$np.h5" "$WORK/ext_$np.h5"
+  checks=$((checks + 1))
+  if [ "$(value "$WORK/ext$np.json")" = "$(value "$WORK/ext_ref$np.json")" ]; then
+    echo "ok   logreg on external raw files beside the file, $np rank(s): the objective of the contiguous copy"
+  else fail "logreg external np$np: $(value "$WORK/ext$np.json") vs $(value "$WORK/ext_ref$np.json")"; fi
+done
+# From the raw files' folder (HDF5's own rule), and under HDF5_EXTFILE_PREFIX from a copy alone.
+run eval_ext_cwd 0 60 env -C "$H" mpirun -np 2 --oversubscribe "$SPMD" eval --data ext.h5 --model logreg \
+  --weights "$WORK/we.h5" --strategy infinite-pad --per-device-batch 64 --predictions "$WORK/ext_cwd.h5" --quiet
+same_bits external_cwd_same "$WORK/ext_ref_2.h5" "$WORK/ext_cwd.h5"
+mkdir -p "$WORK/lone" "$WORK/short"
+cp "$H/ext.h5" "$WORK/lone/"
+HDF5_EXTFILE_PREFIX=$H run eval_ext_prefix 0 60 mpi 2 "$SPMD" eval --data "$WORK/lone/ext.h5" --model logreg \
+  --weights "$WORK/we.h5" --strategy infinite-pad --per-device-batch 64 --predictions "$WORK/ext_prefix.h5" --quiet
+same_bits external_prefix_same "$WORK/ext_ref_2.h5" "$WORK/ext_prefix.h5"
+run info_ext 0 30 "$SPMD" data info "$H/ext.h5"
+expect_in "data info: where the raw files are" "note: values in external raw file '[^']*/ext_x\.bin' \(found beside the HDF5 file\)"
+expect_in "data info: several raw files" "note: values in external raw files '[^']*/ext_y0\.bin', '[^']*/ext_y1\.bin'"
+# Missing: refused by dataset and raw file. Short (the second labels file cut): refused by size.
+cp "$H/ext.h5" "$H/ext_x.bin" "$H/ext_y0.bin" "$WORK/short/"
+head -c 100 "$H/ext_y1.bin" > "$WORK/short/ext_y1.bin"
+MISSING="lone/ext\.h5': features dataset 'x' keeps its values in raw files of its own \(HDF5 external storage, h5py's external=\), and 'ext_x\.bin' is not at .*HDF5_EXTFILE_PREFIX"
+SHORT="short/ext\.h5': labels dataset 'y' keeps its values in raw files of its own .*'ext_y1\.bin' at '[^']*' holds 100 bytes, the dataset needs bytes up to 1264 of it \(HDF5 would read the rest as zeros\)"
+for np in 1 2; do
+  refuse "ext_missing_eval_np$np" $np "$MISSING" "$SPMD" eval --data "$WORK/lone/ext.h5" --model logreg \
+    --weights "$WORK/we.h5" --predictions "$OUT/p.h5" --json "$OUT/r.json"
+  refuse "ext_missing_logreg_np$np" $np "$MISSING" "$SPMD" logreg --data "$WORK/lone/ext.h5" --json "$OUT/r.json" \
+    --weights-out "$OUT/w.h5"
+  refuse "ext_short_eval_np$np" $np "$SHORT" "$SPMD" eval --data "$WORK/short/ext.h5" --model logreg \
+    --weights "$WORK/we.h5" --strategy infinite-pad --predictions "$OUT/p.h5" --json "$OUT/r.json"
+  refuse "ext_short_logreg_np$np" $np "$SHORT" "$SPMD" logreg --data "$WORK/short/ext.h5" --json "$OUT/r.json"
+done
+run info_ext_short 0 30 "$SPMD" data info "$WORK/short/ext.h5"
+expect_in "data info: a short raw file" "note: values in external raw files, not all readable: 'ext_y1\.bin' at .* holds 100 bytes"
 
 # --- A file held open for writing (HDF5's file lock) --------------------------------------------
 /usr/bin/python3 -c "

@@ -63,7 +63,13 @@ bool dataset_exists(hid_t file, const std::string& name);
 
 // Opens dataset `name`. When it is missing, throws spmd::Error naming the file, the
 // dataset and its role ("features", "labels", ...) and listing the datasets that exist.
-H5Dataset open_dataset(hid_t file, const std::string& file_path, const std::string& name, const std::string& role);
+// A dataset whose values are in external raw files is opened to read them where they are
+// (external_files.hpp: the working directory, else beside the file); with
+// ExternalCheck::require, one of them missing or shorter than its part of the values throws
+// spmd::Error naming each and where it was looked for.
+enum class ExternalCheck { require, describe_only };
+H5Dataset open_dataset(hid_t file, const std::string& file_path, const std::string& name, const std::string& role,
+                       ExternalCheck check = ExternalCheck::require);
 
 // The dataset's dimensions (its dataspace extent); {} for a scalar.
 std::vector<std::int64_t> dataset_dims(hid_t dataset);
