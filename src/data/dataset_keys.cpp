@@ -251,6 +251,13 @@ ResolvedKeys resolve_dataset_keys(const std::string& path, const KeyRequest& req
   for (const auto& name : list_datasets(file.get())) entries.push_back(examine(file.get(), name));
   const KeyChoice& f = request.features;
   const KeyChoice& l = request.labels;
+  // A given key may name a dataset by another of its names (a soft link to it, listed once).
+  for (const KeyChoice* given : {&f, &l})
+    if (!given->name.empty() && !find(entries, given->name) && dataset_exists(file.get(), given->name))
+      entries.push_back(examine(file.get(), given->name));
+  // Links that lead nowhere are listed (as neither kind), so that a file that seems to hold
+  // nothing says why.
+  for (const auto& b : broken_links(file.get())) entries.push_back({b.name, {}, b.target + ", which is missing", Kind::Neither});
   if (!f.name.empty() && !find(entries, f.name)) throw missing_key(path, f, "features", entries);
   if (!l.name.empty() && !find(entries, l.name)) throw missing_key(path, l, "labels", entries);
   if (f.name.empty() && l.name.empty()) return detect_both(file.get(), path, request, entries);

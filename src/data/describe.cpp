@@ -225,6 +225,7 @@ FileDescription describe_file(const std::string& path) {
   std::error_code ec;
   file.file_bytes = static_cast<std::int64_t>(std::filesystem::file_size(path, ec));
   file.attributes = describe_attributes(reader, "/");
+  file.broken_links = broken_links(reader.file());
   for (const auto& name : reader.datasets()) {
     DatasetDescription d;
     d.name = name;
@@ -264,7 +265,8 @@ nlohmann::json to_json(const FileDescription& f) {
     return a;
   };
   nlohmann::json j = {{"path", f.path}, {"file_bytes", f.file_bytes}, {"attributes", attributes_json(f.attributes)},
-                      {"datasets", nlohmann::json::array()}};
+                      {"broken_links", nlohmann::json::array()}, {"datasets", nlohmann::json::array()}};
+  for (const auto& b : f.broken_links) j["broken_links"].push_back({{"name", b.name}, {"target", b.target}});
   for (const auto& d : f.datasets) {
     nlohmann::json dj = {{"name", d.name}, {"shape", d.shape}, {"dtype", d.dtype}, {"bytes", d.bytes},
                          {"layout", d.storage.layout}, {"chunk", d.storage.chunk},
@@ -303,6 +305,8 @@ std::string to_text(const FileDescription& f) {
     for (const auto& note : d.notes) os << "    note: " << note << "\n";
     for (const auto& a : d.attributes) os << "    @" << a.name << " = " << a.value << "\n";
   }
+  for (const auto& b : f.broken_links)
+    os << "note: link " << b.name << " leads nowhere (" << b.target << ": the file or the object is missing)\n";
   for (const auto& d : f.datasets) {
     if (!d.histogram) continue;
     const auto& h = *d.histogram;

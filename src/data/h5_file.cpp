@@ -9,7 +9,9 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
+#include <utility>
 
 #include "spmd/data/external_files.hpp"
 #include "spmd/runtime/agree.hpp"
@@ -186,18 +188,91 @@ H5PropList collective_transfer(const char* hint) {
 }
 
 namespace {
-herr_t collect_dataset(hid_t, const char* name, const H5O_info_t* info, void* out) {
-  if (info->type == H5O_TYPE_DATASET) static_cast<std::vector<std::string>*>(out)->push_back(std::string("/") + name);
+
+// The datasets of a file as h5py users lay them out: every object reached by hard links
+// (H5Ovisit, each once), then the soft and external links (h5py.SoftLink, ExternalLink: a
+// "master" file over per-split files) that lead to a dataset, or to a group whose datasets,
+// not reached already (an object is its file number and address).
+struct DatasetWalk {
+  hid_t file;
+  std::string prefix;  // the group being walked, as reached ("" for the root)
+  std::vector<std::string> names;
+  std::set<std::pair<unsigned long, haddr_t>> seen;
+};
+
+herr_t collect_object(hid_t, const char* name, const H5O_info_t* info, void* out) {
+  auto& walk = *static_cast<DatasetWalk*>(out);
+  if (!walk.seen.insert({info->fileno, info->addr}).second) return 0;
+  if (info->type == H5O_TYPE_DATASET && std::strcmp(name, ".") != 0)
+    walk.names.push_back(walk.prefix + "/" + name);
   return 0;
 }
+
+herr_t follow_link(hid_t, const char* name, const H5L_info_t* link, void* out) {
+  if (link->type != H5L_TYPE_SOFT && link->type != H5L_TYPE_EXTERNAL) return 0;
+  auto& walk = *static_cast<DatasetWalk*>(out);
+  const std::string path = "/" + std::string(name);
+  H5O_info_t info;
+  if (H5Oget_info_by_name2(walk.file, path.c_str(), &info, H5O_INFO_BASIC, H5P_DEFAULT) < 0) {
+    H5Eclear2(H5E_DEFAULT);  // leads nowhere: broken_links names it
+    return 0;
+  }
+  if (info.type == H5O_TYPE_DATASET) {
+    if (walk.seen.insert({info.fileno, info.addr}).second) walk.names.push_back(path);
+  } else if (info.type == H5O_TYPE_GROUP && !walk.seen.count({info.fileno, info.addr})) {
+    const hid_t group = H5Gopen2(walk.file, path.c_str(), H5P_DEFAULT);
+    if (group < 0) {
+      H5Eclear2(H5E_DEFAULT);
+      return 0;
+    }
+    const std::string outer = std::exchange(walk.prefix, path);
+    H5Ovisit2(group, H5_INDEX_NAME, H5_ITER_INC, collect_object, &walk, H5O_INFO_BASIC);
+    walk.prefix = outer;
+    H5Gclose(group);
+  }
+  return 0;
+}
+
+herr_t collect_broken_link(hid_t, const char* name, const H5L_info_t* link, void* out) {
+  if (link->type != H5L_TYPE_SOFT && link->type != H5L_TYPE_EXTERNAL) return 0;
+  auto& broken = *static_cast<std::pair<hid_t, std::vector<BrokenLink>>*>(out);
+  const std::string path = "/" + std::string(name);
+  if (H5Oexists_by_name(broken.first, path.c_str(), H5P_DEFAULT) > 0) return 0;
+  H5Eclear2(H5E_DEFAULT);
+  std::vector<char> value(link->u.val_size + 1, '\0');
+  std::string target = "?";
+  if (H5Lget_val(broken.first, path.c_str(), value.data(), value.size(), H5P_DEFAULT) >= 0) {
+    if (link->type == H5L_TYPE_SOFT) {
+      target = "'" + std::string(value.data()) + "'";
+    } else {
+      const char* file_name = nullptr;
+      const char* object = nullptr;
+      if (H5Lunpack_elink_val(value.data(), value.size(), nullptr, &file_name, &object) >= 0)
+        target = "'" + std::string(object) + "' in '" + file_name + "'";
+    }
+  }
+  H5Eclear2(H5E_DEFAULT);
+  broken.second.push_back({path, std::string(link->type == H5L_TYPE_SOFT ? "soft" : "external") + " link to " + target});
+  return 0;
+}
+
 }  // namespace
 
 std::vector<std::string> list_datasets(hid_t file) {
-  std::vector<std::string> names;
-  SPMD_CHECK_HDF5(H5Ovisit2(file, H5_INDEX_NAME, H5_ITER_INC, collect_dataset, &names, H5O_INFO_BASIC),
+  DatasetWalk walk{file, "", {}, {}};
+  SPMD_CHECK_HDF5(H5Ovisit2(file, H5_INDEX_NAME, H5_ITER_INC, collect_object, &walk, H5O_INFO_BASIC),
                   "listing the datasets of an HDF5 file");
-  std::sort(names.begin(), names.end());
-  return names;
+  SPMD_CHECK_HDF5(H5Lvisit(file, H5_INDEX_NAME, H5_ITER_INC, follow_link, &walk),
+                  "following the soft and external links of an HDF5 file");
+  std::sort(walk.names.begin(), walk.names.end());
+  return walk.names;
+}
+
+std::vector<BrokenLink> broken_links(hid_t file) {
+  std::pair<hid_t, std::vector<BrokenLink>> broken{file, {}};
+  SPMD_CHECK_HDF5(H5Lvisit(file, H5_INDEX_NAME, H5_ITER_INC, collect_broken_link, &broken),
+                  "looking for links that lead nowhere in an HDF5 file");
+  return broken.second;
 }
 
 bool dataset_exists(hid_t file, const std::string& name) {
@@ -228,8 +303,11 @@ H5Dataset open_dataset(hid_t file, const std::string& file_path, const std::stri
     const auto existing = list_datasets(file);
     std::string listing;
     for (const auto& n : existing) listing += (listing.empty() ? "" : ", ") + n;
+    std::string links;
+    for (const auto& b : broken_links(file)) links += (links.empty() ? "'" : ", '") + b.name + "' (" + b.target + ")";
     throw Error("'" + file_path + "' has no dataset '" + name + "' (the " + role + "); datasets in the file: " +
-                (listing.empty() ? std::string("none") : listing));
+                (listing.empty() ? std::string("none") : listing) +
+                (links.empty() ? std::string() : "; links that lead nowhere (a file or object missing): " + links));
   }
   const std::string hint = "opening the " + role + " dataset '" + name + "' of '" + file_path + "'";
   H5Dataset dataset(SPMD_CHECK_HDF5(H5Dopen2(file, name.c_str(), H5P_DEFAULT), hint.c_str()));

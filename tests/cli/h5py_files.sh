@@ -9,6 +9,8 @@
 #  - values in external raw files (h5py's external=): read beside the file from any working
 #    directory, as HDF5 reads them, and under HDF5_EXTFILE_PREFIX; a missing or short raw file
 #    refused on every rank by name;
+#  - datasets reached through soft and external links (a master file over another's group,
+#    aliases): found by the key rules, read as themselves; a dangling link named on every rank;
 #  - a file held open for writing by h5py (HDF5's file lock): refused on every rank naming
 #    HDF5_USE_FILE_LOCKING, which then lets the run read it.
 # Every job is bounded (a rank left in a collective shows as a timeout); no output file is
@@ -192,6 +194,55 @@ for np in 1 2; do
 done
 run info_ext_short 0 30 "$SPMD" data info "$WORK/short/ext.h5"
 expect_in "data info: a short raw file" "note: values in external raw files, not all readable: 'ext_y1\.bin' at .* holds 100 bytes"
+
+# --- Datasets reached through links (h5py.SoftLink, h5py.ExternalLink) ----------------------------
+# A "master" file over per-split files, or aliases inside one file: found by the key rules and
+# read as the datasets they lead to; a link that leads nowhere is named, on every rank.
+run make_links 0 60 env -C "$H" /usr/bin/python3 - <<'PY'
+import h5py, numpy as np
+rng = np.random.default_rng(9)
+x = rng.integers(0, 256, (700, 6, 6), dtype=np.uint8)
+y = rng.integers(0, 5, 700).astype(np.int32)
+with h5py.File("split.h5", "w") as h:
+    h["pix"], h["lab"] = x, y
+with h5py.File("master.h5", "w") as h:  # a group of another file
+    h["train"] = h5py.ExternalLink("split.h5", "/")
+with h5py.File("aliases.h5", "w") as h:  # datasets of another file under other names, and soft links
+    h["features"] = h5py.ExternalLink("split.h5", "/pix")
+    h["store/y"] = y
+    h["labels"] = h5py.SoftLink("/store/y")
+with h5py.File("dangling.h5", "w") as h:
+    h["x"] = h5py.ExternalLink("gone.h5", "/x")
+    h["y"] = y
+with h5py.File("links_ref.h5", "w") as h:
+    h["x"], h["y"] = x, y
+PY
+run weights_links 0 60 "$SPMD" logreg --data "$H/links_ref.h5" --maxiter 3 --weights-out "$WORK/wl.h5" --quiet
+for f in links_ref master aliases; do
+  run "logreg_links_$f" 0 60 mpi 2 "$SPMD" logreg --data "$H/$f.h5" --maxiter 5 --json "$WORK/$f.json" --quiet
+  run "eval_links_$f" 0 60 mpi 2 "$SPMD" eval --data "$H/$f.h5" --model logreg --weights "$WORK/wl.h5" \
+    --strategy infinite-pad --per-device-batch 64 --predictions "$WORK/links_$f.h5" --quiet
+done
+expect_in "aliases: the conventional pair through its links" "features 'features', labels 'labels' \(auto: conventional pair"
+for f in master aliases; do
+  same_bits "links_${f}_same" "$WORK/links_links_ref.h5" "$WORK/links_$f.h5"
+  checks=$((checks + 1))
+  if [ "$(value "$WORK/$f.json")" = "$(value "$WORK/links_ref.json")" ]; then
+    echo "ok   logreg through links ($f): the objective of the datasets themselves"
+  else fail "logreg $f: $(value "$WORK/$f.json") vs $(value "$WORK/links_ref.json")"; fi
+done
+run logreg_links_master_keys 0 60 "$SPMD" logreg --data "$H/master.h5" --maxiter 1 --quiet
+expect_in "master: the datasets of the linked group" "features 'train/pix', labels 'train/lab' \(auto: the only features-like"
+run info_master 0 30 "$SPMD" data info "$H/master.h5"
+expect_in "data info: the linked group's datasets" "^/train/pix +uint8 +\[700, 6, 6\]"
+DANGLING="dangling\.h5.*'/x' \(external link to '/x' in 'gone\.h5'"
+for np in 1 2; do
+  refuse "dangling_auto_np$np" $np "^  /x +external link to '/x' in 'gone\.h5', which is missing" "$SPMD" logreg --data "$H/dangling.h5" --json "$OUT/r.json"
+  refuse "dangling_given_np$np" $np "$DANGLING" "$SPMD" eval --data "$H/dangling.h5" --features-key x --labels-key y \
+    --model logreg --weights "$WORK/wl.h5" --predictions "$OUT/p.h5"
+done
+run info_dangling 0 30 "$SPMD" data info "$H/dangling.h5"
+expect_in "data info: a link that leads nowhere" "note: link /x leads nowhere \(external link to '/x' in 'gone\.h5'"
 
 # --- A file held open for writing (HDF5's file lock) --------------------------------------------
 /usr/bin/python3 -c "

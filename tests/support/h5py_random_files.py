@@ -13,7 +13,8 @@ either byte order, label dtype (integers of each width and order, bool, an enum)
 [N, 1], storage of each dataset (contiguous, compact, chunked over rows or over rows and
 columns, gzip / shuffle / fletcher32 / scale-offset, chunks left unwritten with a fill value, a
 virtual dataset over several source files), and where the pair lives (a conventional pair at
-the root, a group, or names spmd must be told).
+the root, a group, or names spmd must be told; stored there, or reached through soft links
+or external links to another file).
 """
 import json
 import os
@@ -69,6 +70,9 @@ def draw(seed):
         s["ranks"] * s["devices"] == 1)))
     s["batch"] = int(rng.choice([1, 7, int(rng.integers(1, 600))]))
     s["scale"] = "auto" if kind == "u1" else str(rng.choice(["auto", "none", "1/255", "0.5"]))
+    # The datasets where the keys name them, or reached through links (h5py.SoftLink to a
+    # dataset stored elsewhere in the file; h5py.ExternalLink to one in another file).
+    s["link"] = str(rng.choice(["none", "none", "none", "soft", "external"]))
     return s
 
 
@@ -182,8 +186,18 @@ def make(d, first, count):
         ytype = label_type(s)
         fx, fy = s["keys"][:2]
         with h5py.File(f"{d}/f{seed}.h5", "w") as h:
-            xs = write(h, fx, x, xtype, s["x_storage"], d, seed)
-            ys = write(h, fy, y.reshape(-1, 1) if s["y_column"] else y, ytype, s["y_storage"], d, seed)
+            target = h
+            if s["link"] == "external":
+                target = h5py.File(f"f{seed}_target.h5", "w")
+            stored = {"none": "", "soft": "/store", "external": "/elsewhere"}[s["link"]]
+            xs = write(target, stored + "/" + fx, x, xtype, s["x_storage"], d, seed)
+            ys = write(target, stored + "/" + fy, y.reshape(-1, 1) if s["y_column"] else y, ytype, s["y_storage"], d, seed)
+            if s["link"] == "soft":
+                h[fx], h[fy] = h5py.SoftLink(stored + "/" + fx), h5py.SoftLink(stored + "/" + fy)
+            elif s["link"] == "external":
+                target.close()
+                h[fx] = h5py.ExternalLink(f"f{seed}_target.h5", stored + "/" + fx)
+                h[fy] = h5py.ExternalLink(f"f{seed}_target.h5", stored + "/" + fy)
         ys = ys.reshape(-1).astype(np.int64)
         if s["y_kind"] == "bool":
             ys = ys.astype(bool).astype(np.int64)

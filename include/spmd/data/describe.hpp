@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "spmd/data/h5_file.hpp"
 #include "spmd/data/storage.hpp"
 
 namespace spmd::data {
@@ -49,12 +50,14 @@ struct FileDescription {
   std::int64_t file_bytes = 0;
   std::vector<AttributeDescription> attributes;  // of the file (root group)
   std::vector<DatasetDescription> datasets;      // recursively, sorted by name
+  std::vector<BrokenLink> broken_links;          // soft and external links to nothing
 };
 
 // Throws spmd::Error for a missing or non-HDF5 file.
 FileDescription describe_file(const std::string& path);
 
-// {"path", "file_bytes", "attributes": {name: value}, "datasets": [{"name", "shape",
+// {"path", "file_bytes", "attributes": {name: value}, "broken_links": [{"name", "target"}],
+//  "datasets": [{"name", "shape",
 //  "dtype", "bytes", "layout", "chunk", "filters", "usable", "attributes", "chunks_total",
 //  "chunks_written", "notes": [text],
 //  "histogram": {"min", "max", "distinct", "counts": {"0": 1000, ...}}}]}

@@ -55,8 +55,17 @@ H5PropList mpio_file_access(const runtime::Context& ctx, const char* hint);
 // A transfer property list asking for collective MPI-IO transfers.
 H5PropList collective_transfer(const char* hint);
 
-// Every dataset in the file, recursively, as absolute names ("/images", "/g/x"), sorted.
+// Every dataset in the file, recursively, as absolute names ("/images", "/g/x"), sorted:
+// those reached by hard links, and those that soft and external links lead to (a dataset, or
+// a group's datasets) not reached already, under the link's name.
 std::vector<std::string> list_datasets(hid_t file);
+
+// The soft and external links that lead to no object (the file or the object is missing).
+struct BrokenLink {
+  std::string name;    // "/x"
+  std::string target;  // "external link to '/raw/x' in 'gone.h5'"
+};
+std::vector<BrokenLink> broken_links(hid_t file);
 
 // True when `name` (absolute or relative to the root, may contain groups) is a dataset.
 bool dataset_exists(hid_t file, const std::string& name);
