@@ -14,7 +14,8 @@ either byte order, label dtype (integers of each width and order, bool, an enum)
 columns, gzip / shuffle / fletcher32 / scale-offset, chunks left unwritten with a fill value, a
 virtual dataset over several source files), and where the pair lives (a conventional pair at
 the root, a group, or names spmd must be told; stored there, or reached through soft links
-or external links to another file).
+or external links to another file), rows appended to a resizable dataset, and the file
+format's oldest or latest structures (h5py's libver).
 """
 import json
 import os
@@ -73,6 +74,7 @@ def draw(seed):
     # The datasets where the keys name them, or reached through links (h5py.SoftLink to a
     # dataset stored elsewhere in the file; h5py.ExternalLink to one in another file).
     s["link"] = str(rng.choice(["none", "none", "none", "soft", "external"]))
+    s["libver"] = str(rng.choice(["earliest", "latest"]))
     return s
 
 
@@ -99,7 +101,9 @@ def storage(rng, n, shape, kind):
         if kind not in ("f2", "f4", "f8", "label") and "fletcher32" not in filters and rng.random() < 0.3:
             filters["scaleoffset"] = 0  # lossless for integers (h5py refuses it beside fletcher32)
         st["filters"] = filters
-        st["fill"] = int(rng.integers(0, 3))
+        st["fill"] = int(rng.integers(0, 2 if kind == "label" else 3))  # a label fill is a class
+        if how == "chunked" and rng.random() < 0.3:
+            st["appended"] = int(rng.integers(1, n + 1))
     if how in ("virtual", "external"):
         st["parts"] = int(rng.integers(1, 4))
     return st
@@ -161,6 +165,16 @@ def write(h, name, data, dtype, st, d, seed):
         return data
     chunks = tuple(min(c, max(dim, 1)) for c, dim in zip(st["chunks"], data.shape))
     fill = st["fill"] if dtype.kind != "b" else bool(st["fill"] % 2)
+    if st.get("appended"):
+        # Rows appended as they came (a resizable dataset grown batch by batch, h5py's
+        # maxshape=(None, ...)): another chunk index than a fixed shape's.
+        ds = h.create_dataset(name, shape=(0, *data.shape[1:]), maxshape=(None, *data.shape[1:]), dtype=dtype,
+                              chunks=chunks, fillvalue=fill, **st["filters"])
+        for start in range(0, len(data), st["appended"]):
+            part = data[start:start + st["appended"]]
+            ds.resize(start + len(part), axis=0)
+            ds[start:] = part
+        return data
     ds = h.create_dataset(name, shape=data.shape, dtype=dtype, chunks=chunks, fillvalue=fill, **st["filters"])
     if st["how"] == "chunked":
         ds[...] = data
@@ -185,10 +199,13 @@ def make(d, first, count):
         xtype = np.dtype(s["x_dtype"])
         ytype = label_type(s)
         fx, fy = s["keys"][:2]
-        with h5py.File(f"{d}/f{seed}.h5", "w") as h:
+        # The file format's versions: HDF5 1.8's structures (h5py's default), or the latest
+        # (new-style groups, other chunk indexes: fixed and extensible arrays, v2 B-trees).
+        libver = s["libver"]
+        with h5py.File(f"{d}/f{seed}.h5", "w", libver=libver) as h:
             target = h
             if s["link"] == "external":
-                target = h5py.File(f"f{seed}_target.h5", "w")
+                target = h5py.File(f"f{seed}_target.h5", "w", libver=libver)
             stored = {"none": "", "soft": "/store", "external": "/elsewhere"}[s["link"]]
             xs = write(target, stored + "/" + fx, x, xtype, s["x_storage"], d, seed)
             ys = write(target, stored + "/" + fy, y.reshape(-1, 1) if s["y_column"] else y, ytype, s["y_storage"], d, seed)
