@@ -62,9 +62,15 @@ models::LogregParameters read_logreg_weights(const runtime::Context& ctx, const 
     require_finite(w.W, shape[1], path, "W");
     if (in.has_dataset("/b")) {
       const auto b_shape = in.shape("/b");
-      if (b_shape.size() != 1 || b_shape[0] != shape[1])
+      if (b_shape.size() != 1 || b_shape[0] != shape[1]) {
+        // scikit-learn's coef_ is [classes, features]: written as it is, b matches W's rows.
+        const bool transposed = b_shape.size() == 1 && b_shape[0] == shape[0];
         throw Error("logreg weights '" + path + "': the intercept 'b' must be [classes] = [" + std::to_string(shape[1]) +
-                    "] like W's columns, has shape " + data::format_shape(b_shape));
+                    "] like W's columns, has shape " + data::format_shape(b_shape) +
+                    (transposed ? std::string(": W looks transposed (W is [features, classes]; scikit-learn's coef_ is "
+                                              "[classes, features]: write coef_.T)")
+                                : std::string()));
+      }
       w.bias = in.read<float>("/b");
       require_finite(w.bias, 0, path, "b");
       dims[2] = 1;

@@ -100,6 +100,8 @@ refuse weights_wrong_features 2 "weights_wrong_features\.h5' expect 5 features.*
   "$SPMD" eval --model logreg --weights "$BAD/weights_wrong_features.h5" --features-key X --labels-key y --data "$BAD/tab_good.h5" --json "$OUT/r.json"
 refuse weights_1d 3 "weights_1d\.h5'.*'W' must be 2-D" \
   "$SPMD" eval --model logreg --weights "$BAD/weights_1d.h5" --features-key X --labels-key y --data "$BAD/tab_good.h5" --json "$OUT/r.json"
+refuse weights_sklearn_layout 2 "weights_sklearn\.h5': the intercept 'b' must be \[classes\] = \[4\].*W looks transposed.*coef_\.T" \
+  "$SPMD" eval --model logreg --weights "$BAD/weights_sklearn.h5" --features-key X --labels-key y --data "$BAD/tab_good.h5" --json "$OUT/r.json"
 refuse weights_nan 2 "weights_nan\.h5'.*(NaN|nan|non-finite)" \
   "$SPMD" eval --model logreg --weights "$BAD/weights_nan.h5" --features-key X --labels-key y --data "$BAD/tab_good.h5" --json "$OUT/r.json"
 refuse weights_for_other_data 3 "weights_good\.h5' expect 4 features.*img_good\.h5' has 784" \

@@ -6,7 +6,8 @@ Two families, each a good file and one file per defect, so a test changes one th
             images [N, 28, 28, 1] (uint8, or float32/float64 in [0, 1]), labels int32 [N] in [0, 10)
   tab_*.h5  the tabular layout of spmd logreg and spmd eval --model logreg:
             X float32/float64 [N, 4], y int32 [N] in [0, 3)
-  weights_*.h5  logreg weights files (dataset W [features, classes]) that fit or do not fit tab_*.
+  weights_*.h5  logreg weights files (dataset W [features, classes]) that fit or do not fit tab_*
+                (weights_sklearn: scikit-learn's coef_ [classes, features] and intercept_).
   ck_*.h5   (only when a checkpoint of spmd ensemble is given) copies of it that
             another model shape wrote, with a non-finite parameter, or without the parameters.
 Defects are placed in a row (BAD_ROW) that lies on the last rank under 2 or 3 ranks (eval's
@@ -131,6 +132,9 @@ def tabular_family(out):
     w_nan = w.copy()
     w_nan[1, 2] = np.nan
     write(os.path.join(out, "weights_nan.h5"), {"W": w_nan})
+    # scikit-learn's coef_ and intercept_ written as they are: W [classes, features].
+    write(os.path.join(out, "weights_sklearn.h5"),
+          {"W": np.ascontiguousarray(w.T), "b": np.zeros(TAB_CLASSES, np.float64)})
 
 
 def checkpoint_family(out, checkpoint):
