@@ -15,7 +15,7 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 GEN="$ROOT/tests/support/h5py_random_files.py"
 D=$WORK/files
 mkdir -p "$D"
-run make 0 300 $PY "$GEN" make "$D" "${SPMD_RANDOM_FILES_FIRST:-0}" "${SPMD_RANDOM_FILES:-32}"
+run make 0 300 $PY "$GEN" make "$D" "${SPMD_RANDOM_FILES_FIRST:-0}" "${SPMD_RANDOM_FILES:-24}"
 mapfile -t FILES < "$D/files.txt"
 value() { $PY -c "import json; print(repr(json.load(open('$1'))['value']))"; }
 for entry in "${FILES[@]}"; do
