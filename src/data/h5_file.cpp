@@ -203,8 +203,7 @@ struct DatasetWalk {
 herr_t collect_object(hid_t, const char* name, const H5O_info_t* info, void* out) {
   auto& walk = *static_cast<DatasetWalk*>(out);
   if (!walk.seen.insert({info->fileno, info->addr}).second) return 0;
-  if (info->type == H5O_TYPE_DATASET && std::strcmp(name, ".") != 0)
-    walk.names.push_back(walk.prefix + "/" + name);
+  if (info->type == H5O_TYPE_DATASET) walk.names.push_back(walk.prefix + "/" + name);
   return 0;
 }
 
@@ -220,15 +219,12 @@ herr_t follow_link(hid_t, const char* name, const H5L_info_t* link, void* out) {
   if (info.type == H5O_TYPE_DATASET) {
     if (walk.seen.insert({info.fileno, info.addr}).second) walk.names.push_back(path);
   } else if (info.type == H5O_TYPE_GROUP && !walk.seen.count({info.fileno, info.addr})) {
-    const hid_t group = H5Gopen2(walk.file, path.c_str(), H5P_DEFAULT);
-    if (group < 0) {
-      H5Eclear2(H5E_DEFAULT);
-      return 0;
-    }
+    const H5Group group(H5Gopen2(walk.file, path.c_str(), H5P_DEFAULT));
     const std::string outer = std::exchange(walk.prefix, path);
-    H5Ovisit2(group, H5_INDEX_NAME, H5_ITER_INC, collect_object, &walk, H5O_INFO_BASIC);
+    // A linked group that cannot be walked adds nothing (its datasets are not the file's).
+    if (!group.valid() || H5Ovisit2(group.get(), H5_INDEX_NAME, H5_ITER_INC, collect_object, &walk, H5O_INFO_BASIC) < 0)
+      H5Eclear2(H5E_DEFAULT);
     walk.prefix = outer;
-    H5Gclose(group);
   }
   return 0;
 }
