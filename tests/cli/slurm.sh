@@ -190,7 +190,13 @@ requeue_case() {
   local dir=$WORK/runs/$name-$id
   LAST_OUT=$WORK/logs/$name-$id.out
   checks=$((checks + 1))
-  wait_for 60 grep -qsE "$ready" "$LAST_OUT" || { fail "$name: the step never got going (no /$ready/)"; return; }
+  # The job may wait in the queue behind the scaling job (8 CPUs shared by every case): its
+  # 90 s to get going count from the log's first line, not from the submission.
+  wait_for 300 test -s "$LAST_OUT" || { fail "$name: job $id never started (state $(job_field "$id" JobState))"; return; }
+  wait_for 90 grep -qsE "$ready" "$LAST_OUT" || {
+    fail "$name: the step never got going (no /$ready/ within 90 s of the job's start; state $(job_field "$id" JobState))"
+    return
+  }
   bpid=$(scontrol listpids "$id" | awk '$3 == "batch" && $4 == "0" { print $1 }')
   kill -TERM "$bpid"
   wait_for 60 restarted "$id" || { fail "$name: job $id was not requeued after SIGTERM"; return; }
