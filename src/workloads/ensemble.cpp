@@ -198,6 +198,26 @@ EpochMetrics epoch_metrics(const runtime::Context& ctx, int epoch, const Checkpo
   return e;
 }
 
+// Parameters grown past what float32's forward can carry in the epoch's last steps (the
+// next step's loss would say so), or a test row of huge values, give NaN or infinite
+// probabilities: the run stops at the test pass, before such parameters reach the checkpoint
+// or the metrics hold a NaN.
+void require_finite_test_outputs(const EnsembleOptions& o, int epoch, const TestResult& test) {
+  std::string members;
+  std::int64_t rows = 0;
+  for (size_t g = 0; g < test.member_non_finite.size(); ++g) {
+    if (test.member_non_finite[g] == 0) continue;
+    members += (members.empty() ? "" : ", ") + std::to_string(g);
+    rows = std::max(rows, test.member_non_finite[g]);
+  }
+  if (members.empty()) return;
+  throw CollectiveError("ensemble: member(s) " + members + " gave non-finite probabilities on " + std::to_string(rows) +
+                        " of " + std::to_string(test.rows) + " test rows after epoch " + std::to_string(epoch) +
+                        ": their outputs overflow float32 (parameters grown too large: learning rate " +
+                        format("%g", o.sgd.learning_rate) + "; or inputs too large: see --input-scale)" +
+                        (o.checkpoint.empty() ? "" : "; '" + o.checkpoint + "' was not updated for this epoch"));
+}
+
 // After an epoch: its metrics join the history, the running sums start again.
 void close_epoch(const EpochMetrics& e, CheckpointState& state, EnsembleResult& result) {
   result.epochs.push_back(e);
@@ -265,7 +285,9 @@ EnsembleResult run_ensemble(const runtime::Context& ctx, const EnsembleOptions& 
       break;
     }
     ctx.set_phase("ensemble epoch " + std::to_string(epoch) + " test evaluation");
-    const EpochMetrics e = epoch_metrics(ctx, epoch, state, data.steps_per_epoch, trainer.evaluate(data.test));
+    const TestResult test = trainer.evaluate(data.test);
+    require_finite_test_outputs(o, epoch, test);
+    const EpochMetrics e = epoch_metrics(ctx, epoch, state, data.steps_per_epoch, test);
     close_epoch(e, state, result);
     trainer.save(state);
     if (events.epoch) events.epoch(e);

@@ -1,6 +1,7 @@
 #include "spmd/workloads/ensemble_report.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "spmd/models/cnn_params.hpp"
@@ -40,14 +41,17 @@ std::string run_header(const runtime::Context& ctx, const EnsembleOptions& o) {
                 o.train_limit ? format(" (first %lld)", static_cast<long long>(o.train_limit)).c_str() : "");
 }
 
+// A loss in the column's width: a diverging run's (1e16) in exponent form.
+std::string loss_text(double loss) { return format(std::abs(loss) < 1e4 ? "%.5f" : "%.4e", loss); }
+
 std::string epoch_row(const EpochMetrics& e) {
   double lo = 1, hi = 0;
   for (double a : e.member_test_accuracy) {
     lo = std::min(lo, a);
     hi = std::max(hi, a);
   }
-  return epoch_table().row({std::to_string(e.epoch), format("%.5f", e.train_loss), format("%.4f", e.train_accuracy),
-                            format("%.5f", e.test_loss), format("%.4f", e.test_accuracy), format("%.4f..%.4f", lo, hi),
+  return epoch_table().row({std::to_string(e.epoch), loss_text(e.train_loss), format("%.4f", e.train_accuracy),
+                            loss_text(e.test_loss), format("%.4f", e.test_accuracy), format("%.4f..%.4f", lo, hi),
                             format("%.2f", e.seconds), format("%.0f", e.images_per_second)});
 }
 

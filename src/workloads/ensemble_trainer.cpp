@@ -1,6 +1,7 @@
 #include "spmd/workloads/ensemble_trainer.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "spmd/models/argmax.hpp"
@@ -98,7 +99,8 @@ TestResult EnsembleTrainer::evaluate(const data::LoadedShard& test, std::uint8_t
   const int E = options_.eval_batch;
   TestResult r;
   r.rows = test.rows;
-  std::vector<std::int64_t> member_correct(static_cast<size_t>(ctx_.devices_per_rank()), 0);
+  // Per member: [correct rows, rows with a non-finite probability].
+  std::vector<std::array<std::int64_t, 2>> member_counts(static_cast<size_t>(ctx_.devices_per_rank()), {0, 0});
   // Every member forwards the whole padded batch [E, H*W*C] (the ensemble is replicated, not
   // sharded: pad_shard_unpad over one "device"); only the real rows are counted.
   // The rows are kept as stored (ensemble.cpp): each padded batch is decoded once, for every
@@ -120,8 +122,12 @@ TestResult EnsembleTrainer::evaluate(const data::LoadedShard& test, std::uint8_t
         member_[static_cast<size_t>(i)]->forward_bytes(reinterpret_cast<const std::uint8_t*>(stored), E, *table, probs);
       else
         member_[static_cast<size_t>(i)]->forward(images, E, probs);
-      for (std::int64_t row = 0; row < real; ++row)
-        member_correct[static_cast<size_t>(i)] += argmax(probs + row * classes_, classes_) == labels[row];
+      auto& counts = member_counts[static_cast<size_t>(i)];
+      for (std::int64_t row = 0; row < real; ++row) {
+        const float* p = probs + row * classes_;
+        counts[0] += argmax(p, classes_) == labels[row];
+        counts[1] += !std::all_of(p, p + classes_, [](float v) { return std::isfinite(v); });
+      }
     });
     const auto sum = test_sum_.sum(spans_of(test_probs_));
     for (std::int64_t row = 0; row < real; ++row) {
@@ -140,8 +146,12 @@ TestResult EnsembleTrainer::evaluate(const data::LoadedShard& test, std::uint8_t
   RowBlocks blocks(in_memory_blocks(columns, block_rows), kBlockPrefetchDepth);
   loop.run(ctx_, blocks, sharding::StepPlan(sharding::BatchMode::PadWithMask, test.rows, {1, E}), step);
   runtime::PerDevice<std::span<const std::int64_t>> mc;
-  for (const auto& c : member_correct) mc.emplace_back(&c, 1);
-  r.member_correct = runtime::all_gather(ctx_, mc);
+  for (const auto& c : member_counts) mc.emplace_back(c.data(), c.size());
+  const std::vector<std::int64_t> counts = runtime::all_gather(ctx_, mc);
+  for (size_t g = 0; g + 1 < counts.size(); g += 2) {
+    r.member_correct.push_back(counts[g]);
+    r.member_non_finite.push_back(counts[g + 1]);
+  }
   return r;
 }
 

@@ -38,6 +38,11 @@ g[gy == 2, 15:, :] += 0.6
 with h5py.File(f"{d}/grey.h5", "w") as f:
     f.create_dataset("images", data=g)
     f.create_dataset("labels", data=gy.astype(np.int32))
+# The same test rows, one of them huge but finite (what float32 holds): no forward carries it.
+g[5] = 3e38
+with h5py.File(f"{d}/grey_huge.h5", "w") as f:
+    f.create_dataset("images", data=g)
+    f.create_dataset("labels", data=gy.astype(np.int32))
 with h5py.File(f"{d}/tiny.h5", "w") as f:
     f.create_dataset("images", data=np.zeros((8, 3, 3, 1), np.float32))
     f.create_dataset("labels", data=np.arange(8) % 2)
@@ -94,6 +99,15 @@ run grey 0 300 mpi 2 "$SPMD" ensemble --train "$S/grey.h5" --test "$S/grey.h5" -
 run grey_json 0 10 py "
 import json; m = json.load(open('$WORK/grey.json'))['model']
 assert (m['height'], m['width'], m['channels'], m['classes'], m['dense_features']) == (30, 26, 1, 3, []), m"
+
+# Members whose test outputs are NaN or infinite stop the run at that epoch's test pass,
+# before their parameters reach the checkpoint (the run's first: none is written).
+run huge_test nonzero 120 mpi 2 "$SPMD" ensemble --train "$S/grey.h5" --test "$S/grey_huge.h5" --input-scale none \
+  --conv-features 5 --dense-features none --epochs 1 --batch-size 8 --devices 2 --checkpoint "$WORK/huge.h5"
+expect_in "non-finite test outputs: the members, rows and epoch named" \
+  "member\(s\) 0, 1, 2, 3 gave non-finite probabilities on 1 of 96 test rows after epoch 1: .*--input-scale.*huge.h5' was not updated"
+checks=$((checks + 1))
+if [ -e "$WORK/huge.h5" ]; then fail "a checkpoint was written with non-finite test outputs"; else echo "ok   no checkpoint written"; fi
 
 # Refused up front, on every rank, naming the file and what to do.
 run nchw nonzero 60 mpi 2 "$SPMD" ensemble --train "$S/nchw_train.h5" --test "$S/nchw_test.h5" --conv-features 8,16

@@ -6,6 +6,7 @@
                          values (float32; float64 stays float64); DIR/files.txt has one line per file:
                          seed ranks devices batch strategy scale features_key labels_key
   check SEED DIR PRED    spmd's predictions file against numpy's logits of the same file
+  same A.h5 B.h5         the two predictions files hold the same bits (rows, probabilities, labels)
 
 Each file draws its own: rows (1 to 2500, fewer than a layout's devices too), feature shape
 ([N, D], [N, H, W], [N, H, W, C]), feature dtype (every integer width, float16/32/64) in
@@ -75,6 +76,10 @@ def draw(seed):
     # dataset stored elsewhere in the file; h5py.ExternalLink to one in another file).
     s["link"] = str(rng.choice(["none", "none", "none", "soft", "external"]))
     s["libver"] = str(rng.choice(["earliest", "latest"]))
+    # The ensemble (and eval --model cnn from its checkpoint) where the rows are images a
+    # 3x3 convolution and one 2x2 pooling fit: its own batch, a member count of its layout.
+    s["cnn"] = shape_kind != "flat" and min(s["shape"][:2]) >= 2
+    s["cnn_batch"] = min(s["n"], int(rng.choice([1, 4, 16, 32])))
     return s
 
 
@@ -272,10 +277,24 @@ def check(seed, d, pred):
           f"probabilities within {err:.2g} of numpy")
 
 
+def same(a, b):
+    with h5py.File(a) as f, h5py.File(b) as g:
+        for name in ("predicted", "probabilities", "label"):
+            x, y = f[name][...], g[name][...]
+            assert x.shape == y.shape and x.dtype == y.dtype, f"{name}: {x.dtype}{x.shape} vs {y.dtype}{y.shape}"
+            # Bits, not values: NaN (a model that overflowed) equals itself here.
+            bits = lambda v: np.ascontiguousarray(v).view(np.uint8).reshape(len(v), -1)
+            differ = np.nonzero((bits(x) != bits(y)).any(axis=1))[0]
+            assert len(differ) == 0, f"{name} differs at rows {differ[:10]}"
+    print(f"{a} and {b}: the same predictions, probabilities and labels")
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "make":
         make(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
     elif sys.argv[1] == "check":
         check(int(sys.argv[2]), sys.argv[3], sys.argv[4])
+    elif sys.argv[1] == "same":
+        same(sys.argv[2], sys.argv[3])
     else:
         sys.exit(__doc__)

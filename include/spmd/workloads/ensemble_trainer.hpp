@@ -33,6 +33,7 @@ struct TestResult {
   std::int64_t correct = 0;                  // the ensemble's
   double loss = 0;                           // sum over rows of -log(ensemble probability of the label)
   std::vector<std::int64_t> member_correct;  // per member, in global member order
+  std::vector<std::int64_t> member_non_finite;  // per member: rows whose probabilities hold a NaN or an infinity
 };
 
 class EnsembleTrainer {
