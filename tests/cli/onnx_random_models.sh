@@ -19,7 +19,7 @@ if [ ! -d "$ROOT/tools/onnx/node_modules/onnxruntime-node" ]; then
 fi
 
 run inputs 0 60 fashion_subset 61 "$SUB"
-run export 0 300 $PY "$GEN" export "$WORK" 0 ${SPMD_RANDOM_MODELS:-24}
+run export 0 300 $PY "$GEN" export "$WORK" "${SPMD_RANDOM_MODELS_FIRST:-0}" "${SPMD_RANDOM_MODELS:-24}"
 mapfile -t MODELS < "$WORK/models.txt"
 [ ${#MODELS[@]} -ge 16 ] || fail "export: only ${#MODELS[@]} of ${SPMD_RANDOM_MODELS:-24} random models exported"
 for entry in "${MODELS[@]}"; do
