@@ -200,7 +200,7 @@ requeue_case() {
   bpid=$(scontrol listpids "$id" | awk '$3 == "batch" && $4 == "0" { print $1 }')
   kill -TERM "$bpid"
   wait_for 60 restarted "$id" || { fail "$name: job $id was not requeued after SIGTERM"; return; }
-  if ! wait_for 60 released_and_finished "$id" "$LAST_OUT"; then
+  if ! wait_for 120 released_and_finished "$id" "$LAST_OUT"; then
     fail "$name: the requeued job $id did not run to its end (state $(job_field "$id" JobState))"
     grep -hE "JobId=${id}[^0-9]|job[ _]?${id}[^0-9]|StepId=${id}\." "$PREFIX"/log/slurm*.log | tail -n 25 | sed 's/^/     | /'
     return
