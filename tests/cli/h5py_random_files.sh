@@ -7,8 +7,9 @@
 # devices, batch and strategy:
 #  - spmd eval --model logreg: every example counted once; probabilities within 1e-4 of numpy's
 #    on the values h5py reads, the same classes but for ties, the same labels;
-#  - spmd logreg: the objective has the bits of the same run on a native contiguous copy of the
-#    values, as float32 (float64 kept) at the root: how a file stores its values changes nothing;
+#  - spmd logreg (with or without --fit-intercept, --precision float64, --l2): the objective has
+#    the bits of the same run on a native contiguous copy of the values, as float32 (float64
+#    kept) at the root: how a file stores its values changes nothing;
 #  - spmd ensemble, where the rows are images ([N, H, W] or [N, H, W, C], H and W >= 2): the
 #    epochs' losses and accuracies have the bits of the same members on the native copy, or both
 #    are refused as unscaled images; eval --model cnn of its checkpoint on the file (its layout
@@ -95,13 +96,14 @@ for entry in "${FILES[@]}"; do
   if [ "$scale" = auto ]; then
     ref_scale=none; grep -q '"x_dtype": "[<>]u1"' "$D/f$seed.json" && ref_scale=1/255
   fi
+  read -r -a options < <($PY -c "import json; print(' '.join(json.load(open('$D/f$seed.json'))['logreg_options']))")
   run "logreg_f$seed" 0 120 "${launch[@]}" "$SPMD" logreg --data "$D/f$seed.h5" "${keys[@]}" --input-scale "$scale" \
-    --maxiter 4 --json "$D/l$seed.json" --quiet --hang-timeout 30
+    "${options[@]}" --maxiter 4 --json "$D/l$seed.json" --quiet --hang-timeout 30
   run "logreg_f${seed}_ref" 0 120 mpi "$ranks" "$SPMD" logreg --data "$D/f${seed}_ref.h5" --input-scale "$ref_scale" \
-    --maxiter 4 --json "$D/l${seed}_ref.json" --quiet --hang-timeout 30
+    "${options[@]}" --maxiter 4 --json "$D/l${seed}_ref.json" --quiet --hang-timeout 30
   checks=$((checks + 1))
   if [ "$(value "$D/l$seed.json")" = "$(value "$D/l${seed}_ref.json")" ]; then
-    echo "ok   logreg f$seed on $ranks rank(s): the objective of its native contiguous copy"
+    echo "ok   logreg f$seed on $ranks rank(s), ${options[*]:-default options}: the objective of its native contiguous copy"
   else fail "logreg f$seed: objective $(value "$D/l$seed.json"), native copy $(value "$D/l${seed}_ref.json")"; fi
 done
 finish

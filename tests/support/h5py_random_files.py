@@ -80,6 +80,11 @@ def draw(seed):
     # 3x3 convolution and one 2x2 pooling fit: its own batch, a member count of its layout.
     s["cnn"] = shape_kind != "flat" and min(s["shape"][:2]) >= 2
     s["cnn_batch"] = min(s["n"], int(rng.choice([1, 4, 16, 32])))
+    # logreg's options that change how rows are read or summed: an intercept (a column of ones
+    # appended to each row as it is read), float64 arithmetic, an L2 penalty.
+    s["logreg_options"] = (["--fit-intercept"] * bool(rng.random() < 0.4)
+                           + ["--precision", "float64"] * bool(rng.random() < 0.4)
+                           + ["--l2", "0.01"] * bool(rng.random() < 0.3))
     return s
 
 
