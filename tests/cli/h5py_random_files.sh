@@ -12,7 +12,7 @@
 #    kept) at the root: how a file stores its values changes nothing;
 #  - spmd ensemble, where the rows are images ([N, H, W] or [N, H, W, C], H and W >= 2): the
 #    epochs' losses and accuracies have the bits of the same members on the native copy, or both
-#    are refused as unscaled images; eval --model cnn of its checkpoint on the file (its layout
+#    are refused alike (unscaled images, one class, a loss or outputs past float32); eval --model cnn of its checkpoint on the file (its layout
 #    and strategy) gives the bits of the native copy's predictions on one rank.
 source "$(dirname "$0")/../support/cli_lib.sh"
 PY=/usr/bin/python3
@@ -30,11 +30,13 @@ epochs() {
 }
 # cnn_case SEED: the ensemble and eval --model cnn on fSEED.h5 against its native copy.
 cnn_case() {
-  local seed=$1 cnn batch ref_scale=$scale rc rc_ref
-  read -r cnn batch < <($PY -c "import json; j = json.load(open('$D/f$seed.json')); print(j['cnn'], j['cnn_batch'])")
+  local seed=$1 cnn train_batch ref_scale=$scale rc rc_ref
+  read -r cnn train_batch < <($PY -c "import json; j = json.load(open('$D/f$seed.json')); print(j['cnn'], j['cnn_batch'])")
   [ "$cnn" = True ] || return 0
+  # The copy is float32 (or float64): auto's rule for the CNN's images holds for it too, only
+  # uint8's 1/255 is given as a factor.
   grep -q '"x_dtype": "[<>]u1"' "$D/f$seed.json" && [ "$scale" = auto ] && ref_scale=1/255
-  local train=(--conv-features 3 --dense-features none --batch-size "$batch" --epochs 2 --quiet --hang-timeout 30
+  local train=(--conv-features 3 --dense-features none --batch-size "$train_batch" --epochs 2 --quiet --hang-timeout 30
     --devices "$devices" --overwrite)
   timeout -k 5 120 "${launch[@]}" "$SPMD" ensemble --train "$D/f$seed.h5" --test "$D/f$seed.h5" "${keys[@]}" \
     --input-scale "$scale" "${train[@]}" --checkpoint "$D/c$seed.h5" --json "$D/e$seed.json" >"$WORK/ens_f$seed.out" 2>&1
@@ -63,10 +65,10 @@ cnn_case() {
     return 0
   fi
   if [ "$(epochs "$D/e$seed.json")" = "$(epochs "$D/e${seed}_ref.json")" ]; then
-    echo "ok   ensemble f$seed ($ranks x $devices members, batch $batch): the epochs of its native copy"
+    echo "ok   ensemble f$seed ($ranks x $devices members, batch $train_batch): the epochs of its native copy"
   else fail "ensemble f$seed: epochs $(epochs "$D/e$seed.json"), native copy $(epochs "$D/e${seed}_ref.json")"; fi
   run "eval_cnn_f$seed" 0 120 "${launch[@]}" "$SPMD" eval --data "$D/f$seed.h5" "${keys[@]}" --model cnn \
-    --weights "$D/c$seed.h5" --input-scale "$scale" --devices "$devices" --per-device-batch "$batch_eval" \
+    --weights "$D/c$seed.h5" --input-scale "$scale" --devices "$devices" --per-device-batch "$batch" \
     --strategy "$strategy" --predictions "$D/pc$seed.h5" --hang-timeout 30 || return 0
   expect_in "eval --model cnn f$seed counts every example once" " $strategy +[0-9]+ +$n "
   run "eval_cnn_f${seed}_ref" 0 120 "$SPMD" eval --data "$D/f${seed}_ref.h5" --model cnn --weights "$D/c$seed.h5" \
@@ -75,7 +77,6 @@ cnn_case() {
 }
 for entry in "${FILES[@]}"; do
   read -r seed ranks devices batch strategy scale fkey lkey <<<"$entry"
-  batch_eval=$batch
   keys=()
   [ "$fkey" != - ] && keys=(--features-key "$fkey" --labels-key "$lkey")
   # Half the runs from the files' folder (where HDF5 itself finds external raw files), half from
