@@ -45,6 +45,9 @@ for f in "$BUILD/libspmd_cuda.so" "$BUILD/tests/spmd_cuda_tests" "$BUILD"/bench_
   elif [ $STAGE_ONLY = 0 ]; then echo "pack.sh: $f missing" >&2; exit 1; fi
 done
 cp "${bins[@]}" "$RT/bin/"
+# Symbol tables off the host code (3 MiB of the carry's 64; gtest and our errors name the tests and
+# calls themselves). The CUDA module keeps its own: its kernels' names are what ncu prints.
+for f in "$RT"/bin/*; do [ "${f##*/}" = libspmd_cuda.so ] || strip --strip-unneeded "$f"; done
 
 # The CLI tests' data, made by the project (tests/support/prepare_data.sh) if this build has none.
 DATA=${SPMD_TEST_DATA_DIR:-$BUILD/test-data}
@@ -107,6 +110,10 @@ if [ $STAGE_ONLY = 0 ]; then
   (cd "$RT/debs" && rm -f ./*.deb && apt-get download $packages >/dev/null)
 fi
 rm -rf "$RT/out"
-mib=$(du -sm "$RT" | cut -f1)
-echo "pack.sh: $RT is $mib MiB (the device tool carries at most 64 MiB with the working tree)"
-[ "$mib" -le 60 ] || { echo "pack.sh: $RT is over 60 MiB: the call would be refused" >&2; exit 1; }
+# The device tool carries the working tree (tracked and untracked files git does not ignore)
+# with device-rt: at most 64 MiB in all; 1 MiB kept in hand.
+rt_bytes=$(du -sb "$RT" | cut -f1)
+tree_bytes=$(git ls-files -z --cached --others --exclude-standard | xargs -0 -r stat -c %s 2>/dev/null | awk '{s+=$1} END {print s+0}')
+mib=$(( (rt_bytes + tree_bytes + 1048575) / 1048576 ))
+echo "pack.sh: $RT and the working tree are $mib MiB (the device tool carries at most 64 MiB)"
+[ "$mib" -le 63 ] || { echo "pack.sh: $RT and the working tree are over 63 MiB: the call would be refused" >&2; exit 1; }

@@ -183,7 +183,7 @@ part_profile() {
            --launch-count "$count" --target-processes all "$DEVICE_DIR/rtenv.sh" "$@" ;;
     esac
   }
-  profiled profile_logreg 10 30 "$BIN/bench_gpu_logreg" 50000 784 10 5
+  profiled profile_logreg 10 30 "$BIN/bench_gpu_logreg" 50000 784 10 5 --budget-ms 0
   profiled profile_ensemble 400 120 "$SPMD" ensemble --train "$TRAIN" --test "$TEST" --train-limit 10000 --test-limit 512 \
     --batch-size 256 --epochs 1 --devices 1 --backend cuda --quiet --checkpoint "$WORK/prof_ens.h5"
 }

@@ -1,6 +1,6 @@
 // The logreg objective on one GPU against the card's memory floor (issue 8), in one run:
 //
-//   bench_gpu_logreg [rows=50000] [features=784] [classes=10] [repeats=21] [--json FILE]
+//   bench_gpu_logreg [rows=50000] [features=784] [classes=10] [repeats=21] [--json FILE] [--budget-ms MS]
 //
 // Measures the device-to-device copy bandwidth (cudaMemcpy of 1 GiB, read + write counted),
 // then, for `rows` and 10 x `rows` random rows, the CUDA shard's evaluation as the logreg
@@ -10,9 +10,10 @@
 // issue's target: <= 2). The breakdown line gives the bytes that cross PCIe per evaluation
 // (W and the nodes' records). Before 2026-11-26 every chunk's record and each row's (max, sum,
 // label logit) came back: 2.17 MB at 50000 x 784 x 10 on the H100, 0.977 ms per evaluation.
-// Exits 1 when an evaluation of `rows` rows takes longer than kBudgetMs: a pathologically slow
-// path, caught here rather than in a unit test (the CUDA tests also run under compute-sanitizer,
-// where every kernel is 10-100x slower). --json FILE writes the same figures for
+// Exits 1 when an evaluation of `rows` rows takes longer than --budget-ms (default 50): a
+// pathologically slow path, caught here rather than in a unit test (the CUDA tests also run under
+// compute-sanitizer, where every kernel is 10-100x slower). --budget-ms 0 judges nothing: under
+// a profiler (ncu replays each kernel ten times) the figures are the profiler's, not ours. --json FILE writes the same figures for
 // tools/device/record.py (the GPU record, gpu-results.json).
 // Prints a SKIP line and exits 0 on a machine without a GPU (--json FILE then says so).
 #include <algorithm>
@@ -43,7 +44,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // One 50000 x 784 x 10 evaluation on one CPU core takes ~20 ms; a GPU slower than this is broken.
-constexpr double kBudgetMs = 50.0;
+constexpr double kDefaultBudgetMs = 50.0;
 
 double median(std::vector<double> v) {
   std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
@@ -109,8 +110,10 @@ Result time_objective(const spmd::runtime::DeviceInfo& gpu, std::int64_t rows, i
 int main(int argc, char** argv) {
   std::vector<std::string> positional;
   std::string json_path;
+  double budget_ms = kDefaultBudgetMs;
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--json" && i + 1 < argc) json_path = argv[++i];
+    else if (std::string(argv[i]) == "--budget-ms" && i + 1 < argc) budget_ms = std::atof(argv[++i]);
     else positional.emplace_back(argv[i]);
   }
   const auto arg = [&](std::size_t k, long long fallback) {
@@ -144,7 +147,7 @@ int main(int argc, char** argv) {
                 "median of %d\n",
                 static_cast<long long>(spmd::models::kLogregChunkRows), features, classes, repeats);
     std::printf("%10s %14s %14s %10s %16s\n", "rows", "ms/eval", "floor ms", "ratio", "PCIe MB/eval");
-    nlohmann::json j = {{"device", prop.name}, {"copy_bandwidth_gb_s", bandwidth / 1e9}, {"budget_ms", kBudgetMs},
+    nlohmann::json j = {{"device", prop.name}, {"copy_bandwidth_gb_s", bandwidth / 1e9}, {"budget_ms", budget_ms},
                         {"repeats", repeats}, {"sizes", nlohmann::json::array()}};
     double first_ms = 0;
     for (const std::int64_t n : {rows, 10 * rows}) {
@@ -156,11 +159,11 @@ int main(int argc, char** argv) {
                             {"floor_ms", r.floor_ms}, {"ratio_to_floor", r.ms_per_eval / r.floor_ms},
                             {"pcie_mb_per_eval", r.pcie_mb}});
     }
-    j["within_budget"] = first_ms <= kBudgetMs;
+    j["within_budget"] = budget_ms <= 0 || first_ms <= budget_ms;
     if (!json_path.empty()) write_json(json_path, j);
-    if (first_ms > kBudgetMs) {
+    if (budget_ms > 0 && first_ms > budget_ms) {
       std::printf("FAIL one %lld x %d x %d evaluation took %.3f ms, over the %.0f ms budget\n",
-                  static_cast<long long>(rows), features, classes, first_ms, kBudgetMs);
+                  static_cast<long long>(rows), features, classes, first_ms, budget_ms);
       return 1;
     }
   } catch (const std::exception& e) {
