@@ -86,14 +86,26 @@ __global__ void block_gradient_kernel(const float* X, const T* D, BlockGeometry 
   }
 }
 
-// out[k * record] = chunk k's rows' losses added in row order from 0 (the CPU's order).
+// out[k * record] = chunk k's rows' losses added in row order from 0 (the CPU's order). A block
+// per chunk: its threads bring the losses into shared memory, coalesced, a stage at a time, and
+// one thread adds them up. A thread per chunk reading its rows from global memory in turn
+// waited on each load: 181 us for 50000 rows on the H100 (2026-11-27).
+constexpr int kLossStage = 2048;  // doubles: 16 KiB of shared memory
 __global__ void chunk_loss_kernel(const double* row_loss, std::int64_t rows, std::int64_t chunk_rows, std::int64_t chunks,
                                   std::int64_t record, double* out) {
-  for (std::int64_t k = grid_start(); k < chunks; k += grid_stride()) {
+  __shared__ double stage[kLossStage];
+  for (std::int64_t k = blockIdx.x; k < chunks; k += gridDim.x) {
     const std::int64_t first = k * chunk_rows, end = min(rows, first + chunk_rows);
     double loss = 0.0;
-    for (std::int64_t r = first; r < end; ++r) loss = __dadd_rn(loss, row_loss[r]);
-    out[k * record] = loss;
+    for (std::int64_t a = first; a < end; a += kLossStage) {
+      const int n = static_cast<int>(min(static_cast<std::int64_t>(kLossStage), end - a));
+      for (int i = threadIdx.x; i < n; i += blockDim.x) stage[i] = row_loss[a + i];
+      __syncthreads();
+      if (threadIdx.x == 0)
+        for (int i = 0; i < n; ++i) loss = __dadd_rn(loss, stage[i]);
+      __syncthreads();  // the stage is read before the next is written
+    }
+    if (threadIdx.x == 0) out[k * record] = loss;
   }
 }
 
@@ -244,8 +256,8 @@ class CudaLogregShardOf final : public Base {
     upload_transposed(W, features_, classes_, Kernels::kLanes, WT_host_, WT_, s);
     Kernels::logits(X_.data(), rows, features_, WT_.data(), classes_, Z_.data(), s);
     Kernels::softmax(Z_.data(), labels_.data(), rows, classes_, row_loss_.data(), s);
-    chunk_loss_kernel<<<blocks_for(chunks_), kThreadsPerBlock, 0, s>>>(row_loss_.data(), rows, geometry_.chunk_rows, chunks_,
-                                                                        record_, out_.data());
+    chunk_loss_kernel<<<static_cast<unsigned>(std::min<std::int64_t>(chunks_, cuda::kMaxBlocks)), kThreadsPerBlock, 0, s>>>(
+        row_loss_.data(), rows, geometry_.chunk_rows, chunks_, record_, out_.data());
     SPMD_CHECK_CUDA_LAUNCH("logreg chunk loss kernel");
     const std::int64_t groups = (classes_ + kGradClassGroup - 1) / kGradClassGroup;
     block_gradient_kernel<T><<<blocks_for(geometry_.blocks * groups * features_), kThreadsPerBlock, 0, s>>>(

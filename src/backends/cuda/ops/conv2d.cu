@@ -15,22 +15,31 @@ namespace spmd::backends::cuda {
 namespace {
 
 // in [n, h, w, c] (no border) -> col [n*h*w, 9*c], col[(b*h + y)*w + x][(dy*3 + dx)*c + ch] =
-// in[b, y+dy-1, x+dx-1, ch], 0 outside the image. One pixel per block and step, its 9 * c
-// columns over the threads: the pixel's coordinates are worked out once per pixel and warp,
-// in 32-bit arithmetic where the buffer allows (Index), instead of a chain of 64-bit divisions
-// (a long routine each on a GPU) per element, where ~14.5M elements per step at batch 256 (the
-// second convolution) made it a large share of the step by instruction count.
+// in[b, y+dy-1, x+dx-1, ch], 0 outside the image. A block takes per_step pixels at a time
+// (blockDim / patch of them, at least 1), a pixel's 9 * c columns over patch threads (or over
+// all, in turn, when the patch is wider than the block): the pixel's coordinates are worked
+// out once per pixel and thread, in 32-bit arithmetic where the buffer allows (Index), instead
+// of a chain of 64-bit divisions (a long routine each on a GPU) per element. One pixel per
+// block (32 threads for conv1's 9 columns, 256 for conv2's 288: a quarter, then 7/8 of them
+// busy) was 14 % of a training step at batch 256 on the H100 (2026-11-27).
+constexpr int kMaxIm2colThreads = 1024;  // CUDA's limit per block
 template <class Index>
 __global__ void im2col3x3_kernel(const float* in, Index pixels, int h, int w, int c, float* col) {
   const int patch = 9 * c;
-  for (Index p = blockIdx.x; p < pixels; p += gridDim.x) {
+  const int per_step = max(1, static_cast<int>(blockDim.x) / patch);
+  const int sub = static_cast<int>(threadIdx.x) / patch;  // 0 when the patch is wider than the block
+  if (sub >= per_step) return;                            // threads past the block's whole patches
+  const int k0 = static_cast<int>(threadIdx.x) - sub * patch;
+  const Index stride = static_cast<Index>(gridDim.x) * static_cast<Index>(per_step);
+  for (Index p = static_cast<Index>(blockIdx.x) * static_cast<Index>(per_step) + static_cast<Index>(sub); p < pixels;
+       p += stride) {
     const Index q = p / static_cast<Index>(w);
     const int x = static_cast<int>(p - q * static_cast<Index>(w));
     const Index b = q / static_cast<Index>(h);
     const int y = static_cast<int>(q - b * static_cast<Index>(h));
     const float* image = in + static_cast<std::int64_t>(b) * h * w * c;
     float* out = col + static_cast<std::int64_t>(p) * patch;
-    for (int k = threadIdx.x; k < patch; k += blockDim.x) {
+    for (int k = k0; k < patch; k += static_cast<int>(blockDim.x)) {
       const int tap = k / c, ch = k - tap * c;
       const int yy = y + tap / 3 - 1, xx = x + tap % 3 - 1;
       out[k] = (yy >= 0 && yy < h && xx >= 0 && xx < w) ? image[(yy * w + xx) * c + ch] : 0.0f;
@@ -74,8 +83,10 @@ class CudaConv2d final : public CudaOp {
 
   void forward(const CudaContext& ctx, const CudaIo& io) override {
     const std::int64_t pix = io.rows * in_.h * in_.w;
-    const int threads = std::min(kThreadsPerBlock, (patch() + 31) / 32 * 32);
-    const auto blocks = static_cast<unsigned>(std::clamp<std::int64_t>(pix, 1, kMaxBlocks));
+    // Whole patches in a block of about kThreadsPerBlock threads, or one patch on up to 1024.
+    const int per_step = std::max(1, kThreadsPerBlock / patch());
+    const int threads = std::min(kMaxIm2colThreads, (per_step * patch() + 31) / 32 * 32);
+    const auto blocks = static_cast<unsigned>(std::clamp<std::int64_t>((pix + per_step - 1) / per_step, 1, kMaxBlocks));
     with_index_type(pix * patch(), [&](auto index) {
       im2col3x3_kernel<<<blocks, threads, 0, ctx.stream>>>(io.in, static_cast<decltype(index)>(pix), in_.h, in_.w, in_.c,
                                                            col_.data());

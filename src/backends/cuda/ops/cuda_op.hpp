@@ -109,7 +109,8 @@ bool register_cuda_loss(const char* kind, CudaLossFactory fn);
 // x [rows, cols] += bias [cols], then ReLU when relu.
 void add_bias(const CudaContext& ctx, float* x, std::int64_t rows, int cols, const float* bias, bool relu);
 // sums[j] = sum over rows of x[r * cols + j], for rows <= max_rows: blocks of rows summed with
-// coalesced reads and a fixed tree, then the blocks' sums in order (the same bits every run).
+// coalesced reads and a fixed tree, then the blocks' sums in order, or by a warp per column and
+// a fixed tree when there are many blocks (the same bits every run).
 class ColumnSums {
  public:
   ColumnSums(std::int64_t max_rows, int cols);
