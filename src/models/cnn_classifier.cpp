@@ -51,7 +51,9 @@ class CnnPredictor final : public DevicePredictor {
     }
     for (std::int64_t r = 0; r < rows; ++r) {
       const double* s = sum_.data() + r * classes_;
-      out[r] = argmax(s, classes_);
+      bool finite = true;
+      out[r] = argmax(s, classes_, finite);
+      non_finite_rows_ += !finite;
     }
     if (!probs_out) return;
     // The ensemble's prediction: the mean of the members' probabilities (summed in member

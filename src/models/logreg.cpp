@@ -275,27 +275,33 @@ double logreg_value_and_grad(const float* X, const std::int32_t* labels, std::in
 
 namespace {
 
-void predict_prepared(const KernelOps& ops, const float* X, std::int64_t rows, const TileShape& s, const float* wt,
-                      const float* bias, Buffers& b, std::int32_t* classes_out, float* probs_out) {
+std::int64_t predict_prepared(const KernelOps& ops, const float* X, std::int64_t rows, const TileShape& s,
+                              const float* wt, const float* bias, Buffers& b, std::int32_t* classes_out,
+                              float* probs_out) {
   float* z = b.f32.logits.reserve(static_cast<std::size_t>(kTileRows) * s.padded_classes);
+  std::int64_t non_finite = 0;
   for (std::int64_t tile = 0; tile < rows; tile += kTileRows) {
     const int n = static_cast<int>(std::min<std::int64_t>(kTileRows, rows - tile));
     ops.logits(X + tile * s.features, n, s, wt, z, nullptr, 0);
-    logreg_logits_to_outputs(z, n, s.padded_classes, s.classes, bias, classes_out + tile,
-                             probs_out ? probs_out + tile * s.classes : nullptr);
+    non_finite += logreg_logits_to_outputs(z, n, s.padded_classes, s.classes, bias, classes_out + tile,
+                                           probs_out ? probs_out + tile * s.classes : nullptr);
   }
+  return non_finite;
 }
 
 }  // namespace
 
-void logreg_logits_to_outputs(const float* logits, std::int64_t rows, std::int64_t stride, int classes,
-                              const float* bias, std::int32_t* classes_out, float* probs_out) {
+std::int64_t logreg_logits_to_outputs(const float* logits, std::int64_t rows, std::int64_t stride, int classes,
+                                      const float* bias, std::int32_t* classes_out, float* probs_out) {
   constexpr int kChunk = 256;  // classes biased at a time (a stack buffer; C may be large)
   float biased[kChunk];
+  std::int64_t non_finite = 0;
   for (std::int64_t r = 0; r < rows; ++r) {
     const float* z = logits + r * stride;
     const auto logit = [&](int c) { return bias ? z[c] + bias[c] : z[c]; };
-    classes_out[r] = argmax_of(classes, logit);
+    bool finite = true;
+    classes_out[r] = argmax_of(classes, logit, finite);
+    non_finite += !finite;
     if (!probs_out) continue;
     // The softmax of logreg_kernel_spec.hpp: max as the x86 instructions take it, exp_spec,
     // the sum in class order, then one reciprocal.
@@ -314,6 +320,7 @@ void logreg_logits_to_outputs(const float* logits, std::int64_t rows, std::int64
     const float inverse = 1.0f / sum;
     for (int c = 0; c < classes; ++c) p[c] *= inverse;
   }
+  return non_finite;
 }
 
 void logreg_predict(const float* X, std::int64_t rows, int features, int classes, const float* W,
@@ -333,9 +340,10 @@ LogregFixedPredictor::LogregFixedPredictor(const float* W, const float* bias, in
           prepare_weights(W, checked_shape(0, features, classes), LogregWorkspaceAccess::buffers(workspace_))),
       bias_(bias ? std::vector<float>(bias, bias + classes) : std::vector<float>()) {}
 
-void LogregFixedPredictor::predict(const float* X, std::int64_t rows, std::int32_t* classes_out, float* probs_out) {
+std::int64_t LogregFixedPredictor::predict(const float* X, std::int64_t rows, std::int32_t* classes_out,
+                                           float* probs_out) {
   const TileShape s = checked_shape(rows, features_, classes_);
-  predict_prepared(ops_for<float>(workspace_.kernel()), X, rows, s, transposed_weights_, bias_.empty() ? nullptr : bias_.data(),
+  return predict_prepared(ops_for<float>(workspace_.kernel()), X, rows, s, transposed_weights_, bias_.empty() ? nullptr : bias_.data(),
                    LogregWorkspaceAccess::buffers(workspace_), classes_out, probs_out);
 }
 

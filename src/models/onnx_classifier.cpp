@@ -164,7 +164,8 @@ class OnnxPredictor final : public DevicePredictor {
       x.type = ops::ElemType::Int64;
     }
     runner_.run();
-    onnx_outputs_to_predictions(spec_.output, runner_.output(0).f.data(), rows, spec_.width, spec_.classes, classes_out, probs_out);
+    non_finite_rows_ += onnx_outputs_to_predictions(spec_.output, runner_.output(0).f.data(), rows, spec_.width,
+                                                    spec_.classes, classes_out, probs_out);
   }
 
   const OnnxPredictorSpec& spec_;  // the classifier's, which outlives its predictors
@@ -190,7 +191,14 @@ class FixedBatchPredictor final : public DevicePredictor {
         for (std::int64_t r = real; r < batch_; ++r) std::copy_n(chunk, size_, staging_.begin() + r * size_);
         chunk = staging_.data();
       }
-      inner_->predict(chunk, batch_, chunk_classes_.data(), probs_out ? chunk_probs_.data() : nullptr);
+      // The probabilities always: the inner predictor also counts the padding copies among its
+      // non-finite rows, so the real rows are judged here from what their class came from.
+      inner_->predict(chunk, batch_, chunk_classes_.data(), chunk_probs_.data());
+      const auto row_finite = [&](std::int64_t r) {
+        return std::all_of(chunk_probs_.begin() + r * classes_, chunk_probs_.begin() + (r + 1) * classes_,
+                           [](float p) { return std::isfinite(p); });
+      };
+      for (std::int64_t r = 0; r < real; ++r) non_finite_rows_ += !row_finite(r);
       std::copy_n(chunk_classes_.begin(), real, classes_out + first);
       if (probs_out) std::copy_n(chunk_probs_.begin(), real * classes_, probs_out + first * classes_);
     }
@@ -414,9 +422,10 @@ std::string onnx_file_unsupported_on(const std::string& path, const runtime::Dev
   return onnx_unsupported_on(*graph, device);
 }
 
-void onnx_outputs_to_predictions(OnnxOutput output, const float* y, std::int64_t rows, int width, int classes,
-                                 std::int32_t* classes_out, float* probs_out) {
+std::int64_t onnx_outputs_to_predictions(OnnxOutput output, const float* y, std::int64_t rows, int width, int classes,
+                                         std::int32_t* classes_out, float* probs_out) {
   thread_local std::vector<float> probs;
+  std::int64_t non_finite = 0;
   probs.resize(static_cast<std::size_t>(classes));
   for (std::int64_t r = 0; r < rows; ++r) {
     const float* v = y + r * width;
@@ -437,9 +446,12 @@ void onnx_outputs_to_predictions(OnnxOutput output, const float* y, std::int64_t
       for (int k = 0; k < classes; ++k) sum += probs[static_cast<std::size_t>(k)] = std::exp(v[k] - top);
       for (auto& p : probs) p /= sum;
     }
-    classes_out[r] = argmax(probs.data(), classes);
+    bool finite = true;
+    classes_out[r] = argmax(probs.data(), classes, finite);
+    non_finite += !finite;
     if (probs_out) std::copy(probs.begin(), probs.end(), probs_out + r * classes);
   }
+  return non_finite;
 }
 
 std::unique_ptr<Classifier> make_onnx_classifier(const std::string& path, OnnxOutput output, const OnnxInputNorm& norm,

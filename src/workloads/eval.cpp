@@ -172,19 +172,21 @@ struct Tally {
   explicit Tally(int classes) : confusion(classes) {}
   ConfusionMatrix confusion;
   std::int64_t real = 0, padded = 0, steps = 0;
+  std::int64_t non_finite = 0;  // real rows whose scores held a NaN or an infinity (the predictors')
   std::map<std::int64_t, std::int64_t> shapes;
 };
 
 EvalResult finish(const Context& ctx, const EvalShard& shard, Tally& t, double seconds, double cpu_seconds,
                   std::int64_t dropped) {
   EvalResult r;
-  std::int64_t sums[5] = {t.confusion.correct(), t.real, t.padded, dropped, shard.filtered};
-  runtime::allreduce_sum(ctx, std::span<std::int64_t>(sums, 5));
+  std::int64_t sums[6] = {t.confusion.correct(), t.real, t.padded, dropped, shard.filtered, t.non_finite};
+  runtime::allreduce_sum(ctx, std::span<std::int64_t>(sums, 6));
   r.correct = sums[0];
   r.total = sums[1];
   r.padded_rows = sums[2];
   r.dropped = sums[3];
   r.filtered_rows = sums[4];
+  r.non_finite_rows = sums[5];
   t.confusion.sum_over_ranks(ctx);
   r.confusion = std::move(t.confusion);
   r.dataset_rows = shard.shard.global_rows;
@@ -323,6 +325,7 @@ EvalResult run_pass(const Context& ctx, const EvalOptions& o, const models::Clas
     report_progress(progress, es, t.real, timer);
   });
   const double seconds = timer.wall_seconds(), cpu_seconds = timer.cpu_seconds();
+  for (const auto& predictor : dev.predictors) t.non_finite += predictor->non_finite_rows();
   EvalResult r = finish(ctx, es, t, seconds, cpu_seconds, plan.dropped_rows());
   r.planned_steps = plan.steps().value_or(-1);
   r.stop_signal = loop.stop_signal();

@@ -48,6 +48,11 @@ std::string result_table(const EvalResult& r, const EvalOptions& o,
     out += "# --model " + model.name +
            " computes nothing: data time and data rate are data movement only (reading, converting, "
            "padding, counting), not a model's speed\n";
+  if (r.non_finite_rows > 0)
+    out += format("# WARNING: %lld of %lld examples had a NaN or an infinity among the model's outputs (its class "
+                  "is the highest of the others, or class 0); they are counted as predicted. Overflowing inputs "
+                  "(see --input-scale) or a diverged model are the usual causes.\n",
+                  static_cast<long long>(r.non_finite_rows), static_cast<long long>(r.total));
   const std::int64_t expected = r.dataset_rows - r.filtered_rows;
   if (r.dropped > 0 || r.total != expected)
     out += format("# WARNING: %lld of %lld examples were not evaluated (%s drops what does not fill a whole step); "
@@ -142,6 +147,7 @@ nlohmann::json to_json(const EvalResult& r, const EvalOptions& o) {
   j["batch_shapes"] = shapes;
   j["examples_per_rank"] = r.examples_per_rank;
   j["padded_rows"] = r.padded_rows;
+  j["non_finite_rows"] = r.non_finite_rows;
   // Rows: the label; columns: the predicted class (null past ConfusionMatrix::kMaxClasses).
   j["confusion_matrix"] = r.confusion.to_json();
   j["dropped"] = r.dropped;

@@ -8,6 +8,10 @@
 #    0, their label kept); every other row is the full run's;
 #  - logreg's classes are numpy's argmax of X W (+ b) and its probabilities the softmax;
 #  - the JSON confusion matrix is numpy's, from the file's predictions and labels;
+#  - rows whose outputs overflow (float32 rows of 3e38 through positive weights: logreg, and an
+#    ONNX graph with a free and with a fixed batch size, whose last run is padded with copies of
+#    its first row) are counted once each, on every layout, with a warning: JSON's
+#    non_finite_rows is the number of rows whose probabilities in the file are not finite;
 #  - a bad destination is refused up front, and a failed run leaves an existing file as it was.
 source "$(dirname "$0")/../support/cli_lib.sh"
 PY=/usr/bin/python3
@@ -68,6 +72,7 @@ cm = np.zeros((10, 10), np.int64)
 np.add.at(cm, (label, pred), 1)
 assert j["confusion_matrix"] == cm.tolist(), (j["confusion_matrix"], cm.tolist())
 assert j["correct"] == int(np.trace(cm)) and j["total"] == 1003, (j["correct"], np.trace(cm))
+assert j["non_finite_rows"] == 0, j["non_finite_rows"]
 EOF
   }
   run "${model}_json_is_the_file" 0 30 check_json
@@ -139,6 +144,56 @@ run zero_one_hot 0 30 $PY -c "
 import h5py, numpy as np
 p = h5py.File('$WORK/zero.h5'); q = p['probabilities'][...]
 assert (p['predicted'][...] == 0).all() and (q[:, 0] == 1).all() and (q[:, 1:] == 0).all()"
+
+# Outputs that overflow: counted once per row on every layout, never from padding. Rows 63 and
+# 1002 begin the last 7-row run of a 64-row device batch: the fixed-batch graph pads that run
+# with copies of them.
+make_overflow() {
+  $PY - "$SUB" "$WORK" <<'EOF'
+import sys, h5py, numpy as np, onnx
+from onnx import helper, numpy_helper, TensorProto as T
+sub, work = sys.argv[1], sys.argv[2]
+with h5py.File(sub) as f, h5py.File(work + "/huge.h5", "w") as g:
+    x = f["images"][...].astype(np.float32) / 255.0
+    x[[5, 63, 500, 1002]] = 3e38
+    g["images"] = x
+    g["labels"] = f["labels"][...]
+W = np.random.default_rng(3).uniform(0.005, 0.015, (784, 10)).astype(np.float32)
+with h5py.File(work + "/wpos.h5", "w") as g:
+    g["W"] = W
+for name, batch, first in (("free", "batch", helper.make_node("Flatten", ["x"], ["f"], axis=1)),
+                           ("fixed", 7, helper.make_node("Reshape", ["x", "s"], ["f"]))):
+    graph = helper.make_graph([first, helper.make_node("MatMul", ["f", "W"], ["y"])], name,
+                              [helper.make_tensor_value_info("x", T.FLOAT, [batch, 28, 28, 1])],
+                              [helper.make_tensor_value_info("y", T.FLOAT, [batch, 10])],
+                              [numpy_helper.from_array(W, "W"), numpy_helper.from_array(np.array([7, 784], np.int64), "s")])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), f"{work}/pos_{name}.onnx")
+EOF
+}
+run overflow_inputs 0 60 make_overflow
+check_overflow() {
+  $PY - "$1" "$2" <<'EOF'
+import sys, json, h5py, numpy as np
+p, j = h5py.File(sys.argv[1]), json.load(open(sys.argv[2]))
+rows = np.flatnonzero(~np.isfinite(p["probabilities"][...]).all(1))
+assert rows.tolist() == [5, 63, 500, 1002], rows
+assert j["non_finite_rows"] == 4 and j["total"] == 1003, (j["non_finite_rows"], j["total"])
+EOF
+}
+for model in logreg onnx_free onnx_fixed; do
+  case $model in
+    logreg) args=(--model logreg --weights "$WORK/wpos.h5") ;;
+    *) args=(--model onnx --weights "$WORK/pos_${model#onnx_}.onnx") ;;
+  esac
+  for l in "1 1 pad 64" "3 2 infinite-pad 7" "2 1 pad-metrics 64"; do
+    set -- $l
+    name="overflow_${model}_np$1_d$2_$3"
+    run "$name" 0 120 mpi "$1" "$SPMD" eval --data "$WORK/huge.h5" "${args[@]}" --devices "$2" --strategy "$3" \
+      --per-device-batch "$4" --predictions "$WORK/$name.h5" --json "$WORK/$name.json"
+    expect_in "$name warns" "WARNING: 4 of 1003 examples had a NaN or an infinity among the model's outputs"
+    run "${name}_rows" 0 30 check_overflow "$WORK/$name.h5" "$WORK/$name.json"
+  done
+done
 
 # Refusals up front, and nothing lost.
 run no_folder nonzero 30 mpi 2 "$SPMD" eval --data "$SUB" --predictions "$WORK/missing/p.h5"

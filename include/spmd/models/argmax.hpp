@@ -2,6 +2,7 @@
 // The predicted class, everywhere a class is chosen from scores (eval's classifiers, the
 // ensemble's test pass): the first index of the highest value, so ties go to the lower class
 // and every layout and backend picks the same class from the same bits.
+#include <cmath>
 #include <cstdint>
 
 namespace spmd::models {
@@ -24,6 +25,31 @@ int argmax_of(int classes, Value value) {
 template <class T>
 int argmax(const T* scores, int classes) {
   return argmax_of(classes, [scores](int c) { return scores[c]; });
+}
+
+// argmax_of, and whether every score was finite: a NaN or an infinity among a row's scores
+// leaves its class to the comparisons above (a NaN is never higher), so eval reports how many
+// rows had one (DevicePredictor::non_finite_rows) rather than pass their class off as a result.
+template <class Value>
+int argmax_of(int classes, Value value, bool& all_finite) {
+  int best = 0;
+  auto best_value = value(0);
+  bool finite = std::isfinite(best_value);
+  for (int c = 1; c < classes; ++c) {
+    const auto v = value(c);
+    finite = finite && std::isfinite(v);
+    if (v > best_value) {
+      best = c;
+      best_value = v;
+    }
+  }
+  all_finite = finite;
+  return best;
+}
+
+template <class T>
+int argmax(const T* scores, int classes, bool& all_finite) {
+  return argmax_of(classes, [scores](int c) { return scores[c]; }, all_finite);
 }
 
 }  // namespace spmd::models

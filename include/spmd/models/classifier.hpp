@@ -38,6 +38,13 @@ class DevicePredictor {
   // elsewhere it throws spmd::Error.
   virtual void predict_bytes(const std::uint8_t* samples, std::int64_t rows, const ByteTable& table,
                              std::int32_t* classes_out, float* probs_out);
+
+  // Rows predicted so far whose scores (logits or probabilities, what the class is chosen
+  // from) held a NaN or an infinity: their class is still counted, and eval reports them.
+  std::int64_t non_finite_rows() const { return non_finite_rows_; }
+
+ protected:
+  std::int64_t non_finite_rows_ = 0;
 };
 
 class Classifier {

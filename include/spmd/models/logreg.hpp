@@ -140,7 +140,8 @@ void logreg_predict(const float* X, std::int64_t rows, int features, int classes
 // index of the largest z' (strict >: comparisons with NaN are false), and, unless probs_out is nullptr, probs_out
 // [rows, classes] = softmax(z') in float32 with the training kernels' exp and summation
 // order (so every backend that produces the same logits writes the same probabilities).
-void logreg_logits_to_outputs(const float* logits, std::int64_t rows, std::int64_t stride, int classes,
+// Returns how many rows had a NaN or an infinity among their z'.
+std::int64_t logreg_logits_to_outputs(const float* logits, std::int64_t rows, std::int64_t stride, int classes,
                               const float* bias, std::int32_t* classes_out, float* probs_out);
 
 // logreg_predict for one model used on many batches (evaluation): W is transposed into the
@@ -151,8 +152,9 @@ class LogregFixedPredictor {
   // Throws spmd::Error for features < 1, classes < 1 or an unsupported kernel.
   LogregFixedPredictor(const float* W, const float* bias, int features, int classes,
                        LogregKernel kernel = LogregKernel::automatic);
-  // classes_out [rows]; probs_out: nullptr or [rows, classes].
-  void predict(const float* X, std::int64_t rows, std::int32_t* classes_out, float* probs_out = nullptr);
+  // classes_out [rows]; probs_out: nullptr or [rows, classes]. Returns the rows whose logits
+  // held a NaN or an infinity (logreg_logits_to_outputs).
+  std::int64_t predict(const float* X, std::int64_t rows, std::int32_t* classes_out, float* probs_out = nullptr);
   LogregKernel kernel() const { return workspace_.kernel(); }
 
  private:

@@ -45,8 +45,9 @@ struct OnnxPredictorSpec {
 // `output` says they are -> classes_out [rows] and, when probs_out, probabilities [rows,
 // classes]. A one-score row s gives P(class 1) = sigmoid(s) (a logit), s (a probability) or
 // e^s, and P(class 0) its complement. The same bits for the same y wherever the graph ran.
-void onnx_outputs_to_predictions(OnnxOutput output, const float* y, std::int64_t rows, int width, int classes,
-                                 std::int32_t* classes_out, float* probs_out);
+// Returns how many rows had a NaN or an infinity among the probabilities their class is chosen from.
+std::int64_t onnx_outputs_to_predictions(OnnxOutput output, const float* y, std::int64_t rows, int width, int classes,
+                                         std::int32_t* classes_out, float* probs_out);
 
 struct OnnxPredictorKind {
   static constexpr const char* name = "ONNX graph predictor (eval --model onnx)";

@@ -104,6 +104,7 @@ struct EvalResult {
   std::map<std::int64_t, std::int64_t> batch_shapes;  // rows per device -> steps run with it
   std::vector<std::int64_t> examples_per_rank;         // real examples each rank evaluated
   std::int64_t padded_rows = 0;  // zero rows run on devices, over all ranks
+  std::int64_t non_finite_rows = 0;  // real rows whose scores held a NaN or an infinity, over all ranks
   ConfusionMatrix confusion;     // over all ranks (correct = its trace)
   double seconds = 0;            // the evaluation loop (not loading), max over ranks
   double cpu_seconds = 0;        // process CPU time of the loop (all device threads), max over ranks

@@ -89,7 +89,7 @@ class CpuLogregPredictor final : public DevicePredictor {
   explicit CpuLogregPredictor(const LogregParameters& p)
       : kernel_(p.W.data(), p.has_intercept() ? p.bias.data() : nullptr, p.features, p.classes) {}
   void predict(const float* samples, std::int64_t rows, std::int32_t* classes_out, float* probs_out) override {
-    kernel_.predict(samples, rows, classes_out, probs_out);
+    non_finite_rows_ += kernel_.predict(samples, rows, classes_out, probs_out);
   }
 
  private:

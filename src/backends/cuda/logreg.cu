@@ -315,8 +315,9 @@ class CudaLogregPredictor final : public DevicePredictor {
     Kernels<float>::logits(X_.data(), n, features_, WT_.data(), classes_, Z_.data(), s);
     Z_.download(Z_host_.data(), static_cast<std::size_t>(n * classes_), s);
     stream_.synchronize("predicting logreg classes on the GPU");
-    logreg_logits_to_outputs(Z_host_.data(), n, classes_, classes_, bias_.empty() ? nullptr : bias_.data(),
-                             classes_out + first, probs_out ? probs_out + first * classes_ : nullptr);
+    non_finite_rows_ += logreg_logits_to_outputs(Z_host_.data(), n, classes_, classes_,
+                                                 bias_.empty() ? nullptr : bias_.data(), classes_out + first,
+                                                 probs_out ? probs_out + first * classes_ : nullptr);
   }
 
   int ordinal_;

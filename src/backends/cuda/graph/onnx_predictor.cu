@@ -112,8 +112,9 @@ class CudaOnnxPredictor final : public models::DevicePredictor {
                                     cudaMemcpyDeviceToHost, s),
                     "copying the ONNX graph's outputs to the host");
     stream_.synchronize("running the ONNX graph on the GPU");
-    models::onnx_outputs_to_predictions(spec_.output, y_host_.data(), n, spec_.width, spec_.classes, classes_out + first,
-                                        probs_out ? probs_out + first * spec_.classes : nullptr);
+    non_finite_rows_ += models::onnx_outputs_to_predictions(spec_.output, y_host_.data(), n, spec_.width, spec_.classes,
+                                                            classes_out + first,
+                                                            probs_out ? probs_out + first * spec_.classes : nullptr);
   }
 
   int ordinal_;
