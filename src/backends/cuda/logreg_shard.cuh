@@ -52,15 +52,20 @@ struct BlockGeometry {
 };
 
 // block_grads[(b * C + c) * F + f] = sum over block b's rows in order of fma(d[r][c],
-// (T) x[r][f], .) in T, from 0.
+// (T) x[r][f], .) in T, from 0. A thread block per (gradient block, class group) and tile of
+// kGradFeatureTile features: its rows' D (at most kBlockRows x kGradClassGroup) is staged in
+// shared memory once, then thread f walks the rows reading x[r][f] (a warp reads 128
+// contiguous bytes of a row). A thread per (block, group, feature) reading D from global
+// memory, each row's classes again in every thread, read X at 1 TB/s on the H100 (153 us of
+// the 0.69 ms evaluation, 2026-11-27).
+constexpr int kGradFeatureTile = 128;  // threads per block
 template <class T>
 __global__ void block_gradient_kernel(const float* X, const T* D, BlockGeometry geo, int features, int classes,
                                       T* block_grads) {
+  __shared__ T d_stage[kBlockRows * kGradClassGroup];
   const int groups = (classes + kGradClassGroup - 1) / kGradClassGroup;
-  const std::int64_t total = geo.blocks * groups * features;
-  for (std::int64_t i = grid_start(); i < total; i += grid_stride()) {
-    const int f = static_cast<int>(i % features);
-    const std::int64_t t = i / features;
+  const int f = static_cast<int>(blockIdx.y) * kGradFeatureTile + static_cast<int>(threadIdx.x);
+  for (std::int64_t t = blockIdx.x; t < geo.blocks * groups; t += gridDim.x) {
     const int group = static_cast<int>(t % groups);
     const std::int64_t b = t / groups;
     const std::int64_t k = b / geo.blocks_per_chunk, j = b - k * geo.blocks_per_chunk;
@@ -68,17 +73,27 @@ __global__ void block_gradient_kernel(const float* X, const T* D, BlockGeometry 
     const std::int64_t chunk_len = min(geo.chunk_rows, geo.rows - chunk_first);
     const std::int64_t first = chunk_first + j * kBlockRows;
     const std::int64_t end = chunk_first + min(chunk_len, (j + 1) * kBlockRows);
+    const int n = first < end ? static_cast<int>(end - first) : 0;  // blocks past the chunk's end are empty
     const int c0 = group * kGradClassGroup;
     const int nc = min(kGradClassGroup, classes - c0);
+    __syncthreads();  // the previous block's rows are read before these are staged
+    for (int e = static_cast<int>(threadIdx.x); e < n * nc; e += static_cast<int>(blockDim.x)) {
+      const int r = e / nc, cc = e - r * nc;
+      d_stage[r * kGradClassGroup + cc] = D[(first + r) * classes + c0 + cc];
+    }
+    __syncthreads();
+    if (f >= features) continue;  // after the barriers: every thread stages and waits
     T acc[kGradClassGroup];
 #pragma unroll
     for (int cc = 0; cc < kGradClassGroup; ++cc) acc[cc] = T(0);
-    for (std::int64_t r = first; r < end; ++r) {
-      const T x = static_cast<T>(X[r * features + f]);
-      const T* d = D + r * classes + c0;
+    const float* x = X + first * features + f;
+#pragma unroll 4
+    for (int r = 0; r < n; ++r) {
+      const T xr = static_cast<T>(x[static_cast<std::int64_t>(r) * features]);
+      const T* d = d_stage + r * kGradClassGroup;
 #pragma unroll
       for (int cc = 0; cc < kGradClassGroup; ++cc)
-        if (cc < nc) acc[cc] = fma_rn(d[cc], x, acc[cc]);
+        if (cc < nc) acc[cc] = fma_rn(d[cc], xr, acc[cc]);
     }
 #pragma unroll
     for (int cc = 0; cc < kGradClassGroup; ++cc)
@@ -260,8 +275,10 @@ class CudaLogregShardOf final : public Base {
         row_loss_.data(), rows, geometry_.chunk_rows, chunks_, record_, out_.data());
     SPMD_CHECK_CUDA_LAUNCH("logreg chunk loss kernel");
     const std::int64_t groups = (classes_ + kGradClassGroup - 1) / kGradClassGroup;
-    block_gradient_kernel<T><<<blocks_for(geometry_.blocks * groups * features_), kThreadsPerBlock, 0, s>>>(
-        X_.data(), Z_.data(), geometry_, features_, classes_, block_grads_.data());
+    const dim3 grid(static_cast<unsigned>(std::min<std::int64_t>(geometry_.blocks * groups, cuda::kMaxBlocks)),
+                    static_cast<unsigned>((features_ + kGradFeatureTile - 1) / kGradFeatureTile));
+    block_gradient_kernel<T><<<grid, kGradFeatureTile, 0, s>>>(X_.data(), Z_.data(), geometry_, features_, classes_,
+                                                               block_grads_.data());
     SPMD_CHECK_CUDA_LAUNCH("logreg block gradient kernel");
     chunk_gradient_kernel<T><<<blocks_for(chunks_ * features_ * classes_), kThreadsPerBlock, 0, s>>>(
         block_grads_.data(), chunks_, geometry_.blocks_per_chunk, features_, classes_, record_, out_.data());
