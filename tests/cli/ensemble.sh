@@ -40,11 +40,13 @@ run eval_cnn_total 0 10 py "
 import json; j=json.load(open('$WORK/ev.json')); assert j['total']==10000 and 0.3 < j['accuracy'] <= 1, j"
 
 # SIGTERM (what Slurm sends at the time limit): checkpoint at the next step, clean exit,
-# and the resumed run ends where an uninterrupted one does.
+# and the resumed run ends where an uninterrupted one does. The signal goes at the first
+# progress line (step 20 of 200), and rank 1's steps take 5 ms longer (the same bits): at
+# 5000 images/s the whole epoch is 1.3 s, and a signal sent a second later could land after it.
 ( timeout 300 mpirun -np 2 --oversubscribe "$SPMD" ensemble --train "$TRAIN" --test "$TEST" --train-limit 6400 --test-limit 600 \
-    --eval-batch 128 --epochs 1 --checkpoint "$WORK/term.h5" --json "$WORK/term.json" >"$WORK/term.out" 2>&1; echo $? >"$WORK/term.rc" ) &
-for i in $(seq 1 100); do grep -q "step" "$WORK/term.out" 2>/dev/null && break; sleep 0.2; done
-sleep 1
+    --eval-batch 128 --epochs 1 --checkpoint "$WORK/term.h5" --json "$WORK/term.json" --simulate-slow 1:0.005 \
+    >"$WORK/term.out" 2>&1; echo $? >"$WORK/term.rc" ) &
+for i in $(seq 1 300); do grep -q "step" "$WORK/term.out" 2>/dev/null && break; sleep 0.1; done
 # Signal the ranks (as Slurm does at the time limit), not mpirun.
 pkill -TERM -f "^$SPMD ensemble --train $TRAIN --test $TEST --train-limit 6400" || true
 wait
