@@ -7,29 +7,10 @@
 
 namespace spmd::models {
 
-// value(c) for c in [0, classes): the score of class c. classes >= 1.
-template <class Value>
-int argmax_of(int classes, Value value) {
-  int best = 0;
-  auto best_value = value(0);
-  for (int c = 1; c < classes; ++c) {
-    const auto v = value(c);
-    if (v > best_value) {
-      best = c;
-      best_value = v;
-    }
-  }
-  return best;
-}
-
-template <class T>
-int argmax(const T* scores, int classes) {
-  return argmax_of(classes, [scores](int c) { return scores[c]; });
-}
-
-// argmax_of, and whether every score was finite: a NaN or an infinity among a row's scores
-// leaves its class to the comparisons above (a NaN is never higher), so eval reports how many
-// rows had one (DevicePredictor::non_finite_rows) rather than pass their class off as a result.
+// value(c) for c in [0, classes): the score of class c. classes >= 1. all_finite: whether every
+// score was finite. A NaN or an infinity among a row's scores leaves its class to the
+// comparisons (a NaN is never higher), so eval reports how many rows had one
+// (DevicePredictor::non_finite_rows) rather than pass their class off as a result.
 template <class Value>
 int argmax_of(int classes, Value value, bool& all_finite) {
   int best = 0;
@@ -47,9 +28,20 @@ int argmax_of(int classes, Value value, bool& all_finite) {
   return best;
 }
 
+template <class Value>
+int argmax_of(int classes, Value value) {
+  bool unused;
+  return argmax_of(classes, value, unused);
+}
+
 template <class T>
 int argmax(const T* scores, int classes, bool& all_finite) {
   return argmax_of(classes, [scores](int c) { return scores[c]; }, all_finite);
+}
+
+template <class T>
+int argmax(const T* scores, int classes) {
+  return argmax_of(classes, [scores](int c) { return scores[c]; });
 }
 
 }  // namespace spmd::models

@@ -156,14 +156,6 @@ __device__ inline double log_spec(double s) {
   return fma(kd, spec::kLn2Hi64, fma(kd, spec::kLn2Lo64, __dmul_rn(f, p)));
 }
 
-// spec::tree_sum in place: pairs at distance n/2, then n/4, ..., 1; the sum ends in v[0].
-template <int n, class T>
-__device__ inline void tree_sum_in_place(T* v) {
-#pragma unroll
-  for (int j = 0; j < n / 2; ++j) v[j] = add_rn(v[j], v[j + n / 2]);
-  if constexpr (n > 2) tree_sum_in_place<n / 2>(v);
-}
-
 // z[r * C + c] = the spec's logit of row r, class c. `lanes` consecutive threads (a segment)
 // take one row and up to kLogitClassGroup classes; thread j is the spec's lane j, accumulating
 // fma((T) x[lanes k + j], WT[c][lanes k + j]) over k (x = 0 past F), and the spec's tree
