@@ -19,6 +19,9 @@
 #include "spmd/runtime/error.hpp"
 #include "spmd/workloads/eval.hpp"
 
+// Its own namespace: the unity build compiles this file with others whose helpers share names.
+namespace eval_layouts_test {
+
 using namespace spmd;
 using workloads::EvalStrategy;
 
@@ -336,3 +339,5 @@ TEST(EvalLayouts, KeepRemainderRefusesSeveralDevices) {
   workloads::EvalShard empty;
   EXPECT_THROW(workloads::run_eval(ctx, o, model, empty), CollectiveError);
 }
+
+}  // namespace eval_layouts_test

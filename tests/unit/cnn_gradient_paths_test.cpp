@@ -22,6 +22,9 @@
 #include "cnn_reference.hpp"
 #include "spmd/models/cnn_cpu.hpp"
 
+// Its own namespace: the unity build compiles this file with others whose helpers share names.
+namespace cnn_gradient_paths_test {
+
 namespace {
 
 using spmd::models::CnnParams;
@@ -98,3 +101,5 @@ INSTANTIATE_TEST_SUITE_P(Configs, CnnGradientPaths, ::testing::ValuesIn(cases())
 });
 
 }  // namespace
+
+}  // namespace cnn_gradient_paths_test

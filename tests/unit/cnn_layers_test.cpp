@@ -11,6 +11,9 @@
 #include "spmd/models/cnn_layers.hpp"
 #include "spmd/runtime/error.hpp"
 
+// Its own namespace: the unity build compiles this file with others whose helpers share names.
+namespace cnn_layers_test {
+
 namespace {
 
 namespace cc = spmd::models::cnn_cpu;
@@ -279,3 +282,5 @@ TEST(CnnLayers, SoftmaxCrossEntropyProbabilitiesLossMaskAndGradient) {
 }
 
 }  // namespace
+
+}  // namespace cnn_layers_test

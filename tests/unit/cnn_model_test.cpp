@@ -15,6 +15,9 @@
 #include "spmd/models/cnn_init.hpp"
 #include "spmd/runtime/error.hpp"
 
+// Its own namespace: the unity build compiles this file with others whose helpers share names.
+namespace cnn_model_test {
+
 namespace {
 
 using spmd::models::CnnConfig;
@@ -297,3 +300,5 @@ TEST(CnnModelChecks, BatchLimitsAndWorkspaceKindAreEnforced) {
 }
 
 }  // namespace
+
+}  // namespace cnn_model_test

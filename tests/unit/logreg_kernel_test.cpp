@@ -17,6 +17,9 @@
 #include "spmd/runtime/error.hpp"
 #include "logreg_reference.hpp"
 
+// Its own namespace: the unity build compiles this file with others whose helpers share names.
+namespace logreg_kernel_test {
+
 namespace {
 
 using namespace spmd::models;
@@ -525,3 +528,5 @@ TEST(LogregKernel, WorkspaceRejectsUnsupportedKernelAndResolvesAutomatic) {
 }
 
 }  // namespace
+
+}  // namespace logreg_kernel_test

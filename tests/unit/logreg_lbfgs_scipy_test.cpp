@@ -18,6 +18,9 @@
 #include "spmd/models/logreg.hpp"
 #include "spmd/optim/lbfgs.hpp"
 
+// Its own namespace: the unity build compiles this file with others whose helpers share names.
+namespace logreg_lbfgs_scipy_test {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -190,3 +193,5 @@ TEST_F(LogregScipy, FloatSolverWithFastKernelReachesScipyMinimum) {
 }
 
 }  // namespace
+
+}  // namespace logreg_lbfgs_scipy_test

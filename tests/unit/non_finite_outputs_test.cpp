@@ -18,6 +18,9 @@
 #include "spmd/models/cnn_params.hpp"
 #include "spmd/models/device_models.hpp"
 
+// Its own namespace: the unity build compiles this file with others whose helpers share names.
+namespace non_finite_outputs_test {
+
 namespace {
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
@@ -90,3 +93,5 @@ TEST(NonFiniteOutputs, CnnEnsemblePredictorCountsRowsNotMembers) {
 }
 
 }  // namespace
+
+}  // namespace non_finite_outputs_test

@@ -15,6 +15,9 @@
 
 #include "spmd/ops/graph_op.hpp"
 
+// Its own namespace: the unity build compiles this file with others whose helpers share names.
+namespace ops_graph_window_test {
+
 namespace {
 
 using spmd::ops::ElemType;
@@ -261,3 +264,5 @@ TEST(GraphPool, MatchesTheDefinitionOnRandomGeometries) {
 }
 
 }  // namespace
+
+}  // namespace ops_graph_window_test

@@ -22,6 +22,9 @@
 #include "line_search_functions.hpp"
 #include "spmd/optim/lbfgs.hpp"
 
+// Its own namespace: the unity build compiles this file with others whose helpers share names.
+namespace optim_line_search_test {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -419,3 +422,5 @@ TEST(LBFGSLineSearch, EveryAcceptedStepSatisfiesItsLineSearchConditions) {
 }
 
 }  // namespace
+
+}  // namespace optim_line_search_test
