@@ -13,16 +13,15 @@
 
 #include "spmd/runtime/check.hpp"
 #include "spmd/runtime/mpi.hpp"
+#include "spmd/runtime/watchdog.hpp"
 
 namespace spmd::runtime {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// A tick later than this means the process did not run (the job was suspended, SIGSTOP as
-// `scontrol suspend` does): that time is not counted, as in the hang watchdog.
+// A tick later than kSuspendedGap means the process did not run: not counted.
 constexpr auto kTick = std::chrono::milliseconds(200);
-constexpr auto kSuspendedGap = std::chrono::seconds(2);
 
 struct Open {
   std::string call, path, phase;

@@ -15,8 +15,6 @@ namespace {
 constexpr int kQueryTag = 7101;
 constexpr int kReplyTag = 7102;
 constexpr auto kPoll = std::chrono::milliseconds(100);
-// A gap between ticks longer than this is a suspension of the process, not a wait.
-constexpr auto kSuspendedGap = std::chrono::seconds(2);
 // How long a report waits for the other ranks' answers.
 constexpr auto kQueryDeadline = std::chrono::seconds(3);
 // Silence is looked for this long into one collective at the latest: early enough to be

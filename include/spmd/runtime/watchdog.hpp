@@ -24,6 +24,10 @@
 
 namespace spmd::runtime {
 
+// A gap between a watcher's ticks longer than this is a suspension of the process (SIGSTOP,
+// as `scontrol suspend` does), not a wait: the watchdog and the I/O deadline leave it out.
+inline constexpr auto kSuspendedGap = std::chrono::seconds(2);
+
 class Watchdog {
  public:
   // Collective over comm (it duplicates it). timeout_s <= 0 builds a disabled watchdog.
