@@ -19,8 +19,5 @@ start=$(date +%s)
 echo "setup+build: $(( $(date +%s) - start )) s"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 cd "${SPMD_BUILD_DIR:-$root/build}"
-# One test more than cores: the end-to-end tests spend much of their time waiting (signals,
-# timeouts, mpirun's teardown), so N cores keep busy with N + 1 tests (2 vCPUs: the suite's
-# ctest phase 1401 -> 1278 s, every test passing).
-ctest --output-on-failure -j "$(( $(nproc) + 1 ))" "$@"
+ctest --output-on-failure -j "$(nproc)" "$@"
 echo "total: $(( $(date +%s) - start )) s"
