@@ -159,4 +159,18 @@ TEST(CnnRng, EpochShuffleIsDeterministicPerSeedAndEpochAndDiffersAcrossEpochs) {
   EXPECT_THROW(spmd::models::epoch_shuffle_key(3, 0), std::invalid_argument);
 }
 
+// The schedule of cnn_init.hpp, as the Flax example's loop writes it with jax.random:
+// rng = split(PRNGKey(seed))[0]; every epoch `rng, input_rng = split(rng)` and the epoch
+// shuffles with input_rng. Built here from Key::split (pinned to JAX's values above).
+TEST(CnnRng, EpochShuffleKeysFollowTheExamplesSplitSchedule) {
+  for (std::uint64_t seed : {0ull, 3ull, 0x123456789ull}) {
+    Key rng = Key(seed).split(2)[0];
+    for (int epoch = 1; epoch <= 5; ++epoch) {
+      const auto parts = rng.split(2);
+      rng = parts[0];
+      EXPECT_EQ(spmd::models::epoch_shuffle_key(seed, epoch), parts[1]) << "seed " << seed << " epoch " << epoch;
+    }
+  }
+}
+
 }  // namespace

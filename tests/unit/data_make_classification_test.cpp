@@ -254,6 +254,11 @@ TEST(DataMakeClassification, FlipFractionMatchesFlipY) {
     const double expected = flip * 0.75, rate = static_cast<double>(changed) / p.n_samples;
     EXPECT_NEAR(rate, expected, 6 * std::sqrt(std::max(expected * (1 - expected), 1e-9) / p.n_samples) + 1e-9)
         << "flip_y " << flip;
+    // With every label flipped, the labels are uniform over all classes (sklearn's
+    // randint(n_classes)); the changed fraction alone cannot tell a draw that misses a class.
+    if (flip == 1.0)
+      for (const auto count : class_counts(d))
+        EXPECT_NEAR(static_cast<double>(count), p.n_samples / 4.0, 6 * std::sqrt(p.n_samples * 0.25 * 0.75));
   }
 }
 

@@ -349,6 +349,94 @@ TYPED_TEST(LBFGSTyped, FixedStepsize) {
   EXPECT_EQ(blown.x, start);
 }
 
+// The first line search (empty history, d = -g unscaled) tries min(initial_step, 1/||g||)
+// first, as L-BFGS-B and LBFGSpp do: a unit-length step when the gradient is large, the
+// plain gradient step when it is small. Seen as the point of the second evaluation.
+TYPED_TEST(LBFGSTyped, FirstTrialStepIsBoundedByTheGradientsLength) {
+  using Scalar = TypeParam;
+  for (auto kind : {LineSearchKind::zoom, LineSearchKind::backtracking})
+    for (const double scale : {0.02, 0.5, 8.0, 300.0}) {
+      // 0.5 scale ||x - t||^2 from x0 = 0: g0 = -scale t, ||g0|| = 5 scale.
+      const std::vector<Scalar> target = {Scalar(3), Scalar(-4)};
+      std::vector<std::vector<Scalar>> points;
+      auto bowl = [&](std::span<const Scalar> x, std::span<Scalar> g) {
+        points.emplace_back(x.begin(), x.end());
+        Scalar f = 0;
+        for (std::size_t i = 0; i < x.size(); ++i) {
+          g[i] = static_cast<Scalar>(scale) * (x[i] - target[i]);
+          f += static_cast<Scalar>(scale) * (x[i] - target[i]) * (x[i] - target[i]) / 2;
+        }
+        return f;
+      };
+      auto f = make_objective<Scalar>(bowl);
+      LBFGSParams<Scalar> params;
+      params.linesearch = kind;
+      params.maxiter = 1;
+      const std::vector<Scalar> x0(2, Scalar(0));
+      lbfgs_minimize<Scalar>(f, std::span<const Scalar>(x0), params);
+      ASSERT_GE(points.size(), 2u) << to_string(kind) << " scale " << scale;
+      const double gradient_norm = 5 * scale, trial = std::min(1.0, 1.0 / gradient_norm);
+      for (std::size_t i = 0; i < 2; ++i)
+        EXPECT_NEAR(points[1][i], trial * scale * static_cast<double>(target[i]), 1e-5 * std::max(1.0, trial * scale * 5))
+            << to_string(kind) << " scale " << scale << " coordinate " << i;
+    }
+}
+
+// A pair (s, y) enters the history only when s.y > eps y.y: a pair of zero or negative
+// curvature (a non-convex stretch) would make H indefinite. A rejected pair leaves the
+// history as it was; an accepted one sets gamma = s.y / y.y.
+TYPED_TEST(LBFGSTyped, HistoryKeepsOnlyPairsOfPositiveCurvature) {
+  using Scalar = TypeParam;
+  using History = detail::LBFGSHistory<Scalar>;
+  const std::vector<Scalar> x = {Scalar(0), Scalar(0)}, g = {Scalar(1), Scalar(-2)};
+  const std::vector<Scalar> grad = {Scalar(2), Scalar(1)};
+  std::vector<Scalar> d(2);
+  auto push = [&](History& h, std::vector<Scalar> x_new, std::vector<Scalar> g_new) {
+    return h.push(std::span<const Scalar>(x), std::span<const Scalar>(x_new), std::span<const Scalar>(g),
+                  std::span<const Scalar>(g_new));
+  };
+  const double eps = std::numeric_limits<Scalar>::epsilon();
+  struct Pair {
+    std::vector<Scalar> s, y;
+    const char* what;
+  };
+  const Pair refused[] = {
+      {{Scalar(1), Scalar(0)}, {Scalar(-1), Scalar(0)}, "negative curvature"},
+      {{Scalar(1), Scalar(0)}, {Scalar(0), Scalar(3)}, "zero curvature (y orthogonal to s)"},
+      {{Scalar(1), Scalar(0)}, {static_cast<Scalar>(eps / 2 * 9), Scalar(3)}, "s.y below eps y.y"},
+  };
+  for (const auto& p : refused) {
+    History h(3, 2);
+    std::vector<Scalar> x_new(2), g_new(2);
+    for (std::size_t i = 0; i < 2; ++i) {
+      x_new[i] = x[i] + p.s[i];
+      g_new[i] = g[i] + p.y[i];
+    }
+    EXPECT_FALSE(push(h, x_new, g_new)) << p.what;
+    EXPECT_TRUE(h.empty()) << p.what;
+    h.direction(std::span<const Scalar>(grad), std::span<Scalar>(d));
+    EXPECT_EQ(d[0], -grad[0]) << p.what;  // still steepest descent
+    EXPECT_EQ(d[1], -grad[1]) << p.what;
+  }
+  // s = (1, 0), y = (2, 0): s.y = 2, y.y = 4, gamma = 0.5; the one-pair H maps e0 to 0.5 e0
+  // (the secant condition H y = s) and keeps e1's gamma scaling: d = -(0.5 * 2, 0.5 * 1).
+  History h(3, 2);
+  EXPECT_TRUE(push(h, {Scalar(1), Scalar(0)}, {Scalar(3), Scalar(-2)}));
+  h.direction(std::span<const Scalar>(grad), std::span<Scalar>(d));
+  EXPECT_NEAR(d[0], -1.0, 1e-6);
+  EXPECT_NEAR(d[1], -0.5, 1e-6);
+  // A refused pair after it changes nothing, in a history with room and in a full one (whose
+  // next slot is its oldest pair's).
+  for (const int capacity : {3, 1}) {
+    History kept(capacity, 2);
+    EXPECT_TRUE(push(kept, {Scalar(1), Scalar(0)}, {Scalar(3), Scalar(-2)}));
+    EXPECT_FALSE(push(kept, {Scalar(1), Scalar(0)}, {Scalar(0), Scalar(-2)})) << "capacity " << capacity;
+    kept.direction(std::span<const Scalar>(grad), std::span<Scalar>(d));
+    EXPECT_NEAR(d[0], -1.0, 1e-6) << "capacity " << capacity;
+    EXPECT_NEAR(d[1], -0.5, 1e-6) << "capacity " << capacity;
+  }
+}
+
 void expect_invalid(const LBFGSParams<double>& params, const std::string& fragment) {
   try {
     validate(params);

@@ -58,6 +58,8 @@ class LBFGSHistory {
   LBFGSHistory(int capacity, std::size_t n)
       : s_(static_cast<std::size_t>(capacity), std::vector<Scalar>(n)),
         y_(static_cast<std::size_t>(capacity), std::vector<Scalar>(n)),
+        next_s_(n),
+        next_y_(n),
         rho_(static_cast<std::size_t>(capacity)),
         alpha_(static_cast<std::size_t>(capacity)) {}
 
@@ -65,20 +67,21 @@ class LBFGSHistory {
   void clear() { count_ = 0; }
 
   // Stores (x_new - x, g_new - g) when it satisfies the curvature condition; returns
-  // whether it did.
+  // whether it did. The pair is formed aside and swapped in only when kept: in a full
+  // history the next slot is the oldest pair's, which a refused pair must leave intact.
   bool push(std::span<const Scalar> x, std::span<const Scalar> x_new, std::span<const Scalar> g,
             std::span<const Scalar> g_new) {
-    const std::size_t slot = (first_ + count_) % capacity();
-    auto& s = s_[slot];
-    auto& y = y_[slot];
-    for (std::size_t i = 0; i < s.size(); ++i) {
-      s[i] = x_new[i] - x[i];
-      y[i] = g_new[i] - g[i];
+    for (std::size_t i = 0; i < next_s_.size(); ++i) {
+      next_s_[i] = x_new[i] - x[i];
+      next_y_[i] = g_new[i] - g[i];
     }
-    const double sy = dot<Scalar>(s, y);
-    const double yy = dot<Scalar>(y, y);
+    const double sy = dot<Scalar>(next_s_, next_y_);
+    const double yy = dot<Scalar>(next_y_, next_y_);
     if (!(sy > std::numeric_limits<Scalar>::epsilon() * yy) || !std::isfinite(sy) || !std::isfinite(yy))
       return false;
+    const std::size_t slot = (first_ + count_) % capacity();
+    std::swap(s_[slot], next_s_);
+    std::swap(y_[slot], next_y_);
     rho_[slot] = 1.0 / sy;
     gamma_ = sy / yy;
     if (count_ < capacity())
@@ -115,6 +118,7 @@ class LBFGSHistory {
   std::size_t capacity() const { return s_.size(); }
 
   std::vector<std::vector<Scalar>> s_, y_;
+  std::vector<Scalar> next_s_, next_y_;  // the pair being formed (allocated once, swapped in)
   std::vector<double> rho_, alpha_;
   double gamma_ = 1.0;
   std::size_t first_ = 0;  // slot of the oldest pair
