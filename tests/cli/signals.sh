@@ -143,6 +143,48 @@ assert (status.decode() if isinstance(status, bytes) else status) == 'stopped', 
   fi
 done
 
+# --- One rank signalled (a node's own SIGTERM, a guard that kills one PID, kill by hand) ---
+# The stop is agreed at the next step boundary, so every rank stops at the same step and the
+# run ends as when all were signalled: logreg at one iterate (SIGUSR1 to rank 1), eval with
+# nothing written (SIGTERM to rank 1); mpirun, told nothing, exits 0 with its ranks.
+rank_pid() {  # rank_pid PATTERN RANK: the pid of that rank's process running PATTERN
+  local p
+  for p in $(pgrep -f "^$1"); do
+    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2" && { echo "$p"; return 0; }
+  done
+  return 1
+}
+name=logreg_stop_one_rank
+out=$WORK/$name.dir rcs=$WORK/$name.rc
+mkdir -p "$out" "$rcs"
+LOGREG=("$SPMD" logreg --data "$DATA/logreg-small.h5" --maxiter 500 --tol 1e-12 --simulate-slow 0:0.02
+        --weights-out "$out/w.h5" --json "$out/l.json")
+start_job "$name" mpirun -np 2 --oversubscribe bash "$WORK/rank.sh" "$rcs" "${LOGREG[@]}"
+if until_true "$name" 60 printed "$name" '^ +3 +[0-9]'; then
+  kill -USR1 "$(rank_pid "${LOGREG[*]}" 1)"
+  finish_job "$name" 0
+  every_rank "$name" "$rcs" 2 0
+  expect_in "$name: says where it stopped" "^# stopped by SIGUSR1 after iteration [0-9]+ of at most 500: the weights and results are that iterate's"
+  run "${name}_json" 0 20 py "
+import json
+j = json.load(open('$out/l.json'))
+assert j['status'] == 'stopped' and j['stopped_by'] == 'SIGUSR1' and 3 <= j['iterations'] < 500, j"
+  folder_holds "$name: the outputs, no temporary" "$out" l.json w.h5
+fi
+name=eval_term_one_rank
+out=$WORK/$name.dir rcs=$WORK/$name.rc
+mkdir -p "$out" "$rcs"
+EVAL_WIDE=("$SPMD" eval --data "$WIDE" --model zero --classes 40 --predictions "$out/p.h5" --json "$out/e.json"
+           --simulate-slow 0:0.03)
+start_job "$name" mpirun -np 2 --oversubscribe bash "$WORK/rank.sh" "$rcs" "${EVAL_WIDE[@]}"
+if until_true "$name" 60 printed "$name" '^# data .*strategy pad'; then
+  kill -TERM "$(rank_pid "${EVAL_WIDE[*]}" 1)"
+  finish_job "$name" 0
+  every_rank "$name" "$rcs" 2 0
+  expect_in "$name: says how far it got" "^# stopped by SIGTERM at step (64|128|192|256) of 293: [0-9]+ of 300000 rows evaluated; no results, predictions or JSON written"
+  folder_holds "$name: nothing written" "$out"
+fi
+
 # --- ensemble: two quick Ctrl-C on mpirun ------------------------------------------------
 # mpirun exits at once and tells the ranks nothing (Open MPI ends them with _exit about a
 # second later). The kernel's SIGHUP on the launcher's exit stops them at the next step:
