@@ -62,4 +62,22 @@ run empty_classes 0 120 mpi 2 "$SPMD" ensemble --train "$WORK/gap.h5" --test "$W
 expect_in "empty_classes: warned before the epochs" "^# WARNING: .*gap.h5.*labels.*: 2 of the 13 inferred classes \(1 \+ the largest label\) have no example"
 expect_in "empty_classes: a 13-class model" "classes 13"
 run empty_classes_json 0 10 /usr/bin/python3 -c "import json; w = json.load(open('$WORK/gap.json'))['warnings']; assert len(w) == 1 and '2 of the 13 inferred classes' in w[0], w"
+# Each epoch's training loss and accuracy are that epoch's own: with a learning rate too small
+# to move the model, every epoch sees the same 320 examples (in another order) through the
+# same model, so its mean loss and accuracy repeat epoch 1's, whatever the epoch (a sum carried
+# over from the epochs before would double them in epoch 2). The same through a resume.
+run frozen_epochs 0 300 mpi 2 "$SPMD" ensemble "${SMALL[@]}" --epochs 3 --learning-rate 1e-12 --json "$WORK/frozen.json" \
+  --checkpoint "$WORK/frozen.h5"
+run frozen_resumed 0 300 mpi 2 "$SPMD" ensemble "${SMALL[@]}" --epochs 4 --learning-rate 1e-12 --json "$WORK/frozen4.json" \
+  --checkpoint "$WORK/frozen.h5" --resume
+run frozen_epochs_repeat 0 10 /usr/bin/python3 -c "
+import json
+e = json.load(open('$WORK/frozen.json'))['epochs'] + json.load(open('$WORK/frozen4.json'))['epochs'][-1:]
+assert [x['epoch'] for x in e] == [1, 2, 3, 4], [x['epoch'] for x in e]
+for x in e:
+    print('epoch', x['epoch'], 'train loss', x['train_loss'], 'train accuracy', x['train_accuracy'])
+    assert 0 <= x['train_accuracy'] <= 1, x
+    assert abs(x['train_loss'] - e[0]['train_loss']) <= 1e-5 * e[0]['train_loss'], (x['train_loss'], e[0]['train_loss'])
+    assert abs(x['train_accuracy'] - e[0]['train_accuracy']) <= 1 / 320, (x['train_accuracy'], e[0]['train_accuracy'])"
+cat "$LAST_OUT"
 finish
