@@ -26,6 +26,9 @@ for k in cats + ["total"]:
 assert isinstance(b["slowest_rank"], int) and 0 <= b["slowest_rank"] < j["ranks"], b["slowest_rank"]
 assert b["slowest_host"], b
 assert b["load_imbalance"] >= 1.0 - 1e-12, b["load_imbalance"]
+# As the table's line names it: max over mean of the ranks' compute (JSON holds the doubles).
+c = b["compute"]
+assert b["load_imbalance"] == (c["max"] / c["mean"] if c["mean"] > 0 else 1.0), (b["load_imbalance"], c)
 # Every rank's categories add up to its total, to the nanosecond; so do the means.
 assert b["max_sum_error_ns"] == 0, b["max_sum_error_ns"]
 means = sum(b[k]["mean"] for k in cats)
