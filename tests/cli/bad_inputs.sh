@@ -79,7 +79,16 @@ done
 IMAGE_WORKLOADS="eval_cnn ens_test"
 for_all "$BAD/img_32x32.h5" "" "28x28x1.*32, ?32, ?1" image_32x32
 for_all "$BAD/img_28x28x3.h5" "" "28x28x1.*28, ?28, ?3" image_28x28x3
-# Training on them sets the model's input; the 28x28x1 test set is then the mismatch.
+# Unscaled float images in the last rank's rows only (the other ranks' rows lie in [0, 1]):
+# the range is agreed over the ranks, so every rank refuses, not only the one that saw them.
+/usr/bin/python3 -c "
+import h5py, sys
+with h5py.File(sys.argv[1]) as f, h5py.File(sys.argv[2], 'w') as g:
+    x = f['images'][...]
+    x[-5:] *= 255
+    g['images'], g['labels'] = x, f['labels'][...]" "$BAD/img_good_f32.h5" "$BAD/img_partly_unscaled.h5"
+refuse "partly_unscaled[eval_cnn]" 3 "img_partly_unscaled\.h5'.*float32 images with values in \[0, [0-9.]+\]: images are expected in \[0, 1\]" \
+  bash -c 'eval_cnn "$@"' _ "$BAD/img_partly_unscaled.h5"
 IMAGE_WORKLOADS="ens_train"
 for_all "$BAD/img_32x32.h5" "" "needs images of 32x32x1, got samples of shape \[28, ?28, ?1\]" image_32x32
 for_all "$BAD/img_28x28x3.h5" "" "needs images of 28x28x3, got samples of shape \[28, ?28, ?1\]" image_28x28x3
