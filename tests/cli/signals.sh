@@ -70,6 +70,16 @@ folder_holds() {
 }
 ranks_gone() { ! pgrep -f "^$SPMD $1" >/dev/null; }
 
+# rank_pid PATTERN RANK: the pid of that rank's process running PATTERN (one rank signalled:
+# a node's own SIGTERM, a guard that kills one PID, a kill by hand).
+rank_pid() {
+  local p
+  for p in $(pgrep -f "^$1"); do
+    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2" && { echo "$p"; return 0; }
+  done
+  return 1
+}
+
 BIG=$WORK/big.h5  # 2M rows: --predictions of 40 classes is 336 MB, written in seconds
 run make_big 0 60 "$SPMD" data make-classification --samples 2000000 --features 6 --informative 6 --redundant 0 \
   --classes 40 --clusters-per-class 1 --out "$BIG"
@@ -94,22 +104,23 @@ if until_true "$name" 60 has_temp "$out"; then
   folder_holds "$name: no temporary left" "$out"
 fi
 
-# --- eval: SIGTERM to mpirun, SIGUSR1 (Slurm's --signal warning, forwarded) during the pass
-# The pass stops at the next agreement on the blocks read, says how far it got, writes
-# nothing, and every rank exits 0 (mpirun itself exits 1 after a SIGTERM, whatever its ranks
+# --- eval: SIGTERM to mpirun, SIGUSR1 (Slurm's --signal warning, forwarded), SIGTERM to rank 1
+# alone, during the pass. The pass stops at the next agreement on the blocks read (the same
+# step on every rank, whichever ranks were signalled), says how far it got, writes nothing,
+# and every rank exits 0 (mpirun itself exits 1 after a SIGTERM sent to it, whatever its ranks
 # did). Rows of 128 features: a block is 64 steps of 512 rows, 2 s with the slowed rank, in
 # a pass of 293 steps; mpirun passes SIGTERM on 5 s after its own and SIGKILLs 5 s later
 # (odls_base_sigkill_timeout): time to reach an agreement, finish and exit.
-for sig in TERM USR1; do
-  name=eval_$sig
+for how in TERM USR1 TERM@rank1; do
+  sig=${how%@*} name=eval_${how/@/_}
   out=$WORK/$name.dir rcs=$WORK/$name.rc
   mkdir -p "$out" "$rcs"
   OMPI_MCA_odls_base_sigkill_timeout=5 start_job "$name" mpirun -np 2 --oversubscribe bash "$WORK/rank.sh" "$rcs" \
     "$SPMD" eval --data "$WIDE" --model zero \
     --classes 40 --predictions "$out/p.h5" --json "$out/e.json" --simulate-slow 1:0.03
   if until_true "$name" 60 printed "$name" '^# data .*strategy pad'; then
-    kill -$sig "$JOB"
-    finish_job "$name" $([ $sig = TERM ] && echo 1 || echo 0)
+    if [ "$how" = "$sig" ]; then kill -$sig "$JOB"; else kill -$sig "$(rank_pid "$SPMD eval --data $WIDE" 1)"; fi
+    finish_job "$name" $([ "$how" = TERM ] && echo 1 || echo 0)
     every_rank "$name" "$rcs" 2 0
     expect_in "$name: says how far it got" "^# stopped by SIG$sig at step (64|128|192|256) of 293: [0-9]+ of 300000 rows evaluated; no results, predictions or JSON written"
     expect_not_in "$name: no result table" 'every example counted'
@@ -117,9 +128,10 @@ for sig in TERM USR1; do
   fi
 done
 
-# --- logreg: SIGUSR1 to mpirun, SIGTERM to the ranks -------------------------------------
-# Ends the solve at the current iterate; the weights and the JSON say status stopped; exit 0.
-for target in mpirun ranks; do
+# --- logreg: SIGUSR1 to mpirun, SIGTERM to the ranks, SIGUSR1 to rank 1 alone ---------------
+# Ends the solve at the current iterate (agreed: one iterate for every rank); the weights and
+# the JSON say status stopped; exit 0.
+for target in mpirun ranks rank1; do
   name=logreg_stop_$target
   out=$WORK/$name.dir rcs=$WORK/$name.rc
   mkdir -p "$out" "$rcs"
@@ -127,7 +139,11 @@ for target in mpirun ranks; do
           --weights-out "$out/w.h5" --json "$out/l.json")
   start_job "$name" mpirun -np 2 --oversubscribe bash "$WORK/rank.sh" "$rcs" "${LOGREG[@]}"
   if until_true "$name" 60 printed "$name" '^ +3 +[0-9]'; then
-    if [ $target = ranks ]; then sig=SIGTERM; pkill -TERM -f "^${LOGREG[*]}"; else sig=SIGUSR1; kill -USR1 "$JOB"; fi
+    case $target in
+      ranks) sig=SIGTERM; pkill -TERM -f "^${LOGREG[*]}" ;;
+      rank1) sig=SIGUSR1; kill -USR1 "$(rank_pid "${LOGREG[*]}" 1)" ;;
+      *) sig=SIGUSR1; kill -USR1 "$JOB" ;;
+    esac
     finish_job "$name" 0
     every_rank "$name" "$rcs" 2 0
     expect_in "$name: says where it stopped" "^# stopped by $sig after iteration [0-9]+ of at most 500: the weights and results are that iterate's"
@@ -142,48 +158,6 @@ assert (status.decode() if isinstance(status, bytes) else status) == 'stopped', 
     folder_holds "$name: the outputs, no temporary" "$out" l.json w.h5
   fi
 done
-
-# --- One rank signalled (a node's own SIGTERM, a guard that kills one PID, kill by hand) ---
-# The stop is agreed at the next step boundary, so every rank stops at the same step and the
-# run ends as when all were signalled: logreg at one iterate (SIGUSR1 to rank 1), eval with
-# nothing written (SIGTERM to rank 1); mpirun, told nothing, exits 0 with its ranks.
-rank_pid() {  # rank_pid PATTERN RANK: the pid of that rank's process running PATTERN
-  local p
-  for p in $(pgrep -f "^$1"); do
-    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2" && { echo "$p"; return 0; }
-  done
-  return 1
-}
-name=logreg_stop_one_rank
-out=$WORK/$name.dir rcs=$WORK/$name.rc
-mkdir -p "$out" "$rcs"
-LOGREG=("$SPMD" logreg --data "$DATA/logreg-small.h5" --maxiter 500 --tol 1e-12 --simulate-slow 0:0.02
-        --weights-out "$out/w.h5" --json "$out/l.json")
-start_job "$name" mpirun -np 2 --oversubscribe bash "$WORK/rank.sh" "$rcs" "${LOGREG[@]}"
-if until_true "$name" 60 printed "$name" '^ +3 +[0-9]'; then
-  kill -USR1 "$(rank_pid "${LOGREG[*]}" 1)"
-  finish_job "$name" 0
-  every_rank "$name" "$rcs" 2 0
-  expect_in "$name: says where it stopped" "^# stopped by SIGUSR1 after iteration [0-9]+ of at most 500: the weights and results are that iterate's"
-  run "${name}_json" 0 20 py "
-import json
-j = json.load(open('$out/l.json'))
-assert j['status'] == 'stopped' and j['stopped_by'] == 'SIGUSR1' and 3 <= j['iterations'] < 500, j"
-  folder_holds "$name: the outputs, no temporary" "$out" l.json w.h5
-fi
-name=eval_term_one_rank
-out=$WORK/$name.dir rcs=$WORK/$name.rc
-mkdir -p "$out" "$rcs"
-EVAL_WIDE=("$SPMD" eval --data "$WIDE" --model zero --classes 40 --predictions "$out/p.h5" --json "$out/e.json"
-           --simulate-slow 0:0.03)
-start_job "$name" mpirun -np 2 --oversubscribe bash "$WORK/rank.sh" "$rcs" "${EVAL_WIDE[@]}"
-if until_true "$name" 60 printed "$name" '^# data .*strategy pad'; then
-  kill -TERM "$(rank_pid "${EVAL_WIDE[*]}" 1)"
-  finish_job "$name" 0
-  every_rank "$name" "$rcs" 2 0
-  expect_in "$name: says how far it got" "^# stopped by SIGTERM at step (64|128|192|256) of 293: [0-9]+ of 300000 rows evaluated; no results, predictions or JSON written"
-  folder_holds "$name: nothing written" "$out"
-fi
 
 # --- ensemble: two quick Ctrl-C on mpirun ------------------------------------------------
 # mpirun exits at once and tells the ranks nothing (Open MPI ends them with _exit about a
