@@ -357,16 +357,14 @@ TYPED_TEST(LBFGSTyped, FirstTrialStepIsBoundedByTheGradientsLength) {
   for (auto kind : {LineSearchKind::zoom, LineSearchKind::backtracking})
     for (const double scale : {0.02, 0.5, 8.0, 300.0}) {
       // 0.5 scale ||x - t||^2 from x0 = 0: g0 = -scale t, ||g0|| = 5 scale.
-      const std::vector<Scalar> target = {Scalar(3), Scalar(-4)};
+      Quadratic<Scalar> q(2, 1u);
+      q.a.assign(2, static_cast<Scalar>(scale));
+      q.target = {Scalar(3), Scalar(-4)};
+      const auto& target = q.target;
       std::vector<std::vector<Scalar>> points;
       auto bowl = [&](std::span<const Scalar> x, std::span<Scalar> g) {
         points.emplace_back(x.begin(), x.end());
-        Scalar f = 0;
-        for (std::size_t i = 0; i < x.size(); ++i) {
-          g[i] = static_cast<Scalar>(scale) * (x[i] - target[i]);
-          f += static_cast<Scalar>(scale) * (x[i] - target[i]) * (x[i] - target[i]) / 2;
-        }
-        return f;
+        return q.value_and_grad(x, g);
       };
       auto f = make_objective<Scalar>(bowl);
       LBFGSParams<Scalar> params;
@@ -420,20 +418,18 @@ TYPED_TEST(LBFGSTyped, HistoryKeepsOnlyPairsOfPositiveCurvature) {
   }
   // s = (1, 0), y = (2, 0): s.y = 2, y.y = 4, gamma = 0.5; the one-pair H maps e0 to 0.5 e0
   // (the secant condition H y = s) and keeps e1's gamma scaling: d = -(0.5 * 2, 0.5 * 1).
-  History h(3, 2);
-  EXPECT_TRUE(push(h, {Scalar(1), Scalar(0)}, {Scalar(3), Scalar(-2)}));
-  h.direction(std::span<const Scalar>(grad), std::span<Scalar>(d));
-  EXPECT_NEAR(d[0], -1.0, 1e-6);
-  EXPECT_NEAR(d[1], -0.5, 1e-6);
   // A refused pair after it changes nothing, in a history with room and in a full one (whose
   // next slot is its oldest pair's).
   for (const int capacity : {3, 1}) {
     History kept(capacity, 2);
     EXPECT_TRUE(push(kept, {Scalar(1), Scalar(0)}, {Scalar(3), Scalar(-2)}));
-    EXPECT_FALSE(push(kept, {Scalar(1), Scalar(0)}, {Scalar(0), Scalar(-2)})) << "capacity " << capacity;
-    kept.direction(std::span<const Scalar>(grad), std::span<Scalar>(d));
-    EXPECT_NEAR(d[0], -1.0, 1e-6) << "capacity " << capacity;
-    EXPECT_NEAR(d[1], -0.5, 1e-6) << "capacity " << capacity;
+    for (const bool after_refused : {false, true}) {
+      if (after_refused)
+        EXPECT_FALSE(push(kept, {Scalar(1), Scalar(0)}, {Scalar(0), Scalar(-2)})) << "capacity " << capacity;
+      kept.direction(std::span<const Scalar>(grad), std::span<Scalar>(d));
+      EXPECT_NEAR(d[0], -1.0, 1e-6) << "capacity " << capacity << ", after a refused pair: " << after_refused;
+      EXPECT_NEAR(d[1], -0.5, 1e-6) << "capacity " << capacity << ", after a refused pair: " << after_refused;
+    }
   }
 }
 
