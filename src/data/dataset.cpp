@@ -327,8 +327,11 @@ LabelScan read_labels_int32(const runtime::Context& ctx, ShardReader& reader, st
   for (std::int64_t p = 0; p < pieces; ++p) {
     const std::int64_t done = p * kLabelPieceRows;
     const std::int64_t n = std::clamp<std::int64_t>(rows - done, 0, kLabelPieceRows);
-    reader.read_labels(first_row + done, n, std::span<std::int64_t>(piece.data(), static_cast<std::size_t>(n)));
-    std::int32_t* dst = out.data() + done;
+    // A rank past its own rows joins with an empty read at its end: first_row + done could lie
+    // beyond the dataset (a short last rank beside a long first one).
+    const std::int64_t at = std::min(done, std::max<std::int64_t>(rows, 0));
+    reader.read_labels(first_row + at, n, std::span<std::int64_t>(piece.data(), static_cast<std::size_t>(n)));
+    std::int32_t* dst = out.data() + at;
     for (std::int64_t i = 0; i < n; ++i) {
       const std::int64_t v = piece[static_cast<std::size_t>(i)];
       if (v >= bound && scan.above_row < 0) scan = {first_row + done + i, v, scan.outside_row, scan.outside_value, scan.largest};

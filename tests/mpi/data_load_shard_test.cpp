@@ -352,6 +352,31 @@ TEST(DataLoadShard, PiecewiseReadsWithDifferentPieceCountsPerRank) {
             "");
 }
 
+TEST(DataLoadShard, LabelPiecesAreAgreedWhenOneRankHoldsMoreThanAPiece) {
+  // The loader reads labels in pieces of 2^20 rows with collective reads: rank 0 holds one
+  // row more than a piece (two pieces), every other rank one row (one piece), so the others
+  // must join rank 0's second read with an empty one. Classes are inferred (the agreed largest).
+  Context ctx = make_context();
+  SharedDir dir(ctx);
+  const int P = ctx.size();
+  constexpr std::int64_t kPiece = std::int64_t{1} << 20;
+  const std::int64_t n = kPiece + P;
+  const std::string path = dir.file("label_pieces.h5");
+  write_dataset<std::uint8_t, std::uint8_t>(ctx, path, n, {1}, 3);
+  const Range range = ctx.rank() == 0 ? Range{0, kPiece + 1} : Range{kPiece + ctx.rank(), 1};
+  const LoadedShard s = spmd::data::load_shard(ctx, path, {"images", "labels"}, range.first, range.rows, 0);
+  EXPECT_EQ(s.classes, 3);
+  ASSERT_EQ(s.labels.size(), static_cast<std::size_t>(range.rows));
+  EXPECT_EQ(first_mismatch(
+                range.rows, [&](std::int64_t r) { return std::int64_t{s.labels[static_cast<std::size_t>(r)]}; },
+                [&](std::int64_t r) { return label_value(range.first + r, 3); }),
+            "")
+      << "rank " << ctx.rank();
+  std::int64_t total = 0;
+  for (auto c : s.class_counts) total += c;
+  EXPECT_EQ(total, n) << "class counts over all ranks";
+}
+
 TEST(DataLoadShard, FeaturesOnlyAndProbeShape) {
   Context ctx = make_context();
   SharedDir dir(ctx);
