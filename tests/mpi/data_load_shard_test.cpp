@@ -550,6 +550,22 @@ TEST_F(DataLoadShardErrors, IdsAsLabelsAreRefusedOrWarnedAbout) {
   });
   expect_mentions(load_error(huge, {"images", "labels"}, 0),
                   {"huge_id.h5", "row 5", "label 1099511627776", "above the largest class index", "np.unique"});
+  // The bound itself (label_bound(12) = 1024): 1023 is still a class, 1024 is refused.
+  EXPECT_EQ(spmd::data::label_bound(12), 1024);
+  for (const std::int64_t top : {std::int64_t{1023}, std::int64_t{1024}}) {
+    labels = labels_of<std::int64_t>(12, 3);
+    labels[7] = top;
+    const std::string edge = write("edge_" + std::to_string(top) + ".h5", [&](AtomicH5Writer& w) {
+      w.write<float>("images", features_of<float>(12, 2), {12, 2});
+      w.write<std::int64_t>("labels", labels, {12});
+    });
+    if (top == 1023) {
+      EXPECT_EQ(spmd::data::load_shard(ctx_, edge, {"images", "labels"}, range.first, range.rows, 0).classes, 1024);
+    } else {
+      expect_mentions(load_error(edge, {"images", "labels"}, 0),
+                      {"edge_1024.h5", "row 7", "label 1024", "above the largest class index", "(1023)"});
+    }
+  }
 }
 
 TEST_F(DataLoadShardErrors, LabelOutOfRangeOnOneRankStopsAllRanks) {
