@@ -115,4 +115,29 @@ TEST_F(DataDescribe, NestedGroupsOtherTypesAndManyDistinctValues) {
   EXPECT_THROW(describe_file(file("absent.h5")), spmd::Error);
 }
 
+TEST_F(DataDescribe, LabelHistogramOverSeveralReadPieces) {
+  // The labels are read in pieces of 2^20 values: three pieces here, the last one short and
+  // holding the only negative value and the largest.
+  const std::int64_t n = (std::int64_t{1} << 21) + 3;
+  std::vector<std::int8_t> y(static_cast<std::size_t>(n));
+  std::map<std::int64_t, std::int64_t> expected;
+  for (std::int64_t i = 0; i < n; ++i) {
+    y[static_cast<std::size_t>(i)] = static_cast<std::int8_t>(i == n - 1 ? -7 : i == n - 2 ? 9 : i % 5);
+    ++expected[y[static_cast<std::size_t>(i)]];
+  }
+  const std::string path = file("pieces.h5");
+  {
+    spmd::data::AtomicH5Writer w(path);
+    w.write<std::int8_t>("y", y, {n});
+    w.commit();
+  }
+  const auto info = describe_file(path);
+  const auto& h = find(info, "/y").histogram;
+  ASSERT_TRUE(h.has_value());
+  EXPECT_EQ(h->counts, (std::vector<std::pair<std::int64_t, std::int64_t>>(expected.begin(), expected.end())));
+  EXPECT_EQ(h->min, -7);
+  EXPECT_EQ(h->max, 9);
+  EXPECT_EQ(h->distinct, 7);
+}
+
 }  // namespace
