@@ -217,6 +217,14 @@ TEST(FileRowBlocks, RefusedValuesAndChangedFilesFailTheStreamNamingTheRow) {
   EXPECT_EQ(changed_reader.rows(0, 16), nullptr);
   EXPECT_NE(changed_reader.error().find("now has shape [100, 3], not the [200, 3]"), std::string::npos)
       << changed_reader.error();
+  // ... or by one of the same shape and another dtype (HDF5 would convert the values silently).
+  auto retyped = shape;
+  retyped.features_type = spmd::data::ElementType::UInt8;
+  RowBlocks retyped_blocks(workloads::file_blocks(file_rows(dir.file("f64.h5"), retyped, 10, n - 10, labels), 16, 2), 2);
+  BlockReader retyped_reader(retyped_blocks, 16);
+  EXPECT_EQ(retyped_reader.rows(0, 16), nullptr);
+  EXPECT_NE(retyped_reader.error().find("now has dtype float64, not the uint8"), std::string::npos)
+      << retyped_reader.error();
   // Labels that do not match the rows fail the stream too (never the call: see the header).
   RowBlocks mismatched(workloads::file_blocks(file_rows(dir.file("f64.h5"), shape, 0, 5, more), 16, 2), 2);
   EXPECT_THROW(mismatched.next(), Error);
