@@ -178,6 +178,8 @@ void check_all_splits(const char* dtype) {
       check_shard<T>(s, range, n, 6, 5, what.c_str());
       EXPECT_EQ(s.sample_shape, sample_shape);
       EXPECT_EQ(s.classes, 5);
+      // --classes given: classes without an example (N < 5) are the user's word, not warned about.
+      EXPECT_TRUE(s.warnings.empty()) << what << ": " << (s.warnings.empty() ? "" : s.warnings[0]);
     }
   }
 }
