@@ -20,13 +20,14 @@ DEVICE=(env OUT="$OUTD" SPMD_DEVICE_RT="$RT" SPMD_DEVICE_SCALE=small)
 RUN_SH=(bash "$ROOT/tools/device/run.sh")
 run all_parts 0 400 "${DEVICE[@]}" SPMD_DEVICE_GTEST_FILTER='ShardingSplit.*:PartialSumTree.*:Agree.*:BinomialBroadcast.*' "${RUN_SH[@]}" all
 expect_not_in "no step failed" '^FAIL'
-for s in environment info no_cuda_in_cpu_run unit_tests mpi_tests_np2 make_data logreg_cpu eval_pad_cpu \
+for s in environment info no_cuda_in_cpu_run unit_tests mpi_tests_np2 make_data logreg_cpu logreg_float64_cpu eval_pad_cpu \
          fashion_logreg_fit eval_fashion_logreg_cpu ensemble_m4_cpu eval_fashion_cnn_cpu export_onnx eval_onnx_ensemble_cpu \
          eval_onnx_lenet_cpu eval_onnx_mlp_cpu; do
   expect_in "$s passes on the CPU" "^ok   $s \("
 done
 expect_in "the CUDA tests ran and skipped themselves" '^SKIP cuda_tests: no GPU visible: the binary ran'
-for s in onnx_conformance_cuda memcheck racecheck initcheck synccheck logreg_cuda logreg_cpu_vs_cuda eval_pad_bitwise eval_fashion_logreg_cuda \
+for s in onnx_conformance_cuda memcheck racecheck initcheck synccheck logreg_cuda logreg_cpu_vs_cuda logreg_float64_cuda \
+         logreg_float64_cpu_vs_cuda eval_pad_bitwise eval_fashion_logreg_cuda \
          ensemble_m1_cuda ensemble_m4_cpu_vs_cuda eval_fashion_cnn_cpu_vs_cuda eval_onnx_lenet_cuda eval_onnx_mlp_cpu_vs_cuda \
          onnx_unsupported_refused_on_cuda onnx_unsupported_auto_on_cpu bench_gpu_logreg bench_eval_onnx_resnet \
          bench_ensemble_b256_m8 bench_eval_cnn cli_eval cli_logreg_intercept profile_logreg profile_ensemble \

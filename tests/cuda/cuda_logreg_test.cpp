@@ -74,34 +74,40 @@ void expect_matches_reference(const Problem& p, std::int64_t chunk_rows, const s
   }
 }
 
-// The GPU follows the CPU kernels' arithmetic exactly: every partial is the same double.
-void expect_same_bits_as_cpu(const Problem& p, std::int64_t chunk_rows, const std::vector<double>& gpu,
-                             const std::string& context) {
+// The GPU follows the CPU kernels' arithmetic exactly: every partial is the same double. W in
+// float, or in double for the float64 kernels.
+template <class T>
+void expect_same_bits_as_cpu(const Problem& p, const std::vector<T>& W, std::int64_t chunk_rows,
+                             const std::vector<double>& gpu, const std::string& context) {
   const std::size_t record = logreg_partials_size(p.features, p.classes);
   const std::int64_t chunks = (p.rows + chunk_rows - 1) / chunk_rows;
   std::vector<double> cpu(static_cast<std::size_t>(chunks) * record);
   spmd::models::LogregWorkspace ws;
-  spmd::models::logreg_range_partials(p.X.data(), p.y.data(), p.rows, p.features, p.classes, p.W.data(), chunk_rows,
+  spmd::models::logreg_range_partials(p.X.data(), p.y.data(), p.rows, p.features, p.classes, W.data(), chunk_rows,
                                       cpu.data(), ws);
   for (std::size_t i = 0; i < cpu.size(); ++i)
     ASSERT_EQ(std::memcmp(&gpu[i], &cpu[i], sizeof(double)), 0)
         << context << ": chunk " << i / record << " entry " << i % record << ": GPU " << gpu[i] << " CPU " << cpu[i];
 }
 
+struct Shape {
+  std::int64_t rows;
+  int features, classes;
+  std::int64_t chunk_rows;
+};
+// Chunks of k * chunk_rows and k * chunk_rows +- 1 rows, chunks shorter than, equal to, and
+// longer than one 256-row float block (padded to whole blocks); rows that leave the logits'
+// last group of rows partial; features that are and are not a multiple of the gradient's
+// vector of 4 (or 2); more classes than a class group (10); one feature, one class.
+const Shape kShapes[] = {{1, 1, 1, 4},      {5000, 784, 10, 2048}, {4096, 33, 7, 2048}, {4097, 33, 7, 2048},
+                         {4095, 33, 7, 2048}, {1000, 17, 5, 300},  {513, 20, 4, 100},   {777, 9, 2, 256},
+                         {257, 3, 12, 256}, {600, 5, 3, 257},      {64, 784, 10, 2048}, {10, 4, 1, 3},
+                         {299, 6, 23, 128}};
+
 TEST(CudaLogregShard, PartialsMatchCpuBitwiseOnManyShapes) {
   SKIP_WITHOUT_GPU();
-  struct Shape {
-    std::int64_t rows;
-    int features, classes;
-    std::int64_t chunk_rows;
-  };
-  // Chunks of k * chunk_rows and k * chunk_rows +- 1 rows, chunks shorter than, equal to,
-  // and longer than one 256-row float block (padded to whole blocks), one feature, one class.
-  const Shape shapes[] = {{1, 1, 1, 4},        {5000, 784, 10, 2048}, {4096, 33, 7, 2048}, {4097, 33, 7, 2048},
-                          {4095, 33, 7, 2048}, {1000, 17, 5, 300},    {513, 20, 4, 100},   {777, 9, 2, 256},
-                          {257, 3, 12, 256},   {600, 5, 3, 257},      {64, 784, 10, 2048}, {10, 4, 1, 3}};
   std::uint32_t seed = 1;
-  for (const Shape& s : shapes) {
+  for (const Shape& s : kShapes) {
     const Problem p = make_problem(s.rows, s.features, s.classes, seed++);
     auto shard = spmd::models::make_logreg_shard(spmd::test::cuda_device(0), p.X.data(), p.y.data(), p.rows, p.features,
                                                  p.classes, s.chunk_rows);
@@ -115,13 +121,35 @@ TEST(CudaLogregShard, PartialsMatchCpuBitwiseOnManyShapes) {
     const std::string context = "rows " + std::to_string(s.rows) + " F " + std::to_string(s.features) + " C " +
                                 std::to_string(s.classes) + " chunk_rows " + std::to_string(s.chunk_rows);
     expect_matches_reference(p, s.chunk_rows, out, context);
-    expect_same_bits_as_cpu(p, s.chunk_rows, out, context);
+    expect_same_bits_as_cpu(p, p.W, s.chunk_rows, out, context);
     // New weights on the same shard: nothing of the previous call is left over. Large
     // weights push most exponentials below the cut-off (exactly 0).
     Problem q = p;
     for (float& w : q.W) w = -40.0f * w;
     shard->chunk_partials(q.W.data(), out.data());
-    expect_same_bits_as_cpu(q, s.chunk_rows, out, context + " (second W)");
+    expect_same_bits_as_cpu(q, q.W, s.chunk_rows, out, context + " (second W)");
+  }
+}
+
+// --precision float64: the float64 kernels (W, logits, softmax and gradient in double) give the
+// CPU's float64 bits on the same shapes.
+TEST(CudaLogregShard, Float64PartialsMatchCpuBitwiseOnManyShapes) {
+  SKIP_WITHOUT_GPU();
+  std::uint32_t seed = 101;
+  for (const Shape& s : kShapes) {
+    const Problem p = make_problem(s.rows, s.features, s.classes, seed++);
+    auto shard = spmd::models::make_logreg_shard64(spmd::test::cuda_device(0), p.X.data(), p.y.data(), p.rows,
+                                                   p.features, p.classes, s.chunk_rows);
+    const std::int64_t chunks = (p.rows + s.chunk_rows - 1) / s.chunk_rows;
+    std::vector<double> out(static_cast<std::size_t>(chunks) * logreg_partials_size(p.features, p.classes));
+    const std::string context = "float64 rows " + std::to_string(s.rows) + " F " + std::to_string(s.features) +
+                                " C " + std::to_string(s.classes) + " chunk_rows " + std::to_string(s.chunk_rows);
+    for (const float scale : {1.0f, -40.0f}) {
+      std::vector<double> W(p.W.begin(), p.W.end());
+      for (double& w : W) w *= scale;
+      shard->chunk_partials(W.data(), out.data());
+      expect_same_bits_as_cpu(p, W, s.chunk_rows, out, context + " scale " + std::to_string(scale));
+    }
   }
 }
 

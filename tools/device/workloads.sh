@@ -30,6 +30,13 @@ workloads_generated() {
       --json "$WORK/lr_$b.json" --weights-out "$WORK/w_$b.h5"
   done
   gpu_host_step logreg_cpu_vs_cuda 30 "${COMPARE[@]}" objective logreg_generated "$WORK/lr_cpu.json" "$WORK/lr_cuda.json" 1e-5
+  # --precision float64: the float64 kernels follow the CPU's float64 order too, so the same value.
+  for b in cpu cuda; do
+    on $b "logreg_float64_$b" 150 "$SPMD" logreg --data "$D" --precision float64 --maxiter $MAXITER --quiet \
+      --backend $b --json "$WORK/lr64_$b.json"
+  done
+  gpu_host_step logreg_float64_cpu_vs_cuda 30 "${COMPARE[@]}" objective logreg_float64_generated "$WORK/lr64_cpu.json" \
+    "$WORK/lr64_cuda.json" 0
   for s in keep-remainder drop-remainder pad pad-metrics infinite-pad; do
     local pred=()
     for b in cpu cuda; do

@@ -7,7 +7,7 @@
 //
 // One evaluation, X resident on the GPU (read twice: logits, then gradient), in T = float or
 // double (the shard's other steps are in logreg_shard.cuh):
-//   logits_kernel          a thread per (row, lane, group of 16 classes): the spec's lanes of
+//   logits_kernel          a thread per (4 rows, lane, group of 10 classes): the spec's lanes of
 //                          fma over the features (16 float, or 8 double with x widened from
 //                          float32), the spec's tree by shuffles; W enters transposed and zero
 //                          padded (WT [C][Fpad])
@@ -48,10 +48,14 @@ using cuda::blocks_for;
 using cuda::kThreadsPerBlock;
 
 constexpr int kLanes = spec::kLanes;
-// Classes one logits thread accumulates (registers); more classes take more segments.
-constexpr int kLogitClassGroup = 16;
-// Features a logits thread loads ahead (memory-level parallelism; registers).
-constexpr int kLogitPrefetch = 8;
+// Classes one logits thread accumulates for each of its rows (registers); more classes take
+// more segments.
+constexpr int kLogitClassGroup = spec::kMaxClassGroup;
+// Rows one logits thread takes (registers: kLogitRows * kLogitClassGroup accumulators).
+template <class T>
+constexpr int kLogitRows = sizeof(T) == sizeof(float) ? 4 : 2;
+// Features of each row a logits thread loads ahead (memory-level parallelism; registers).
+constexpr int kLogitPrefetch = 2;
 // Rows per predictor tile: bounds the GPU memory of a predictor (tile * features floats).
 constexpr std::int64_t kPredictTileRows = 16384;
 
@@ -159,19 +163,21 @@ __device__ inline double log_spec(double s) {
 }
 
 // z[r * C + c] = the spec's logit of row r, class c. `lanes` consecutive threads (a segment)
-// take one row and up to kLogitClassGroup classes; thread j is the spec's lane j, accumulating
-// fma((T) x[lanes k + j], WT[c][lanes k + j]) over k (x = 0 past F), and the spec's tree
-// (v[j] + v[j + n/2] for n = lanes, lanes/2, ..., 2) is a shuffle tree within the segment.
-// So a segment reads its row 64 bytes at a time, coalesced: a thread per (row, class) walking
-// its row alone read X at 0.4 TB/s on the H100 (2026-11-27), 387 us of a 0.69 ms evaluation.
-// WT [C][Fpad], zero for f >= F.
+// take kLogitRows rows and up to kLogitClassGroup classes; thread j is the spec's lane j of each
+// of its rows, accumulating fma((T) x[lanes k + j], WT[c][lanes k + j]) over k (x = 0 past F),
+// and the spec's tree (v[j] + v[j + n/2] for n = lanes, lanes/2, ..., 2) is a shuffle tree
+// within the segment. So a segment reads each row 64 bytes at a time, coalesced, and each value
+// of W it loads serves all its rows: with one row a thread, the 10 loads of W per x were 31 KB
+// of L1 traffic a row and the load pipe, not DRAM, bounded the kernel (160 us at 50000 rows,
+// DRAM 30 %, H100 2026-11-27). WT [C][Fpad], zero for f >= F.
 template <class T>
 __global__ void logits_kernel(const float* X, std::int64_t rows, int features, int padded_features, const T* WT,
                               int classes, T* z) {
   constexpr int lanes = spec::kLanesOf<T>;
+  constexpr int R = kLogitRows<T>;
   static_assert(32 % lanes == 0, "a segment lies in one warp");
   const int groups = (classes + kLogitClassGroup - 1) / kLogitClassGroup;
-  const std::int64_t total = rows * groups * lanes;
+  const std::int64_t total = (rows + R - 1) / R * groups * lanes;
   // blockDim and the grid's stride are multiples of 32: a thread keeps its lane and its
   // segment, and a segment's threads enter and leave the loop together (total is a multiple of
   // lanes), as the shuffles need.
@@ -179,47 +185,63 @@ __global__ void logits_kernel(const float* X, std::int64_t rows, int features, i
   const unsigned segment = (lanes == 32 ? ~0u : (1u << lanes) - 1u) << (threadIdx.x % 32 - j);
   for (std::int64_t i = grid_start(); i < total; i += grid_stride()) {
     const std::int64_t t = i / lanes;
-    const std::int64_t r = t / groups;
-    const int c0 = static_cast<int>(t - r * groups) * kLogitClassGroup;
+    const std::int64_t r0 = t / groups * R;
+    const int c0 = static_cast<int>(t % groups) * kLogitClassGroup;
     const int nc = min(kLogitClassGroup, classes - c0);
-    const float* x = X + r * features;
-    const T* w = WT + static_cast<std::int64_t>(c0) * padded_features;
-    T acc[kLogitClassGroup];
+    const int nr = static_cast<int>(min(static_cast<std::int64_t>(R), rows - r0));
+    // Rows past the end read the last row again (no branch in the loop); they are not stored.
+    const float* x[R];
 #pragma unroll
-    for (int cc = 0; cc < kLogitClassGroup; ++cc) acc[cc] = T(0);
-    // kLogitPrefetch of the lane's features are loaded before their fmas: one load in flight a
-    // thread left the kernel latency-bound (564 us, X at 0.28 TB/s, H100 2026-11-27). The fmas
-    // keep the lane's order (f ascending), so the bits do not change. Every lane of a segment
-    // takes the same number of passes (padded_features is a multiple of lanes).
+    for (int q = 0; q < R; ++q) x[q] = X + (r0 + min(q, nr - 1)) * features;
+    const T* w = WT + static_cast<std::int64_t>(c0) * padded_features;
+    T acc[R][kLogitClassGroup];
+#pragma unroll
+    for (int q = 0; q < R; ++q)
+#pragma unroll
+      for (int cc = 0; cc < kLogitClassGroup; ++cc) acc[q][cc] = T(0);
+    // kLogitPrefetch of the lane's features (of each row) are loaded before their fmas: one load
+    // in flight a thread left the kernel latency-bound (564 us, H100 2026-11-27). The fmas keep
+    // the lane's order (f ascending), so the bits do not change. Every lane of a segment takes
+    // the same number of passes (padded_features is a multiple of lanes).
     int f = j;
     for (; f + (kLogitPrefetch - 1) * lanes < padded_features; f += kLogitPrefetch * lanes) {
-      T xs[kLogitPrefetch];
+      T xs[kLogitPrefetch][R];
 #pragma unroll
-      for (int u = 0; u < kLogitPrefetch; ++u) {
-        const int fu = f + u * lanes;
-        xs[u] = fu < features ? static_cast<T>(x[fu]) : T(0);
-      }
+      for (int u = 0; u < kLogitPrefetch; ++u)
+#pragma unroll
+        for (int q = 0; q < R; ++q) xs[u][q] = f + u * lanes < features ? static_cast<T>(x[q][f + u * lanes]) : T(0);
 #pragma unroll
       for (int u = 0; u < kLogitPrefetch; ++u)
 #pragma unroll
         for (int cc = 0; cc < kLogitClassGroup; ++cc)
-          if (cc < nc)
-            acc[cc] = fma_rn(xs[u], __ldg(w + static_cast<std::int64_t>(cc) * padded_features + f + u * lanes), acc[cc]);
+          if (cc < nc) {
+            const T wv = __ldg(w + static_cast<std::int64_t>(cc) * padded_features + f + u * lanes);
+#pragma unroll
+            for (int q = 0; q < R; ++q) acc[q][cc] = fma_rn(xs[u][q], wv, acc[q][cc]);
+          }
     }
     for (; f < padded_features; f += lanes) {
-      const T xf = f < features ? static_cast<T>(x[f]) : T(0);
+      T xf[R];
+#pragma unroll
+      for (int q = 0; q < R; ++q) xf[q] = f < features ? static_cast<T>(x[q][f]) : T(0);
 #pragma unroll
       for (int cc = 0; cc < kLogitClassGroup; ++cc)
-        if (cc < nc) acc[cc] = fma_rn(xf, __ldg(w + static_cast<std::int64_t>(cc) * padded_features + f), acc[cc]);
+        if (cc < nc) {
+          const T wv = __ldg(w + static_cast<std::int64_t>(cc) * padded_features + f);
+#pragma unroll
+          for (int q = 0; q < R; ++q) acc[q][cc] = fma_rn(xf[q], wv, acc[q][cc]);
+        }
     }
 #pragma unroll
-    for (int cc = 0; cc < kLogitClassGroup; ++cc) {
-      if (cc >= nc) break;  // nc is the same for the whole segment
-      T v = acc[cc];
+    for (int q = 0; q < R; ++q)
 #pragma unroll
-      for (int offset = lanes / 2; offset > 0; offset /= 2) v = add_rn(v, __shfl_down_sync(segment, v, offset, lanes));
-      if (j == 0) z[r * classes + c0 + cc] = v;
-    }
+      for (int cc = 0; cc < kLogitClassGroup; ++cc) {
+        if (cc >= nc) break;  // nc is the same for the whole segment
+        T v = acc[q][cc];
+#pragma unroll
+        for (int offset = lanes / 2; offset > 0; offset /= 2) v = add_rn(v, __shfl_down_sync(segment, v, offset, lanes));
+        if (j == 0 && q < nr) z[(r0 + q) * classes + c0 + cc] = v;
+      }
   }
 }
 
@@ -254,7 +276,8 @@ struct Kernels {
   static void logits(const float* X, std::int64_t rows, int features, const T* WT, int classes, T* z,
                      cudaStream_t stream) {
     const std::int64_t groups = (classes + kLogitClassGroup - 1) / kLogitClassGroup;
-    logits_kernel<T><<<blocks_for(rows * groups * kLanes), kThreadsPerBlock, 0, stream>>>(
+    const std::int64_t row_groups = (rows + kLogitRows<T> - 1) / kLogitRows<T>;
+    logits_kernel<T><<<blocks_for(row_groups * groups * kLanes), kThreadsPerBlock, 0, stream>>>(
         X, rows, features, spec::round_up(features, kLanes), WT, classes, z);
     SPMD_CHECK_CUDA_LAUNCH(kFloat ? "logreg logits kernel" : "logreg float64 logits kernel");
   }

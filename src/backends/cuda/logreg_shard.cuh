@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "spmd/backends/cuda/check.hpp"
 #include "spmd/backends/cuda/cuda_device.hpp"
@@ -33,8 +34,9 @@ namespace {
 namespace spec = models::logreg_detail;
 
 constexpr std::int64_t kBlockRows = models::kLogregGradFloatBlockRows;
-// Classes one gradient thread accumulates (registers); more classes take more threads.
-constexpr int kGradClassGroup = 16;
+// Classes one gradient thread accumulates for each of its features (registers); more classes
+// take more threads.
+constexpr int kGradClassGroup = spec::kMaxClassGroup;
 
 __device__ inline std::int64_t grid_start() {
   return static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -53,18 +55,35 @@ struct BlockGeometry {
 
 // block_grads[(b * C + c) * F + f] = sum over block b's rows in order of fma(d[r][c],
 // (T) x[r][f], .) in T, from 0. A thread block per (gradient block, class group) and tile of
-// kGradFeatureTile features: its rows' D (at most kBlockRows x kGradClassGroup) is staged in
-// shared memory once, then thread f walks the rows reading x[r][f] (a warp reads 128
-// contiguous bytes of a row). A thread per (block, group, feature) reading D from global
-// memory, each row's classes again in every thread, read X at 1 TB/s on the H100 (153 us of
-// the 0.69 ms evaluation, 2026-11-27).
-constexpr int kGradFeatureTile = 128;  // threads per block
+// features: its rows' D (at most kBlockRows x kGradClassGroup) is staged in shared memory once,
+// then each thread walks the rows for V consecutive features, loading them together (float4 /
+// float2: F a multiple of V keeps every row aligned) kGradRowsAhead rows ahead. One feature a
+// thread, one row in flight, in 128-thread tiles took 134 us at 50000 rows (1.33 waves of
+// blocks, each thread a chain of 256 dependent loads; H100 2026-11-27).
 template <class T>
+constexpr int kGradVector = sizeof(T) == sizeof(float) ? 4 : 2;
+constexpr int kGradRowsAhead = 8;
+constexpr int kGradMaxThreads = 256;  // per block: a tile is the features of up to this many threads
+
+template <int V>
+__device__ inline void load_features(const float* p, float (&v)[V]) {
+  if constexpr (V == 4) {
+    const float4 a = *reinterpret_cast<const float4*>(p);
+    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w;
+  } else if constexpr (V == 2) {
+    const float2 a = *reinterpret_cast<const float2*>(p);
+    v[0] = a.x, v[1] = a.y;
+  } else {
+    v[0] = *p;
+  }
+}
+
+template <class T, int V>
 __global__ void block_gradient_kernel(const float* X, const T* D, BlockGeometry geo, int features, int classes,
                                       T* block_grads) {
   __shared__ T d_stage[kBlockRows * kGradClassGroup];
   const int groups = (classes + kGradClassGroup - 1) / kGradClassGroup;
-  const int f = static_cast<int>(blockIdx.y) * kGradFeatureTile + static_cast<int>(threadIdx.x);
+  const int f0 = (static_cast<int>(blockIdx.y) * static_cast<int>(blockDim.x) + static_cast<int>(threadIdx.x)) * V;
   for (std::int64_t t = blockIdx.x; t < geo.blocks * groups; t += gridDim.x) {
     const int group = static_cast<int>(t % groups);
     const std::int64_t b = t / groups;
@@ -82,22 +101,38 @@ __global__ void block_gradient_kernel(const float* X, const T* D, BlockGeometry 
       d_stage[r * kGradClassGroup + cc] = D[(first + r) * classes + c0 + cc];
     }
     __syncthreads();
-    if (f >= features) continue;  // after the barriers: every thread stages and waits
-    T acc[kGradClassGroup];
+    if (f0 >= features) continue;  // after the barriers: every thread stages and waits
+    T acc[V][kGradClassGroup];
 #pragma unroll
-    for (int cc = 0; cc < kGradClassGroup; ++cc) acc[cc] = T(0);
-    const float* x = X + first * features + f;
-#pragma unroll 4
-    for (int r = 0; r < n; ++r) {
-      const T xr = static_cast<T>(x[static_cast<std::int64_t>(r) * features]);
-      const T* d = d_stage + r * kGradClassGroup;
+    for (int v = 0; v < V; ++v)
 #pragma unroll
-      for (int cc = 0; cc < kGradClassGroup; ++cc)
-        if (cc < nc) acc[cc] = fma_rn(d[cc], xr, acc[cc]);
-    }
+      for (int cc = 0; cc < kGradClassGroup; ++cc) acc[v][cc] = T(0);
+    const float* x = X + first * features + f0;
+    // The rows in order, a batch of loads at a time; the tail one row at a time.
+    const auto add_rows = [&](int r, auto count) {
+      float xs[count.value][V];
+#pragma unroll
+      for (int a = 0; a < count.value; ++a) load_features<V>(x + static_cast<std::int64_t>(r + a) * features, xs[a]);
+#pragma unroll
+      for (int a = 0; a < count.value; ++a) {
+        const T* d = d_stage + (r + a) * kGradClassGroup;
+#pragma unroll
+        for (int cc = 0; cc < kGradClassGroup; ++cc)
+          if (cc < nc) {
+            const T dv = d[cc];
+#pragma unroll
+            for (int v = 0; v < V; ++v) acc[v][cc] = fma_rn(dv, static_cast<T>(xs[a][v]), acc[v][cc]);
+          }
+      }
+    };
+    int r = 0;
+    for (; r + kGradRowsAhead <= n; r += kGradRowsAhead) add_rows(r, std::integral_constant<int, kGradRowsAhead>{});
+    for (; r < n; ++r) add_rows(r, std::integral_constant<int, 1>{});
 #pragma unroll
     for (int cc = 0; cc < kGradClassGroup; ++cc)
-      if (cc < nc) block_grads[(b * classes + c0 + cc) * features + f] = acc[cc];
+      if (cc < nc)
+#pragma unroll
+        for (int v = 0; v < V; ++v) block_grads[(b * classes + c0 + cc) * features + f0 + v] = acc[v][cc];
   }
 }
 
@@ -274,11 +309,22 @@ class CudaLogregShardOf final : public Base {
     chunk_loss_kernel<<<static_cast<unsigned>(std::min<std::int64_t>(chunks_, cuda::kMaxBlocks)), kThreadsPerBlock, 0, s>>>(
         row_loss_.data(), rows, geometry_.chunk_rows, chunks_, record_, out_.data());
     SPMD_CHECK_CUDA_LAUNCH("logreg chunk loss kernel");
+    // V features a thread where F is a multiple of V; tiles of at most kGradMaxThreads threads,
+    // as few as cover F, split evenly (784 features: one tile of 224 threads).
+    constexpr int kVector = kGradVector<T>;
+    const int V = features_ % kVector == 0 ? kVector : 1;
+    const int threads_needed = (features_ + V - 1) / V;
+    const int tiles = (threads_needed + kGradMaxThreads - 1) / kGradMaxThreads;
+    const int threads = spec::round_up((threads_needed + tiles - 1) / tiles, 32);
     const std::int64_t groups = (classes_ + kGradClassGroup - 1) / kGradClassGroup;
     const dim3 grid(static_cast<unsigned>(std::min<std::int64_t>(geometry_.blocks * groups, cuda::kMaxBlocks)),
-                    static_cast<unsigned>((features_ + kGradFeatureTile - 1) / kGradFeatureTile));
-    block_gradient_kernel<T><<<grid, kGradFeatureTile, 0, s>>>(X_.data(), Z_.data(), geometry_, features_, classes_,
-                                                               block_grads_.data());
+                    static_cast<unsigned>(tiles));
+    if (V == kVector)
+      block_gradient_kernel<T, kVector><<<grid, threads, 0, s>>>(X_.data(), Z_.data(), geometry_, features_, classes_,
+                                                                 block_grads_.data());
+    else
+      block_gradient_kernel<T, 1><<<grid, threads, 0, s>>>(X_.data(), Z_.data(), geometry_, features_, classes_,
+                                                           block_grads_.data());
     SPMD_CHECK_CUDA_LAUNCH("logreg block gradient kernel");
     chunk_gradient_kernel<T><<<blocks_for(chunks_ * features_ * classes_), kThreadsPerBlock, 0, s>>>(
         block_grads_.data(), chunks_, geometry_.blocks_per_chunk, features_, classes_, record_, out_.data());
