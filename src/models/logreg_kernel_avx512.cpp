@@ -8,8 +8,7 @@
 //   Prefetch: the next tile's rows are requested evenly over both phases (first half during
 //     the logits, second half during the gradient), so that memory is busy all the time
 //     rather than in bursts; prefetching the whole next tile during the gradient alone left
-//     the logits waiting on memory (19.2 -> 15.0 ms per evaluation of the 50000 x 784 x 10
-//     reference, with huge pages; bench_logreg_kernel).
+//     the logits waiting on memory (bench_logreg_kernel; tools/bench/README.md).
 // float64: 8 double lanes per register; X is read as float32 and widened in registers
 // (vcvtps2pd), so it streams the same bytes as float32 and the multiply-adds, at half the
 // lanes, set the pace.

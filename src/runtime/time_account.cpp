@@ -19,11 +19,11 @@ std::int64_t steady_ns() noexcept {
       .count();
 }
 
-// The account's clock. steady_clock costs ~30 ns a read here, and its fenced read of the
-// time-stamp counter stalls the pipeline of the step around it (~90-170 ns per scope seen
-// in an eval step of 0.4 us). Where the kernel itself keeps time with the TSC (its
-// clocksource is "tsc": invariant and synchronised across cores), the counter is read
-// directly (~11 ns) and converted to nanoseconds once, at stop, against steady_clock.
+// The account's clock. steady_clock's fenced read of the time-stamp counter costs several
+// times a plain read and stalls the pipeline of the step around it, which matters in short
+// eval steps. Where the kernel itself keeps time with the TSC (its clocksource is "tsc":
+// invariant and synchronised across cores), the counter is read directly and converted to
+// nanoseconds once, at stop, against steady_clock.
 // Elsewhere ticks are steady_clock's nanoseconds.
 bool kernel_uses_tsc() {
 #if defined(__x86_64__)

@@ -29,10 +29,8 @@
 // its size) of the exact value; it costs ~2x float32's time per evaluation.
 //
 // Speed: one pass over X per evaluation; rows in tiles of 32 go through logits, softmax and
-// the gradient update while in cache, and the next tile is prefetched while they compute.
-// n = 50000, F = 784, C = 10 on one core of the development machine (AVX-512, X on huge
-// pages): ~14.5 ms per evaluation, against ~10-12 ms to merely read X and ~66 ms for
-// OpenBLAS sgemm + softmax + sgemm (tools/bench/bench_logreg_kernel).
+// the gradient update while in cache, and the next tile is prefetched while they compute
+// (tools/bench/bench_logreg_kernel against one read of X and against OpenBLAS).
 #include <cstddef>
 #include <cstdint>
 #include <memory>

@@ -168,8 +168,8 @@ __device__ inline double log_spec(double s) {
 // and the spec's tree (v[j] + v[j + n/2] for n = lanes, lanes/2, ..., 2) is a shuffle tree
 // within the segment. So a segment reads each row 64 bytes at a time, coalesced, and each value
 // of W it loads serves all its rows: with one row a thread, the 10 loads of W per x were 31 KB
-// of L1 traffic a row and the load pipe, not DRAM, bounded the kernel (160 us at 50000 rows,
-// DRAM 30 %, H100 2026-11-27). WT [C][Fpad], zero for f >= F.
+// of L1 traffic a row, and the load pipe, not DRAM, was the limit (tools/bench/README.md,
+// fourth run). WT [C][Fpad], zero for f >= F.
 template <class T>
 __global__ void logits_kernel(const float* X, std::int64_t rows, int features, int padded_features, const T* WT,
                               int classes, T* z) {
@@ -200,9 +200,9 @@ __global__ void logits_kernel(const float* X, std::int64_t rows, int features, i
 #pragma unroll
       for (int cc = 0; cc < kLogitClassGroup; ++cc) acc[q][cc] = T(0);
     // kLogitPrefetch of the lane's features (of each row) are loaded before their fmas: one load
-    // in flight a thread left the kernel latency-bound (564 us, H100 2026-11-27). The fmas keep
-    // the lane's order (f ascending), so the bits do not change. Every lane of a segment takes
-    // the same number of passes (padded_features is a multiple of lanes).
+    // in flight a thread left the kernel latency-bound. The fmas keep the lane's order (f
+    // ascending), so the bits do not change. Every lane of a segment takes the same number of
+    // passes (padded_features is a multiple of lanes).
     int f = j;
     for (; f + (kLogitPrefetch - 1) * lanes < padded_features; f += kLogitPrefetch * lanes) {
       T xs[kLogitPrefetch][R];

@@ -57,9 +57,9 @@ struct BlockGeometry {
 // (T) x[r][f], .) in T, from 0. A thread block per (gradient block, class group) and tile of
 // features: its rows' D (at most kBlockRows x kGradClassGroup) is staged in shared memory once,
 // then each thread walks the rows for V consecutive features, loading them together (float4 /
-// float2: F a multiple of V keeps every row aligned) kGradRowsAhead rows ahead. One feature a
-// thread, one row in flight, in 128-thread tiles took 134 us at 50000 rows (1.33 waves of
-// blocks, each thread a chain of 256 dependent loads; H100 2026-11-27).
+// float2: F a multiple of V keeps every row aligned) kGradRowsAhead rows ahead: one feature a
+// thread in 128-thread tiles made each thread a chain of 256 loads one at a time, in 1.33
+// waves of blocks (tools/bench/README.md, fourth run).
 template <class T>
 constexpr int kGradVector = sizeof(T) == sizeof(float) ? 4 : 2;
 constexpr int kGradRowsAhead = 8;
@@ -139,7 +139,7 @@ __global__ void block_gradient_kernel(const float* X, const T* D, BlockGeometry 
 // out[k * record] = chunk k's rows' losses added in row order from 0 (the CPU's order). A block
 // per chunk: its threads bring the losses into shared memory, coalesced, a stage at a time, and
 // one thread adds them up. A thread per chunk reading its rows from global memory in turn
-// waited on each load: 181 us for 50000 rows on the H100 (2026-11-27).
+// waited on each load.
 constexpr int kLossStage = 2048;  // doubles: 16 KiB of shared memory
 __global__ void chunk_loss_kernel(const double* row_loss, std::int64_t rows, std::int64_t chunk_rows, std::int64_t chunks,
                                   std::int64_t record, double* out) {

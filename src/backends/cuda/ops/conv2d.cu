@@ -20,8 +20,8 @@ namespace {
 // all, in turn, when the patch is wider than the block): the pixel's coordinates are worked
 // out once per pixel and thread, in 32-bit arithmetic where the buffer allows (Index), instead
 // of a chain of 64-bit divisions (a long routine each on a GPU) per element. One pixel per
-// block (32 threads for conv1's 9 columns, 256 for conv2's 288: a quarter, then 7/8 of them
-// busy) was 14 % of a training step at batch 256 on the H100 (2026-11-27).
+// block left most threads idle (32 for conv1's 9 columns, 256 for conv2's 288; the profile:
+// tools/bench/README.md, second run).
 constexpr int kMaxIm2colThreads = 1024;  // CUDA's limit per block
 template <class Index>
 __global__ void im2col3x3_kernel(const float* in, Index pixels, int h, int w, int c, float* col) {
