@@ -21,5 +21,9 @@ void DevicePredictor::predict_bytes(const std::uint8_t*, std::int64_t, const Byt
 }
 
 void CnnMember::forward_bytes(const std::uint8_t*, int, const ByteTable&, float*) { refuse("CnnMember::forward_bytes"); }
+float CnnMember::train_step_bytes(const std::uint8_t*, const std::int32_t*, int, const ByteTable&,
+                                  const optim::SgdMomentum&, float*) {
+  refuse("CnnMember::train_step_bytes");
+}
 
 }  // namespace spmd::models

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "spmd/data/feature_decoder.hpp"
@@ -117,25 +118,36 @@ EnsembleData load_data(const runtime::Context& ctx, EnsembleOptions& o) {
 }
 
 // The batch of one step: rows perm[step*B .. (step+1)*B) of the training set, side by side,
-// decoded to float32. Allocated once, refilled every step.
+// decoded to float32, or kept as their bytes for members that decode them (a GPU: a quarter
+// of the bytes to copy and send). Allocated once, refilled every step.
 struct TrainBatch {
-  std::int64_t pixels;  // floats per image
+  std::int64_t pixels;  // values per image
   data::FeatureDecoder decoder;
+  bool keep_bytes;
   std::vector<float> images;
+  std::vector<std::uint8_t> bytes;
   std::vector<std::int32_t> labels;
-  TrainBatch(int B, std::int64_t pixels_per_image, data::FeatureDecoder d)
+  TrainBatch(int B, std::int64_t pixels_per_image, data::FeatureDecoder d, const EnsembleTrainer& trainer)
       : pixels(pixels_per_image),
         decoder(std::move(d)),
-        images(static_cast<size_t>(B * pixels_per_image)),
+        keep_bytes(trainer.takes_bytes(decoder)),
+        images(keep_bytes ? 0 : static_cast<size_t>(B * pixels_per_image)),
+        bytes(keep_bytes ? static_cast<size_t>(B * pixels_per_image) : 0),
         labels(static_cast<size_t>(B)) {}
   void fill(const data::LoadedShard& train, const std::vector<std::int64_t>& perm, std::int64_t step) {
     const auto B = static_cast<std::int64_t>(labels.size());
     const auto row_bytes = pixels * static_cast<std::int64_t>(decoder.element_bytes());
     for (std::int64_t j = 0; j < B; ++j) {
       const std::int64_t idx = perm[static_cast<size_t>(step * B + j)];
-      decoder.decode(train.stored.data() + idx * row_bytes, pixels, images.data() + j * pixels);
+      const std::byte* row = train.stored.data() + idx * row_bytes;
+      if (keep_bytes) std::memcpy(bytes.data() + j * pixels, row, static_cast<size_t>(row_bytes));
+      else decoder.decode(row, pixels, images.data() + j * pixels);
       labels[static_cast<size_t>(j)] = train.labels[static_cast<size_t>(idx)];
     }
+  }
+  TrainStepResult step(EnsembleTrainer& trainer) const {
+    return keep_bytes ? trainer.step_bytes(bytes.data(), *decoder.byte_table(), labels.data())
+                      : trainer.step(images.data(), labels.data());
   }
 };
 
@@ -154,12 +166,13 @@ int train_epoch(const runtime::Context& ctx, const EnsembleOptions& o, EnsembleT
   const auto perm = models::epoch_permutation(o.seed, epoch, data.train.rows);
   TrainBatch batch(o.batch_size, o.model.input_size(),
                    data::FeatureDecoder(data.train.stored_type, data.train.scale,
-                                        "'" + o.train + "': features dataset '" + o.keys.features + "'"));
+                                        "'" + o.train + "': features dataset '" + o.keys.features + "'"),
+                   trainer);
   for (std::int64_t step = state.step; step < data.steps_per_epoch; ++step) {
     ctx.set_phase("ensemble epoch " + std::to_string(epoch) + " step " + std::to_string(step));
     const auto t0 = Clock::now();
     batch.fill(data.train, perm, step);
-    const TrainStepResult r = trainer.step(batch.images.data(), batch.labels.data());
+    const TrainStepResult r = batch.step(trainer);
     const int stop = runtime::agreed_stop_signal(ctx);
     const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
     state.train_loss_sum += r.loss / trainer.members();

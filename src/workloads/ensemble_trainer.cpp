@@ -81,11 +81,29 @@ void EnsembleTrainer::save(const CheckpointState& state) {
   write_checkpoint(ctx_, options_.checkpoint, state, params_, momentum_);
 }
 
+bool EnsembleTrainer::takes_bytes(const data::FeatureDecoder& decoder) const {
+  return decoder.byte_table() != nullptr && !member_.empty() && member_.front()->decodes_bytes();
+}
+
 TrainStepResult EnsembleTrainer::step(const float* images, const std::int32_t* labels) {
+  return step_with(labels, [&](models::CnnMember& m, float* out) {
+    return m.train_step(images, labels, options_.batch_size, options_.sgd, out);
+  });
+}
+
+TrainStepResult EnsembleTrainer::step_bytes(const std::uint8_t* images, const models::ByteTable& table,
+                                            const std::int32_t* labels) {
+  return step_with(labels, [&](models::CnnMember& m, float* out) {
+    return m.train_step_bytes(images, labels, options_.batch_size, table, options_.sgd, out);
+  });
+}
+
+template <class Train>
+TrainStepResult EnsembleTrainer::step_with(const std::int32_t* labels, Train train) {
   const int B = options_.batch_size;
   ctx_.pool().run([&](int i) {
     auto& out = train_out_[static_cast<size_t>(i)];
-    out[0] = member_[static_cast<size_t>(i)]->train_step(images, labels, B, options_.sgd, out.data() + 1);
+    out[0] = train(*member_[static_cast<size_t>(i)], out.data() + 1);
   });
   // [sum of the losses, sums of the probabilities], over members in the member tree.
   const auto sum = train_sum_.sum(spans_of(train_out_));
@@ -109,7 +127,7 @@ TestResult EnsembleTrainer::evaluate(const data::LoadedShard& test, std::uint8_t
   const data::FeatureDecoder decoder(test.stored_type, test.scale, "the test set");
   const std::int64_t row_bytes = pixels_ * static_cast<std::int64_t>(decoder.element_bytes());
   const models::ByteTable* table = decoder.byte_table();
-  const bool members_decode = table != nullptr && !member_.empty() && member_.front()->decodes_bytes();
+  const bool members_decode = takes_bytes(decoder);
   auto step = [&](const EvalStep& a) {
     const std::byte* stored = a.shards[0].at(0).bytes();
     if (!members_decode) decoder.decode(stored, E * static_cast<std::int64_t>(pixels_), test_images_.data());

@@ -22,6 +22,7 @@
 #include "spmd/models/cnn_init.hpp"
 #include "spmd/models/cnn_params.hpp"
 #include "spmd/models/device_models.hpp"
+#include "spmd/optim/sgd.hpp"
 #include "spmd/runtime/error.hpp"
 
 namespace {
@@ -164,6 +165,49 @@ TEST(CudaByteInput, CnnMemberAndEnsembleFromBytesEqualFromHostFloats) {
       EXPECT_TRUE(same_bits(got, want)) << "ensemble probabilities, n = " << n;
     }
   }
+}
+
+// Training from bytes (the ensemble's path where members decode them): every step's loss and
+// probabilities and the final parameters and momentum have the bits of the same steps on the
+// host-decoded floats, through the graph cache's eager, captured and replayed steps, a batch
+// size change and a table change (a byte step and a float step are separate graphs).
+TEST(CudaByteInput, CnnTrainStepsFromBytesEqualFromHostFloats) {
+  SKIP_WITHOUT_GPU();
+  const auto config = spmd::models::CnnConfig::seed_default();
+  spmd::models::CnnParams init(config), zero(config);
+  spmd::models::cnn_init(init, spmd::models::ensemble_member_key(5, 0, 1));
+  zero.set_zero();
+  auto from_floats = spmd::models::make_cnn_member(spmd::test::cuda_device(), config, 64, 64);
+  auto from_bytes = spmd::models::make_cnn_member(spmd::test::cuda_device(), config, 64, 64);
+  from_floats->set_state(init, zero);
+  from_bytes->set_state(init, zero);
+  const std::int64_t pixels = config.input_size();
+  const spmd::optim::SgdMomentum sgd{0.1f, 0.9f};
+  const int sizes[] = {64, 64, 64, 64, 17, 17, 17, 64};
+  for (int step = 0; step < 8; ++step) {
+    const int n = sizes[step];
+    const ByteTable table = step < 6 ? auto_table() : factor_table();
+    const auto bytes = random_bytes(static_cast<std::size_t>(n * pixels), 900 + static_cast<std::uint32_t>(step));
+    std::vector<std::int32_t> labels(static_cast<std::size_t>(n));
+    for (int r = 0; r < n; ++r) labels[static_cast<std::size_t>(r)] = (r * 7 + step) % config.classes;
+    const auto floats = host_decode(bytes, table);
+    std::vector<float> want(static_cast<std::size_t>(n * config.classes)), got(want.size(), -1.0f);
+    const float want_loss = from_floats->train_step(floats.data(), labels.data(), n, sgd, want.data());
+    const float got_loss = from_bytes->train_step_bytes(bytes.data(), labels.data(), n, table, sgd, got.data());
+    EXPECT_EQ(std::memcmp(&got_loss, &want_loss, sizeof(float)), 0) << "step " << step << ": " << got_loss << " vs "
+                                                                      << want_loss;
+    EXPECT_TRUE(same_bits(got, want)) << "probabilities of step " << step;
+  }
+  spmd::models::CnnParams p_floats(config), t_floats(config), p_bytes(config), t_bytes(config);
+  from_floats->get_state(p_floats, t_floats);
+  from_bytes->get_state(p_bytes, t_bytes);
+  EXPECT_EQ(std::memcmp(p_bytes.data(), p_floats.data(), p_floats.size() * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp(t_bytes.data(), t_floats.data(), t_floats.size() * sizeof(float)), 0);
+  // Bad calls are refused as train_step refuses them.
+  std::vector<std::int32_t> bad(64, config.classes);
+  const auto bytes = random_bytes(static_cast<std::size_t>(64 * pixels), 1);
+  EXPECT_THROW(from_bytes->train_step_bytes(bytes.data(), bad.data(), 64, auto_table(), sgd, nullptr), spmd::Error);
+  EXPECT_THROW(from_bytes->train_step_bytes(bytes.data(), bad.data(), 65, auto_table(), sgd, nullptr), spmd::Error);
 }
 
 }  // namespace

@@ -63,6 +63,9 @@ TEST(ByteInput, CpuModelsLeaveDecodingToTheHostAndRefuseBytes) {
   auto member = spmd::models::make_cnn_member(cpu_device(), config, 4, 0);
   EXPECT_FALSE(member->decodes_bytes());
   expect_refused([&] { member->forward_bytes(bytes.data(), 1, table, probs.data()); }, "cnn member");
+  const std::int32_t label = 0;
+  expect_refused([&] { member->train_step_bytes(bytes.data(), &label, 1, table, {0.1f, 0.9f}, probs.data()); },
+                 "cnn member training");
 }
 
 }  // namespace

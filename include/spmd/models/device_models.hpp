@@ -39,6 +39,9 @@ class CnnMember {
   // stored one byte per value, decoded through table where the member computes.
   virtual bool decodes_bytes() const { return false; }
   virtual void forward_bytes(const std::uint8_t* images, int batch, const ByteTable& table, float* probs_out);
+  // train_step on such images: the bits of train_step on their decoded floats.
+  virtual float train_step_bytes(const std::uint8_t* images, const std::int32_t* labels, int batch,
+                                 const ByteTable& table, const optim::SgdMomentum& sgd, float* probs_out);
 };
 
 // This device's rows of the logistic-regression data, resident where the device computes.

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "spmd/data/dataset.hpp"
+#include "spmd/data/feature_decoder.hpp"
 #include "spmd/models/cnn_params.hpp"
 #include "spmd/models/device_models.hpp"
 #include "spmd/runtime/context.hpp"
@@ -55,9 +56,14 @@ class EnsembleTrainer {
   // nothing without a checkpoint path.
   void save(const CheckpointState& state);
 
+  // Whether the members take images stored one byte per value as those bytes, decoded
+  // through the decoder's table where they compute (a GPU), rather than as host floats.
+  bool takes_bytes(const data::FeatureDecoder& decoder) const;
   // Collective. One SGD-momentum step of every member on the same batch: images
-  // [batch_size, 784] in [0, 1], labels [batch_size] (host, identical on every rank).
+  // [batch_size, pixels] in [0, 1], labels [batch_size] (host, identical on every rank).
   TrainStepResult step(const float* images, const std::int32_t* labels);
+  // The same step on the images as stored bytes, where takes_bytes(decoder): the same bits.
+  TrainStepResult step_bytes(const std::uint8_t* images, const models::ByteTable& table, const std::int32_t* labels);
 
   // Collective. The ensemble and every member on all rows of `test` (identical on every
   // rank; features kept as stored: data::FeatureForm::Stored), through the evaluation loop
@@ -75,6 +81,9 @@ class EnsembleTrainer {
  private:
   void upload();    // host copies -> members
   void download();  // members -> host copies
+  // train(member, out) runs one member's step into out ([loss, probabilities]).
+  template <class Train>
+  TrainStepResult step_with(const std::int32_t* labels, Train train);
 
   const runtime::Context& ctx_;
   const EnsembleOptions& options_;

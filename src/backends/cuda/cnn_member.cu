@@ -154,32 +154,25 @@ class CudaCnnMember final : public CnnMember {
 
   float train_step(const float* images, const std::int32_t* labels, int batch, const optim::SgdMomentum& sgd,
                    float* probs_out) override {
-    if (max_train_batch_ == 0)
-      throw Error("CUDA CNN train step: this member was made for forward passes only (max_train_batch = 0)");
-    check_batch(batch, max_train_batch_, "CUDA CNN train step", "max_train_batch");
-    if (batch > 0 && labels == nullptr) throw Error("CUDA CNN train step: labels are required");
-    const int classes = layout_->classes();
-    for (int r = 0; r < batch; ++r)
-      if (labels[r] < 0 || labels[r] >= classes)
-        throw Error("CNN loss: label " + std::to_string(labels[r]) + " of batch row " + std::to_string(r) +
-                    " is outside [0, " + std::to_string(classes) + ")");
+    check_train_call(labels, batch);
     cuda::set_current_gpu(ordinal_);
-    const cudaStream_t s = stream_.get();
-    if (batch == 0) {
-      // As on the CPU: no rows, zero loss and gradient; the momentum still decays.
-      grad_.zero(s);
-      enqueue_sgd(sgd);
-    } else {
-      stage_batch(images, labels, batch);
-      const cuda::StepGraphs::Key key{static_cast<std::uint64_t>(batch), std::bit_cast<std::uint32_t>(sgd.learning_rate),
-                                      std::bit_cast<std::uint32_t>(sgd.momentum), 0};
-      train_graphs_.run(s, key, [&] { enqueue_train_step(batch, sgd); });
+    if (batch > 0) stage_batch(images, labels, batch);
+    return run_train_step(batch, sgd, true, probs_out);
+  }
+
+  // The bytes cross PCIe (a quarter of the floats' bytes, and a quarter of the host's copy into
+  // pinned memory, which precedes the step) and are decoded into x_ on the stream ahead of the
+  // step, whose graph then leaves the images where they are.
+  float train_step_bytes(const std::uint8_t* images, const std::int32_t* labels, int batch, const ByteTable& table,
+                         const optim::SgdMomentum& sgd, float* probs_out) override {
+    check_train_call(labels, batch);
+    cuda::set_current_gpu(ordinal_);
+    if (batch > 0) {
+      stage_batch(nullptr, labels, batch);
+      byte_stager().run(images, batch, layout_->input_size(), rows_per_pass_, table, x_.data(), stream_.get(),
+                        [](std::int64_t, std::int64_t) {});  // one tile: rows_per_pass_ >= max_train_batch
     }
-    stream_.synchronize("running a CNN training step on the GPU");
-    if (batch == 0) return 0.0f;
-    if (probs_out != nullptr)
-      std::memcpy(probs_out, probs_host_.data(), static_cast<std::size_t>(batch) * classes * sizeof(float));
-    return static_cast<float>(loss_host_.data()[0] / static_cast<double>(batch));
+    return run_train_step(batch, sgd, false, probs_out);
   }
 
   void forward(const float* images, int batch, float* probs_out) override {
@@ -201,9 +194,7 @@ class CudaCnnMember final : public CnnMember {
     if (batch == 0) return;
     cuda::set_current_gpu(ordinal_);
     const std::int64_t pixels = layout_->input_size();
-    if (!stager_)  // made at the first byte batch (float images never need it), then reused
-      stager_.emplace(static_cast<std::size_t>(rows_per_pass_) * static_cast<std::size_t>(pixels), "CUDA CNN member");
-    stager_->run(images, batch, pixels, rows_per_pass_, table, x_.data(), stream_.get(),
+    byte_stager().run(images, batch, pixels, rows_per_pass_, table, x_.data(), stream_.get(),
                  [&](std::int64_t first, std::int64_t n) {
                    finish_forward(static_cast<int>(first), static_cast<int>(n), probs_out);
                  });
@@ -219,6 +210,47 @@ class CudaCnnMember final : public CnnMember {
 
   cuda::CudaContext context() { return {stream_.get(), cublas_.get()}; }
 
+  // Made at the first byte batch (float images never need it), then reused.
+  cuda::ByteStager& byte_stager() {
+    if (!stager_)
+      stager_.emplace(static_cast<std::size_t>(rows_per_pass_) * static_cast<std::size_t>(layout_->input_size()),
+                      "CUDA CNN member");
+    return *stager_;
+  }
+
+  void check_train_call(const std::int32_t* labels, int batch) const {
+    if (max_train_batch_ == 0)
+      throw Error("CUDA CNN train step: this member was made for forward passes only (max_train_batch = 0)");
+    check_batch(batch, max_train_batch_, "CUDA CNN train step", "max_train_batch");
+    if (batch > 0 && labels == nullptr) throw Error("CUDA CNN train step: labels are required");
+    const int classes = layout_->classes();
+    for (int r = 0; r < batch; ++r)
+      if (labels[r] < 0 || labels[r] >= classes)
+        throw Error("CNN loss: label " + std::to_string(labels[r]) + " of batch row " + std::to_string(r) +
+                    " is outside [0, " + std::to_string(classes) + ")");
+  }
+
+  // The step after its batch is staged (host_images: the images in images_host_; otherwise
+  // already in x_ on the stream). A graph per (batch, learning rate, momentum, image path).
+  float run_train_step(int batch, const optim::SgdMomentum& sgd, bool host_images, float* probs_out) {
+    const cudaStream_t s = stream_.get();
+    if (batch == 0) {
+      // As on the CPU: no rows, zero loss and gradient; the momentum still decays.
+      grad_.zero(s);
+      enqueue_sgd(sgd);
+    } else {
+      const cuda::StepGraphs::Key key{static_cast<std::uint64_t>(batch), std::bit_cast<std::uint32_t>(sgd.learning_rate),
+                                      std::bit_cast<std::uint32_t>(sgd.momentum), host_images ? 0u : 1u};
+      train_graphs_.run(s, key, [&] { enqueue_train_step(batch, sgd, host_images); });
+    }
+    stream_.synchronize("running a CNN training step on the GPU");
+    if (batch == 0) return 0.0f;
+    if (probs_out != nullptr)
+      std::memcpy(probs_out, probs_host_.data(),
+                  static_cast<std::size_t>(batch) * layout_->classes() * sizeof(float));
+    return static_cast<float>(loss_host_.data()[0] / static_cast<double>(batch));
+  }
+
   // Rows [first, first + n) of the batch are in x_ (or queued there on the stream): the
   // forward pass, the softmax, and the probabilities back into probs_out (when not null).
   void finish_forward(int first, int n, float* probs_out) {
@@ -232,31 +264,32 @@ class CudaCnnMember final : public CnnMember {
       std::memcpy(probs_out + first * classes, probs_host_.data(), static_cast<std::size_t>(n * classes) * sizeof(float));
   }
 
-  // Host batch -> pinned staging (images_host_, and labels_host_ when labels != nullptr).
-  // Precondition: the stream has finished with the staging buffers.
+  // Host batch -> pinned staging (images_host_ when images != nullptr, labels_host_ when
+  // labels != nullptr). Precondition: the stream has finished with the staging buffers.
   void stage_batch(const float* images, const std::int32_t* labels, int n) {
     runtime::DeviceTransferTimer transfer;
-    std::memcpy(images_host_.data(), images, static_cast<std::size_t>(n) * layout_->input_size() * sizeof(float));
+    if (images != nullptr)
+      std::memcpy(images_host_.data(), images, static_cast<std::size_t>(n) * layout_->input_size() * sizeof(float));
     if (labels != nullptr) std::memcpy(labels_host_.data(), labels, static_cast<std::size_t>(n) * sizeof(std::int32_t));
   }
 
-  // Pinned staging -> GPU (x_, and labels_ when with_labels).
-  void enqueue_upload(int n, bool with_labels) {
-    x_.upload(images_host_.data(), static_cast<std::size_t>(n) * layout_->input_size(), stream_.get());
-    if (with_labels) labels_.upload(labels_host_.data(), static_cast<std::size_t>(n), stream_.get());
+  // Pinned staging -> GPU (x_ when images, labels_ when labels).
+  void enqueue_upload(int n, bool images, bool labels) {
+    if (images) x_.upload(images_host_.data(), static_cast<std::size_t>(n) * layout_->input_size(), stream_.get());
+    if (labels) labels_.upload(labels_host_.data(), static_cast<std::size_t>(n), stream_.get());
   }
 
   void upload_batch(const float* images, int n) {
     stage_batch(images, nullptr, n);
-    enqueue_upload(n, false);
+    enqueue_upload(n, true, false);
   }
 
   // A training step's work on the stream, from the staged batch to the SGD update, with the
   // probabilities and the loss sum queued back into pinned memory: a CUDA graph replays it
   // (the copies inside it then count as compute in the time breakdown, not host-device).
-  void enqueue_train_step(int batch, const optim::SgdMomentum& sgd) {
+  void enqueue_train_step(int batch, const optim::SgdMomentum& sgd, bool host_images) {
     const cudaStream_t s = stream_.get();
-    enqueue_upload(batch, true);
+    enqueue_upload(batch, host_images, true);
     forward_pass(batch);
     softmax(batch, true, 1.0f / static_cast<float>(batch));
     sum_kernel<<<1, kThreadsPerBlock, 0, s>>>(row_loss_.data(), batch, loss_sum_.data());
