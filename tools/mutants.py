@@ -142,7 +142,8 @@ def configure(src, build):
 
 
 # What the tests run: the CUDA module (nvcc, minutes) is left out; its mutants need a GPU.
-TARGETS = ["spmd_unit_tests", "spmd_mpi_tests", "spmd_onnx_conformance", "spmd-cli"]
+# The stand-in GPU module (CPU threads) is in: cli.stand_in_gpu runs the GPU's host side.
+TARGETS = ["spmd_unit_tests", "spmd_mpi_tests", "spmd_onnx_conformance", "spmd-cli", "spmd_stand_in_gpu"]
 
 
 def build(build_dir, jobs):
