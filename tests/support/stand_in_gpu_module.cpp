@@ -124,14 +124,9 @@ class StandInBackend final : public backends::Backend {
                                       int max_train_batch) -> std::unique_ptr<models::CnnMember> {
       return std::make_unique<StandInMember>(config, max_batch, max_train_batch);
     });
-    provide<models::LogregShardKind>([](const runtime::DeviceInfo&, const float* X, const std::int32_t* labels,
-                                        std::int64_t rows, int features, int classes, std::int64_t chunk_rows) {
-      return cpu_model<models::LogregShardKind>(X, labels, rows, features, classes, chunk_rows);
-    });
-    provide<models::LogregShard64Kind>([](const runtime::DeviceInfo&, const float* X, const std::int32_t* labels,
-                                          std::int64_t rows, int features, int classes, std::int64_t chunk_rows) {
-      return cpu_model<models::LogregShard64Kind>(X, labels, rows, features, classes, chunk_rows);
-    });
+    // The shards see no samples as bytes: the CPU's own factories (they ignore the device).
+    provide<models::LogregShardKind>(backends::cpu::backend().factory<models::LogregShardKind>("cpu"));
+    provide<models::LogregShard64Kind>(backends::cpu::backend().factory<models::LogregShard64Kind>("cpu"));
     provide<models::LogregPredictorKind>([](const runtime::DeviceInfo&, const models::LogregParameters& p,
                                             std::int64_t max_rows) -> std::unique_ptr<models::DevicePredictor> {
       return std::make_unique<StandInLogregPredictor>(p, max_rows);
