@@ -26,50 +26,88 @@ std::vector<T> raw_values(const std::string& raw) {
   return v;
 }
 
+// The number of elements a TensorProto's shape needs, refused past what any model could hold
+// (before anything is allocated for it: a corrupt dimension must not become a huge allocation).
+std::int64_t element_count(const onnx::TensorProto& t, const std::string& what) {
+  constexpr std::int64_t kMax = std::int64_t{1} << 40;
+  std::int64_t count = 1;
+  for (const std::int64_t d : t.dims()) {
+    if (d < 0 || (d > 0 && count > kMax / d))
+      throw Error(what + ": tensor '" + t.name() + "' has the shape " +
+                  ops::to_string(std::vector<std::int64_t>(t.dims().begin(), t.dims().end())) +
+                  (d < 0 ? ", with a negative dimension" : ", more elements than any model holds"));
+    count *= d;
+  }
+  return count;
+}
+
+// How many values a TensorProto holds: its raw bytes over the element's width, else the length
+// of the typed field the type keeps its values in.
+std::int64_t values_held(const onnx::TensorProto& t, int width, std::int64_t field_size, const std::string& what) {
+  if (!t.has_raw_data()) return field_size;
+  if (t.raw_data().size() % static_cast<std::size_t>(width) != 0)
+    throw Error(what + ": tensor '" + t.name() + "' has " + std::to_string(t.raw_data().size()) +
+                " bytes of raw data, not a whole number of its " + std::to_string(width) + "-byte elements");
+  return static_cast<std::int64_t>(t.raw_data().size()) / width;
+}
+
 }  // namespace
 
-// A TensorProto as a float32 or int64 tensor (the two types the graph ops compute in).
+// A TensorProto as a float32 or int64 tensor (the two types the graph ops compute in). It must
+// hold exactly the values its shape needs, as ONNX defines (ONNX Runtime refuses others too):
+// a truncated or mislabelled tensor is refused, never padded with zeros.
 Tensor tensor_from(const onnx::TensorProto& t, const std::string& what) {
   if (t.data_location() == onnx::TensorProto::EXTERNAL)
     throw Error(what + ": tensor '" + t.name() + "' keeps its data in an external file, which is not supported");
-  Tensor out;
+  const std::int64_t needed = element_count(t, what);
   const std::vector<std::int64_t> dims(t.dims().begin(), t.dims().end());
   const bool raw = t.has_raw_data();
+  const auto held = [&](int width, std::int64_t field_size) {
+    const std::int64_t n = values_held(t, width, field_size, what);
+    if (n != needed)
+      throw Error(what + ": tensor '" + t.name() + "' holds " + std::to_string(n) + " values, but its shape " +
+                  ops::to_string(dims) + " needs " + std::to_string(needed) + " (a truncated or damaged file?)");
+  };
+  Tensor out;
   const auto ints = [&](auto values) {
     out.reset(ElemType::Int64, dims);
-    for (std::size_t k = 0; k < out.i.size() && k < values.size(); ++k) out.i[k] = static_cast<std::int64_t>(values[k]);
+    for (std::size_t k = 0; k < out.i.size(); ++k) out.i[k] = static_cast<std::int64_t>(values[k]);
   };
   // The narrow integer types: raw bytes of their own width, or int32_data (ONNX widens them there).
   const auto narrow = [&](auto zero) {
+    held(sizeof zero, t.int32_data_size());
     if (raw) ints(raw_values<decltype(zero)>(t.raw_data()));
     else ints(std::vector<std::int32_t>(t.int32_data().begin(), t.int32_data().end()));
   };
   switch (t.data_type()) {
     case onnx::TensorProto::FLOAT: {
+      held(4, t.float_data_size());
       out.reset(ElemType::Float32, dims);
-      const auto v = raw ? raw_values<float>(t.raw_data()) : std::vector<float>(t.float_data().begin(), t.float_data().end());
-      std::copy_n(v.begin(), std::min(v.size(), out.f.size()), out.f.begin());
+      if (raw) std::memcpy(out.f.data(), t.raw_data().data(), out.f.size() * sizeof(float));
+      else std::copy(t.float_data().begin(), t.float_data().end(), out.f.begin());
       break;
     }
     case onnx::TensorProto::DOUBLE: {
+      held(8, t.double_data_size());
       out.reset(ElemType::Float32, dims);
       const auto v = raw ? raw_values<double>(t.raw_data()) : std::vector<double>(t.double_data().begin(), t.double_data().end());
-      for (std::size_t k = 0; k < out.f.size() && k < v.size(); ++k) out.f[k] = static_cast<float>(v[k]);
+      std::transform(v.begin(), v.end(), out.f.begin(), [](double x) { return static_cast<float>(x); });
       break;
     }
     case onnx::TensorProto::FLOAT16: case onnx::TensorProto::BFLOAT16: {  // computed in float32
+      held(2, t.int32_data_size());
       out.reset(ElemType::Float32, dims);
       const auto v = raw ? raw_values<std::uint16_t>(t.raw_data()) : std::vector<std::uint16_t>(t.int32_data().begin(), t.int32_data().end());
       const bool half = t.data_type() == onnx::TensorProto::FLOAT16;
-      for (std::size_t k = 0; k < out.f.size() && k < v.size(); ++k) out.f[k] = half ? ops::half_to_float(v[k]) : ops::bfloat16_to_float(v[k]);
+      std::transform(v.begin(), v.end(), out.f.begin(),
+                     [half](std::uint16_t x) { return half ? ops::half_to_float(x) : ops::bfloat16_to_float(x); });
       break;
     }
     case onnx::TensorProto::INT64:
+      held(8, t.int64_data_size());
       ints(raw ? raw_values<std::int64_t>(t.raw_data()) : std::vector<std::int64_t>(t.int64_data().begin(), t.int64_data().end()));
       break;
-    case onnx::TensorProto::INT32:
-      ints(raw ? raw_values<std::int32_t>(t.raw_data()) : std::vector<std::int32_t>(t.int32_data().begin(), t.int32_data().end()));
-      break;
+    case onnx::TensorProto::INT32: narrow(std::int32_t{}); break;
     case onnx::TensorProto::INT8: narrow(std::int8_t{}); break;
     case onnx::TensorProto::UINT8: case onnx::TensorProto::BOOL: narrow(std::uint8_t{}); break;
     case onnx::TensorProto::INT16: narrow(std::int16_t{}); break;
@@ -77,8 +115,6 @@ Tensor tensor_from(const onnx::TensorProto& t, const std::string& what) {
       throw Error(what + ": tensor '" + t.name() + "' has element type " + std::to_string(t.data_type()) +
                   " (float, float16, bfloat16, double and integer tensors are supported)");
   }
-  if (out.size() != static_cast<std::int64_t>(out.type == ElemType::Float32 ? out.f.size() : out.i.size()))
-    throw Error(what + ": tensor '" + t.name() + "' holds fewer values than its shape " + ops::to_string(dims));
   return out;
 }
 

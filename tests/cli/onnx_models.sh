@@ -8,7 +8,8 @@
 # exported at opset 14; builders in tests/support/torch_models.py) and spmd's own exports (spmd export). Against PyTorch's
 # outputs and ONNX Runtime's: probabilities within 1e-4, the same argmax except where the top
 # two lie within 1e-4; the predictions file byte-identical on 1x1 and 3x2 ranks x devices
-# and other batch sizes; refusals that name the file, the op, the input or the shape.
+# and other batch sizes; refusals that name the file, the op, the input or the shape, or the
+# damaged tensor (too few or too many values for its shape, a dimension past any model).
 source "$(dirname "$0")/../support/cli_lib.sh"
 source "$(dirname "$0")/../support/rank_exits.sh"
 PY=/usr/bin/python3
@@ -218,6 +219,7 @@ refuse mean_channels 2 "3 values of --input-mean / --input-std match no channel 
 make_bad_models() {
   $PY - "$WORK" <<'PYEOF'
 import sys, onnx
+from onnx import numpy_helper
 from onnx import helper, TensorProto as T
 work = sys.argv[1]
 def save(name, nodes, inputs, outputs, inits=()):
@@ -232,6 +234,22 @@ save("dynamic", [helper.make_node("Flatten", ["x"], ["y"])],
 save("wrong_input", [helper.make_node("Flatten", ["x"], ["y"])],
      [helper.make_tensor_value_info("x", T.FLOAT, ["batch", 3, 32, 32])], [y])
 open(f"{work}/garbage.onnx", "wb").write(b"this is not a protobuf \xff\xfe")
+# PyTorch's LeNet with its largest weight damaged as a file can be: its bytes cut in half, one
+# byte too many, a dimension past any model or negative, its values moved to float_data one short.
+# The ONNX checker passes all but the negative dimension; each must be refused, not padded.
+def damaged(name, change):
+    m = onnx.load(f"{work}/lenet.onnx")
+    change(max(m.graph.initializer, key=lambda t: len(t.raw_data)))
+    onnx.save(m, f"{work}/{name}.onnx")
+def float_data_one_short(t):
+    values = numpy_helper.to_array(t).ravel()[:-1]
+    t.ClearField("raw_data")
+    t.float_data.extend(values.tolist())
+damaged("half_weight", lambda t: setattr(t, "raw_data", t.raw_data[:len(t.raw_data) // 2]))
+damaged("odd_bytes", lambda t: setattr(t, "raw_data", t.raw_data + b"\0"))
+damaged("huge_dim", lambda t: t.dims.__setitem__(0, 1 << 40))
+damaged("negative_dim", lambda t: t.dims.__setitem__(0, -3))
+damaged("float_data_short", float_data_one_short)
 PYEOF
 }
 run bad_models 0 60 make_bad_models
@@ -243,4 +261,14 @@ refuse wrong_input 2 "holds samples of shape \[28, 28, 1\]; the ONNX model .*tak
   "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/wrong_input.onnx" --predictions "$OUT/p.h5"
 refuse not_onnx 2 "garbage.onnx' is not an ONNX model" \
   "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/garbage.onnx" --predictions "$OUT/p.h5"
+refuse half_weight 2 "half_weight.onnx': tensor '[^']+' holds [0-9]+ values, but its shape \[[0-9, ]+\] needs [0-9]+" \
+  "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/half_weight.onnx" --predictions "$OUT/p.h5"
+refuse float_data_short 2 "float_data_short.onnx': tensor '[^']+' holds [0-9]+ values, but its shape" \
+  "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/float_data_short.onnx" --predictions "$OUT/p.h5"
+refuse odd_bytes 2 "odd_bytes.onnx': tensor '[^']+' has [0-9]+ bytes of raw data, not a whole number of its 4-byte elements" \
+  "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/odd_bytes.onnx" --predictions "$OUT/p.h5"
+refuse huge_dim 2 "huge_dim.onnx': tensor '[^']+' has the shape \[1099511627776, [0-9, ]+\], more elements than any model holds" \
+  "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/huge_dim.onnx" --predictions "$OUT/p.h5"
+refuse negative_dim 2 "negative_dim.onnx'.*(negative|-3)" \
+  "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/negative_dim.onnx" --predictions "$OUT/p.h5"
 finish
