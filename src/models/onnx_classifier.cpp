@@ -333,7 +333,12 @@ Trial trial_runs(const std::shared_ptr<const OnnxGraph>& graph, const Dims& row,
     // Values in [0, 1) from a fixed LCG (an integer input: 0 or 1, an index any embedding table
     // holds, as any image's byte could be): row 0 the same in both runs.
     const bool integer = graph->inputs().front().type == ops::ElemType::Int64;
-    x.reset(integer ? ops::ElemType::Int64 : ops::ElemType::Float32, shape);
+    try {
+      x.reset(integer ? ops::ElemType::Int64 : ops::ElemType::Float32, shape);
+    } catch (const std::exception&) {  // a fixed input size no memory holds (a damaged file)
+      throw Error("ONNX model '" + graph->path() + "': its input '" + graph->inputs().front().name + "' " +
+                  ops::to_string(shape) + " (a trial batch) needs more memory than this rank can allocate");
+    }
     std::uint32_t state = 12345;
     const auto next = [&state] { return (state = state * 1664525u + 1013904223u) >> 8; };
     if (integer) for (auto& v : x.i) v = next() >> 23;

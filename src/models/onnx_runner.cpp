@@ -2,9 +2,11 @@
 // liveness, If branches and Loop bodies by runners of their own.
 #include <algorithm>
 #include <limits>
+#include <string_view>
 
 #include "onnx_subgraphs.hpp"
 #include "spmd/models/onnx_graph.hpp"
+#include "spmd/runtime/error.hpp"
 
 namespace spmd::models {
 
@@ -119,6 +121,17 @@ void OnnxRunner::run_loop(const ops::OpCall& call, std::size_t index) {
 }
 
 void OnnxRunner::run(const NodeObserver& after_each) {
+  try {
+    run_nodes(after_each);
+  } catch (const Error& e) {
+    // The node names itself; the file, once (a subgraph's runner has said it already).
+    const std::string said = "ONNX model '" + graph_->path() + "'";
+    if (graph_->path().empty() || std::string_view(e.what()).starts_with(said)) throw;
+    throw Error(said + ": " + e.what());
+  }
+}
+
+void OnnxRunner::run_nodes(const NodeObserver& after_each) {
   const auto& g = *graph_;
   for (std::size_t n = 0; n < g.nodes_.size(); ++n) {
     const ops::GraphNode& node = g.nodes_[n];

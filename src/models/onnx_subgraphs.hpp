@@ -1,6 +1,7 @@
 #pragma once
 // What the graph reader (onnx_graph.cpp) and the runner (onnx_runner.cpp) share: how a node
 // with sub-graphs (If, Loop) is marked, and how an op is called.
+#include <new>
 #include <stdexcept>
 #include <string>
 
@@ -20,6 +21,8 @@ inline void call_op(ops::GraphOpFn fn, const ops::OpCall& call) {
     fn(call);
   } catch (const std::logic_error& e) {
     call.fail(std::string("malformed for this op (") + e.what() + ")");
+  } catch (const std::bad_alloc&) {
+    call.fail("its outputs need more memory than this rank can allocate");
   }
 }
 

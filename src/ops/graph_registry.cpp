@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <array>
 #include <map>
+#include <stdexcept>
 
 #include "spmd/ops/graph_op.hpp"
 #include "spmd/runtime/error.hpp"
@@ -33,6 +34,16 @@ std::int64_t Tensor::size() const {
 }
 
 void Tensor::reset(ElemType t, std::vector<std::int64_t> dims) {
+  // A damaged or hand-edited model can compute a negative or an absurd shape (a Reshape's
+  // constant, a Resize's scale): refused where every output is made, not handed to the allocator
+  // (a logic_error: the graph runner names the node).
+  constexpr std::int64_t kMaxElements = std::int64_t{1} << 40;
+  std::int64_t count = 1;
+  for (const std::int64_t d : dims) {
+    if (d < 0) throw std::length_error("a tensor of shape " + to_string(dims) + ": a negative dimension");
+    if (d > 0 && count > kMaxElements / d) throw std::length_error("a tensor of shape " + to_string(dims) + ": past 2^40 elements");
+    count *= d;
+  }
   type = t;
   shape = std::move(dims);
   if (t == ElemType::Float32) f.resize(static_cast<std::size_t>(size()));

@@ -250,6 +250,21 @@ damaged("odd_bytes", lambda t: setattr(t, "raw_data", t.raw_data + b"\0"))
 damaged("huge_dim", lambda t: t.dims.__setitem__(0, 1 << 40))
 damaged("negative_dim", lambda t: t.dims.__setitem__(0, -3))
 damaged("float_data_short", float_data_one_short)
+# Attributes or shapes no run can take: a Conv's group that divides no channel count; a fixed
+# input dimension of 2^38; an output shape of 2^41 elements computed at run time.
+def conv_group_7(m):
+    next(a for a in m.graph.node[0].attribute if a.name == "group").i = 7
+def edited(name, change):
+    m = onnx.load(f"{work}/lenet.onnx")
+    change(m)
+    onnx.save(m, f"{work}/{name}.onnx")
+edited("bad_group", conv_group_7)
+edited("huge_input", lambda m: setattr(m.graph.input[0].type.tensor_type.shape.dim[2], "dim_value", 1 << 38))
+n = helper.make_node
+save("huge_output", [n("Flatten", ["x"], ["f"]), n("Shape", ["f"], ["s"]), n("Mul", ["s", "big"], ["t"]),
+                     n("ConstantOfShape", ["t"], ["c"]), n("ReduceSum", ["c"], ["r"], keepdims=0),
+                     n("Add", ["f", "r"], ["y"])], [x], [helper.make_tensor_value_info("y", T.FLOAT, ["batch", 784])],
+     [helper.make_tensor("big", T.INT64, [2], [1 << 20, 1 << 21])])
 PYEOF
 }
 run bad_models 0 60 make_bad_models
@@ -269,6 +284,12 @@ refuse odd_bytes 2 "odd_bytes.onnx': tensor '[^']+' has [0-9]+ bytes of raw data
   "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/odd_bytes.onnx" --predictions "$OUT/p.h5"
 refuse huge_dim 2 "huge_dim.onnx': tensor '[^']+' has the shape \[1099511627776, [0-9, ]+\], more elements than any model holds" \
   "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/huge_dim.onnx" --predictions "$OUT/p.h5"
+refuse bad_group 2 "bad_group.onnx': ONNX node '[^']+' \(Conv\): group 7 does not divide" \
+  "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/bad_group.onnx" --predictions "$OUT/p.h5"
+refuse huge_input 2 "huge_input.onnx': its input '[^']+' \[1, 1, 274877906944, 28\] \(a trial batch\) needs more memory than this rank can allocate" \
+  "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/huge_input.onnx" --predictions "$OUT/p.h5"
+refuse huge_output 2 "huge_output.onnx': ONNX node '[^']*' \(ConstantOfShape\): malformed for this op \(a tensor of shape \[1048576, 1644167168\]: past 2\^40 elements\)" \
+  "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/huge_output.onnx" --predictions "$OUT/p.h5"
 refuse negative_dim 2 "negative_dim.onnx'.*(negative|-3)" \
   "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/negative_dim.onnx" --predictions "$OUT/p.h5"
 finish

@@ -124,6 +124,7 @@ class OnnxRunner {
   std::vector<const ops::Tensor*> in_;
   std::vector<ops::Tensor*> out_;
   // An If node's chosen branch, run by a runner of its own (made when first chosen).
+  void run_nodes(const NodeObserver& after_each);
   void run_if(const ops::OpCall& call, std::size_t index);
   void run_loop(const ops::OpCall& call, std::size_t index);  // a Loop's body, by a runner of its own
   std::vector<std::array<std::unique_ptr<OnnxRunner>, 2>> branch_runners_;
