@@ -177,6 +177,7 @@ void conv(const OpCall& call) {
   const Tensor& wt = call.float_input(1);
   if (x.shape.size() > 4) return conv_nd(call);
   if (wt.shape.size() != x.shape.size()) call.fail("weights " + to_string(wt.shape) + " do not match input " + to_string(x.shape));
+  call.check_kernel_shape(wt);
   const std::int64_t kh = x.shape.size() == 3 ? 1 : wt.shape[2], kw = wt.shape.back();
   const Window g = window_of(call, x, kh, kw, false);
   const std::int64_t group = call.node.attrs.i("group", 1), m = wt.shape[0];
@@ -189,8 +190,10 @@ void conv(const OpCall& call) {
   const bool relu = call.node.attrs.i("spmd_relu", 0) != 0;
   const bool unpadded = g.top == 0 && g.left == 0 && g.bottom == 0 && g.right == 0;
   const bool in_place = kh == 1 && kw == 1 && g.sh == 1 && g.sw == 1 && unpadded;
-  // The phase planes, unless their wrapped columns would be most of the work.
-  const bool direct = !in_place && 2 * g.ow * g.sw >= g.w + g.left + g.right;
+  // The phase planes (one per stride phase), unless their wrapped columns would be most of the
+  // work or a stride passes the padded input (one window along it; stride^2 planes of nothing).
+  const bool direct = !in_place && 2 * g.ow * g.sw >= g.w + g.left + g.right && g.sh <= g.h + g.top + g.bottom &&
+                      g.sw <= g.w + g.left + g.right;
   Tensor& y = *call.out[0];
   y.reset(ElemType::Float32, output_shape(x, m, g));
   const auto& kernels = models::cnn_cpu::kernels_for(models::cnn_cpu::resolve_isa(models::cnn_cpu::Isa::Auto));

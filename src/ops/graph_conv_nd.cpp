@@ -11,6 +11,7 @@ void conv_nd(const OpCall& call) {
   const Tensor& w = call.float_input(1);
   const std::size_t dims = x.shape.size() - 2;
   if (w.shape.size() != x.shape.size()) call.fail("weights " + to_string(w.shape) + " do not match input " + to_string(x.shape));
+  call.check_kernel_shape(w);
   const std::int64_t n = x.shape[0], c = x.shape[1], m = w.shape[0], group = call.node.attrs.i("group", 1);
   if (group < 1 || c % group != 0 || m % group != 0 || w.shape[1] * group != c)
     call.fail("group " + std::to_string(group) + " does not divide input channels " + std::to_string(c) + " and weights " +

@@ -21,7 +21,8 @@ std::vector<Axis> axes_of(const OpCall& c, const Tensor& x, const Tensor& w) {
 
   const auto strides = c.ints_per_dim("strides", dims, 1), dilations = c.ints_per_dim("dilations", dims, 1);
   const auto output_padding = c.ints_per_dim("output_padding", dims, 0);
-  const auto kernel = a.ints_or("kernel_shape", std::vector<std::int64_t>(w.shape.begin() + 2, w.shape.end()));
+  c.check_kernel_shape(w);
+  const std::vector<std::int64_t> kernel(w.shape.begin() + 2, w.shape.end());
   auto pads = c.ints_per_dim("pads", 2 * dims, 0);
   const auto output_shape = a.ints_or("output_shape", {});
   const std::string auto_pad = a.s("auto_pad", "NOTSET");

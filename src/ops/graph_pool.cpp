@@ -156,6 +156,7 @@ void pool(const OpCall& call) {
     return pool_nd(call, kMax);
   }
   if (kernel.empty()) call.fail("kernel_shape is missing");
+  call.check_window_ints("kernel_shape", kernel);
   const std::int64_t kh = kernel.size() == 2 ? kernel[0] : 1, kw = kernel.back();
   const Window g = window_of(call, x, kh, kw, call.node.attrs.i("ceil_mode", 0) != 0);
   if (kMax && indices) return max_pool_with_indices(call, x, g, kh, kw);

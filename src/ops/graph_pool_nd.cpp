@@ -25,6 +25,7 @@ void pool_nd(const OpCall& call, bool max) {
   const Tensor& x = call.float_input(0);
   const Attrs& a = call.node.attrs;
   const auto kernel = a.ints_or("kernel_shape", {});
+  call.check_window_ints("kernel_shape", kernel);
   const std::size_t dims = kernel.size();
   if (x.shape.size() != dims + 2) call.fail("input " + to_string(x.shape) + " has no " + std::to_string(dims) + " spatial dimensions");
 

@@ -105,7 +105,26 @@ std::vector<std::int64_t> OpCall::ints_per_dim(const std::string& name, std::siz
   auto v = node.attrs.ints_or(name, {});
   if (v.empty()) v.assign(count, fallback);
   if (v.size() != count) fail(name + " must have " + std::to_string(count) + " values");
+  check_window_ints(name, v);
   return v;
+}
+
+void OpCall::check_window_ints(const std::string& name, const std::vector<std::int64_t>& values) const {
+  const std::int64_t least = name == "kernel_shape" || name == "strides" || name == "dilations" ? 1
+                             : name == "pads" || name == "output_padding"                        ? 0
+                                                                                                 : INT64_MIN;
+  // No model's window comes near 2^24; past it, a kernel's span ((k - 1) * dilation + 1) could overflow.
+  constexpr std::int64_t kMost = std::int64_t{1} << 24;
+  if (least == INT64_MIN) return;
+  if (std::any_of(values.begin(), values.end(), [least](std::int64_t v) { return v < least || v > kMost; }))
+    fail(name + " " + to_string(values) + ": each must be at least " + std::to_string(least) + " and at most 2^24");
+}
+
+void OpCall::check_kernel_shape(const Tensor& weights) const {
+  const std::vector<std::int64_t> spatial(weights.shape.begin() + std::min<std::size_t>(2, weights.shape.size()), weights.shape.end());
+  check_window_ints("kernel_shape", spatial);
+  const auto given = node.attrs.ints_or("kernel_shape", spatial);
+  if (given != spatial) fail("kernel_shape " + to_string(given) + " is not the weights' " + to_string(weights.shape) + " spatial shape");
 }
 
 GraphOpFn find_graph_op(const std::string& op) {

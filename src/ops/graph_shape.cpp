@@ -134,11 +134,16 @@ void transpose(const OpCall& c) {
   std::iota(perm.rbegin(), perm.rend(), 0);  // default: reverse the dimensions
   perm = c.node.attrs.ints_or("perm", perm);
   if (perm.size() != x.shape.size()) c.fail("perm has " + std::to_string(perm.size()) + " entries for rank " + std::to_string(x.shape.size()));
-  std::vector<std::int64_t> shape(perm.size());
-  for (std::size_t k = 0; k < perm.size(); ++k) shape[k] = x.shape[c.axis(perm[k], x.shape.size())];
+  std::vector<std::int64_t> shape(perm.size()), strides(perm.size());
+  std::vector<bool> taken(perm.size());
   const auto in_strides = strides_of(x.shape);
-  std::vector<std::int64_t> strides(perm.size());
-  for (std::size_t k = 0; k < perm.size(); ++k) strides[k] = in_strides[static_cast<std::size_t>(perm[k])];
+  for (std::size_t k = 0; k < perm.size(); ++k) {
+    const std::size_t from = c.axis(perm[k], x.shape.size());
+    if (taken[from]) c.fail("perm " + to_string(perm) + " is not a permutation of the dimensions");
+    taken[from] = true;
+    shape[k] = x.shape[from];
+    strides[k] = in_strides[from];
+  }
   Tensor& y = *c.out[0];
   y.reset(x.type, shape);
   strided_copy_into(x, y, strides, 0);

@@ -19,6 +19,7 @@ Window window_of(const OpCall& call, const Tensor& x, std::int64_t kh, std::int6
     if (v.empty()) return std::vector<std::int64_t>{fallback, fallback};
     if (one_d && v.size() == 1) return std::vector<std::int64_t>{1, v[0]};
     if (v.size() != 2) call.fail(name + " must have one value per spatial dimension");
+    call.check_window_ints(name, v);
     return v;
   };
   g.kh = kh;
@@ -31,6 +32,7 @@ Window window_of(const OpCall& call, const Tensor& x, std::int64_t kh, std::int6
   auto pads = a.ints_or("pads", {});
   if (one_d && pads.size() == 2) pads = {0, pads[0], 0, pads[1]};
   if (!pads.empty() && pads.size() != 4) call.fail("pads must have 2 values per spatial dimension");
+  call.check_window_ints("pads", pads);
   if (!pads.empty()) {
     g.top = pads[0];
     g.left = pads[1];

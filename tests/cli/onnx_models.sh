@@ -259,6 +259,22 @@ def edited(name, change):
     change(m)
     onnx.save(m, f"{work}/{name}.onnx")
 edited("bad_group", conv_group_7)
+# Window attributes ONNX does not allow (ONNX Runtime refuses them all): they divided by zero,
+# wrote outside a buffer, read past the weights or built stride^2 phase planes.
+def attr(node, name, values):
+    def change(m):
+        next(a for a in m.graph.node[node].attribute if a.name == name).ints[:] = values
+    return change
+edited("zero_stride", attr(0, "strides", [0, 1]))
+edited("negative_pad", attr(0, "pads", [-1, 0, 0, 0]))
+edited("zero_dilation", attr(0, "dilations", [1, 0]))
+edited("kernel_not_weights", attr(0, "kernel_shape", [7, 7]))
+edited("pool_zero_kernel", attr(2, "kernel_shape", [0, 2]))
+edited("huge_stride", attr(0, "strides", [1 << 30, 1 << 30]))
+m = onnx.load(f"{work}/channels_last.onnx")
+perm = next(n for n in m.graph.node if n.op_type == "Transpose").attribute[0]
+perm.ints[:] = [0, 1, 1, 2]
+onnx.save(m, f"{work}/perm_twice.onnx")
 edited("huge_input", lambda m: setattr(m.graph.input[0].type.tensor_type.shape.dim[2], "dim_value", 1 << 38))
 n = helper.make_node
 save("huge_output", [n("Flatten", ["x"], ["f"]), n("Shape", ["f"], ["s"]), n("Mul", ["s", "big"], ["t"]),
@@ -290,6 +306,18 @@ refuse huge_input 2 "huge_input.onnx': its input '[^']+' \[1, 1, 274877906944, 2
   "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/huge_input.onnx" --predictions "$OUT/p.h5"
 refuse huge_output 2 "huge_output.onnx': ONNX node '[^']*' \(ConstantOfShape\): malformed for this op \(a tensor of shape \[1048576, 1644167168\]: past 2\^40 elements\)" \
   "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/huge_output.onnx" --predictions "$OUT/p.h5"
+while read -r name culprit; do
+  refuse "$name" 2 "$name.onnx': ONNX node '[^']+' $culprit" \
+    "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/$name.onnx" --predictions "$OUT/p.h5"
+done <<'EOF'
+zero_stride \(Conv\): strides \[0, 1\]: each must be at least 1 and at most 2\^24
+negative_pad \(Conv\): pads \[-1, 0, 0, 0\]: each must be at least 0
+zero_dilation \(Conv\): dilations \[1, 0\]: each must be at least 1
+kernel_not_weights \(Conv\): kernel_shape \[7, 7\] is not the weights' \[6, 1, 5, 5\] spatial shape
+pool_zero_kernel \(MaxPool\): kernel_shape \[0, 2\]: each must be at least 1
+huge_stride \(Conv\): strides \[1073741824, 1073741824\]: each must be at least 1 and at most 2\^24
+perm_twice \(Transpose\): perm \[0, 1, 1, 2\] is not a permutation of the dimensions
+EOF
 refuse negative_dim 2 "negative_dim.onnx'.*(negative|-3)" \
   "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/negative_dim.onnx" --predictions "$OUT/p.h5"
 finish
