@@ -5,6 +5,7 @@
 
 #include "spmd/ops/graph_op.hpp"
 #include "spmd/runtime/error.hpp"
+#include "spmd/runtime/memory_limits.hpp"
 
 namespace spmd::ops {
 
@@ -35,15 +36,23 @@ std::int64_t Tensor::size() const {
 
 void Tensor::reset(ElemType t, std::vector<std::int64_t> dims) {
   // A damaged or hand-edited model can compute a negative or an absurd shape (a Reshape's
-  // constant, a Resize's scale): refused where every output is made, not handed to the allocator
-  // (a logic_error: the graph runner names the node).
+  // constant, a Resize's scale, a pad of 2^20): refused where every output is made, not handed to
+  // the allocator, whose pages the kernel's OOM killer would take back with the rank (a
+  // logic_error: the graph runner names the node). The room is the node's when first asked.
   constexpr std::int64_t kMaxElements = std::int64_t{1} << 40;
+  static const runtime::MemoryRoom room = [] {
+    const runtime::MemoryRoom node = runtime::node_memory_room(), process = runtime::address_space_room();
+    return node.bytes <= process.bytes ? node : process;
+  }();
   std::int64_t count = 1;
   for (const std::int64_t d : dims) {
     if (d < 0) throw std::length_error("a tensor of shape " + to_string(dims) + ": a negative dimension");
     if (d > 0 && count > kMaxElements / d) throw std::length_error("a tensor of shape " + to_string(dims) + ": past 2^40 elements");
     count *= d;
   }
+  if (static_cast<double>(count) * 4.0 > room.bytes)  // floats, or half the int64s: either way past the room
+    throw std::length_error("a tensor of shape " + to_string(dims) + " (" + runtime::format_bytes(4.0 * count) +
+                            "): more than the " + runtime::format_bytes(room.bytes) + " free (" + room.source + ")");
   type = t;
   shape = std::move(dims);
   if (t == ElemType::Float32) f.resize(static_cast<std::size_t>(size()));
@@ -110,7 +119,7 @@ std::vector<std::int64_t> OpCall::ints_per_dim(const std::string& name, std::siz
 }
 
 void OpCall::check_window_ints(const std::string& name, const std::vector<std::int64_t>& values) const {
-  const std::int64_t least = name == "kernel_shape" || name == "strides" || name == "dilations" ? 1
+  const std::int64_t least = name == "kernel_shape" || name == "strides" || name == "dilations" || name == "blocksize" ? 1
                              : name == "pads" || name == "output_padding"                        ? 0
                                                                                                  : INT64_MIN;
   // No model's window comes near 2^24; past it, a kernel's span ((k - 1) * dilation + 1) could overflow.

@@ -17,7 +17,7 @@ struct Blocked {
 Blocked blocked_input(const OpCall& c, const Tensor& x) {
   if (x.shape.size() != 4) c.fail("needs an input [N, C, H, W], not " + to_string(x.shape));
   const std::int64_t b = c.node.attrs.i("blocksize", 0);
-  if (b < 1) c.fail("blocksize " + std::to_string(b) + " must be at least 1");
+  c.check_window_ints("blocksize", {b});  // at least 1, and b^2 far from overflowing
   return {x.shape[0], x.shape[1], x.shape[2], x.shape[3], b};
 }
 

@@ -16,10 +16,10 @@ Window window_of(const OpCall& call, const Tensor& x, std::int64_t kh, std::int6
   g.w = x.shape.back();
   const auto two = [&](const std::string& name, std::int64_t fallback) {
     auto v = a.ints_or(name, {});
+    call.check_window_ints(name, v);
     if (v.empty()) return std::vector<std::int64_t>{fallback, fallback};
     if (one_d && v.size() == 1) return std::vector<std::int64_t>{1, v[0]};
     if (v.size() != 2) call.fail(name + " must have one value per spatial dimension");
-    call.check_window_ints(name, v);
     return v;
   };
   g.kh = kh;

@@ -275,6 +275,17 @@ m = onnx.load(f"{work}/channels_last.onnx")
 perm = next(n for n in m.graph.node if n.op_type == "Transpose").attribute[0]
 perm.ints[:] = [0, 1, 1, 2]
 onnx.save(m, f"{work}/perm_twice.onnx")
+# The same through a 1-D Conv (its own path for a length's one value) and DepthToSpace (b^2).
+n = helper.make_node
+rows = helper.make_tensor("rows", T.INT64, [3], [-1, 28, 28])
+save("conv1d_zero_stride", [n("Flatten", ["x"], ["f"]), n("Reshape", ["f", "rows"], ["r"]),
+                            n("Conv", ["r", "w1"], ["c"], strides=[0]), n("ReduceMean", ["c"], ["y"], axes=[2], keepdims=0)],
+     [x], [helper.make_tensor_value_info("y", T.FLOAT, ["batch", 10])],
+     [rows, helper.make_tensor("w1", T.FLOAT, [10, 28, 3], [0.01] * 840)])
+blocks = helper.make_tensor("blocks", T.INT64, [4], [-1, 16, 7, 7])
+save("huge_blocksize", [n("Flatten", ["x"], ["f"]), n("Reshape", ["f", "blocks"], ["r"]),
+                        n("DepthToSpace", ["r"], ["d"], blocksize=1 << 62), n("ReduceMean", ["d"], ["y"], axes=[2, 3], keepdims=0)],
+     [x], [helper.make_tensor_value_info("y", T.FLOAT, ["batch", 4])], [blocks])
 edited("huge_input", lambda m: setattr(m.graph.input[0].type.tensor_type.shape.dim[2], "dim_value", 1 << 38))
 n = helper.make_node
 save("huge_output", [n("Flatten", ["x"], ["f"]), n("Shape", ["f"], ["s"]), n("Mul", ["s", "big"], ["t"]),
@@ -317,6 +328,8 @@ kernel_not_weights \(Conv\): kernel_shape \[7, 7\] is not the weights' \[6, 1, 5
 pool_zero_kernel \(MaxPool\): kernel_shape \[0, 2\]: each must be at least 1
 huge_stride \(Conv\): strides \[1073741824, 1073741824\]: each must be at least 1 and at most 2\^24
 perm_twice \(Transpose\): perm \[0, 1, 1, 2\] is not a permutation of the dimensions
+conv1d_zero_stride \(Conv\): strides \[0\]: each must be at least 1
+huge_blocksize \(DepthToSpace\): blocksize \[4611686018427387904\]: each must be at least 1 and at most 2\^24
 EOF
 refuse negative_dim 2 "negative_dim.onnx'.*(negative|-3)" \
   "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/negative_dim.onnx" --predictions "$OUT/p.h5"

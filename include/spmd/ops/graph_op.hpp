@@ -114,7 +114,7 @@ struct OpCall {
   std::size_t axis(std::int64_t value, std::size_t rank) const;
   // An ints attribute with `count` values (strides, pads, ...), each `fallback` when absent; or fail().
   std::vector<std::int64_t> ints_per_dim(const std::string& name, std::size_t count, std::int64_t fallback) const;
-  // fail() where a window attribute (kernel_shape, strides, dilations: >= 1; pads, output_padding: >= 0;
+  // fail() where a window attribute (kernel_shape, strides, dilations, blocksize: >= 1; pads, output_padding: >= 0;
   // all <= 2^24) holds a value ONNX does not allow (a stride of 0 would divide by zero, a negative
   // pad write outside) or no model has (a kernel's span could overflow).
   void check_window_ints(const std::string& name, const std::vector<std::int64_t>& values) const;
