@@ -50,7 +50,7 @@ void Tensor::reset(ElemType t, std::vector<std::int64_t> dims) {
     if (d > 0 && count > kMaxElements / d) throw std::length_error("a tensor of shape " + to_string(dims) + ": past 2^40 elements");
     count *= d;
   }
-  if (static_cast<double>(count) * 4.0 > room.bytes)  // floats, or half the int64s: either way past the room
+  if (static_cast<double>(count) * 4.0 > room.bytes)  // 4 bytes an element: a lower bound for int64 tensors too
     throw std::length_error("a tensor of shape " + to_string(dims) + " (" + runtime::format_bytes(4.0 * count) +
                             "): more than the " + runtime::format_bytes(room.bytes) + " free (" + room.source + ")");
   type = t;
