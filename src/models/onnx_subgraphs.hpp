@@ -18,7 +18,10 @@ inline constexpr const char* kLoopCarriedAttr = "spmd_loop_carried";  // its cou
 // node, as the ops' own checks do.
 inline void call_op(ops::GraphOpFn fn, const ops::OpCall& call) {
   try {
+    const ops::OpMemoryScope scope;
     fn(call);
+  } catch (const ops::TooLarge& e) {
+    call.fail(std::string("too large for this rank: ") + e.what());
   } catch (const std::logic_error& e) {
     call.fail(std::string("malformed for this op (") + e.what() + ")");
   } catch (const std::bad_alloc&) {

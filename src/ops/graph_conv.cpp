@@ -197,9 +197,6 @@ void conv(const OpCall& call) {
   Tensor& y = *call.out[0];
   y.reset(ElemType::Float32, output_shape(x, m, g));
   const auto& kernels = models::cnn_cpu::kernels_for(models::cnn_cpu::resolve_isa(models::cnn_cpu::Isa::Auto));
-  FloatBuffer& col = scratch(Scratch::Im2col);
-  FloatBuffer& phase_planes = scratch(Scratch::ConvPlanes);
-  FloatBuffer& wide = scratch(Scratch::ConvWide);
   const std::vector<std::int64_t> sample_shape(x.shape.begin() + 1, x.shape.end());
   // Each group's DirectConv, kept by the runner where the weights are the graph's constants.
   std::unique_ptr<DirectConvs> local;
@@ -216,23 +213,23 @@ void conv(const OpCall& call) {
       if (keep) *call.prepared = std::move(made);
       else local = std::move(made);
     }
-    phase_planes.assign(static_cast<std::size_t>(convs->groups.front().plane_floats()), 0.0f);
-    wide.resize(static_cast<std::size_t>(convs->groups.front().wide_floats()));
   }
-  if (!direct && !in_place) col.resize(static_cast<std::size_t>(k * pixels));
+  float* phase_planes = direct ? scratch(Scratch::ConvPlanes, convs->groups.front().plane_floats()).data() : nullptr;
+  float* wide = direct ? scratch(Scratch::ConvWide, convs->groups.front().wide_floats()).data() : nullptr;
+  float* col = !direct && !in_place ? scratch(Scratch::Im2col, k * pixels).data() : nullptr;
+  if (direct) std::fill_n(phase_planes, convs->groups.front().plane_floats(), 0.0f);
   for (std::int64_t n = 0; n < g.n; ++n) {
     for (std::int64_t gi = 0; gi < group; ++gi) {
       const float* in = x.f.data() + (n * g.c + gi * cg) * g.h * g.w;
       float* out = y.f.data() + (n * m + gi * mg) * pixels;
       const float* group_bias = bias ? bias + gi * mg : nullptr;
       if (direct) {
-        convs->groups[static_cast<std::size_t>(gi)].run(kernels, in, group_bias, relu, phase_planes.data(), wide.data(),
-                                                         out);
+        convs->groups[static_cast<std::size_t>(gi)].run(kernels, in, group_bias, relu, phase_planes, wide, out);
         continue;
       }
-      if (!in_place) im2col(in, g, cg, kh, kw, col.data());
+      if (!in_place) im2col(in, g, cg, kh, kw, col);
       kernels.gemm(false, static_cast<int>(mg), static_cast<int>(pixels), static_cast<int>(k),
-                   wt.f.data() + gi * mg * k, k, in_place ? in : col.data(), pixels, out, pixels, false,
+                   wt.f.data() + gi * mg * k, k, in_place ? in : col, pixels, out, pixels, false,
                    {nullptr, relu, group_bias});
     }
   }

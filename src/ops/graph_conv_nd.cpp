@@ -38,8 +38,7 @@ void conv_nd(const OpCall& call) {
   shape.insert(shape.end(), out.begin(), out.end());
   Tensor& y = *call.out[0];
   y.reset(ElemType::Float32, shape);
-  FloatBuffer& col = scratch(Scratch::Im2col);
-  col.resize(static_cast<std::size_t>(rows * pixels));
+  FloatBuffer& col = scratch(Scratch::Im2col, rows * pixels);
   const auto& kernels = models::cnn_cpu::kernels_for(models::cnn_cpu::resolve_isa(models::cnn_cpu::Isa::Auto));
   std::vector<std::int64_t> tap(dims), o(dims);
   for (std::int64_t img = 0; img < n; ++img)

@@ -73,8 +73,7 @@ void conv_transpose(const OpCall& c) {
   shape.push_back(aw.out);
   Tensor& y = *c.out[0];
   y.reset(ElemType::Float32, shape);
-  FloatBuffer& col = scratch(Scratch::Im2col);
-  col.resize(static_cast<std::size_t>(m * pixels));
+  FloatBuffer& col = scratch(Scratch::Im2col, m * pixels);
   const auto& kernels = models::cnn_cpu::kernels_for(models::cnn_cpu::resolve_isa(models::cnn_cpu::Isa::Auto));
   for (std::int64_t img = 0; img < n; ++img)
     for (std::int64_t g = 0; g < group; ++g) {

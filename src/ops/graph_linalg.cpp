@@ -13,8 +13,7 @@ const models::cnn_cpu::Kernels& kernels() {
 }
 
 // [rows, cols] -> [cols, rows].
-void transpose_into(const float* src, std::int64_t rows, std::int64_t cols, FloatBuffer& dst) {
-  dst.resize(static_cast<std::size_t>(rows * cols));
+void transpose_into(const float* src, std::int64_t rows, std::int64_t cols, float* dst) {
   for (std::int64_t r = 0; r < rows; ++r)
     for (std::int64_t c = 0; c < cols; ++c) dst[static_cast<std::size_t>(c * rows + r)] = src[r * cols + c];
 }
@@ -38,11 +37,11 @@ void gemm(const OpCall& call) {
   const std::int64_t cr = !c || c->shape.size() < 2 ? 1 : c->shape[0];
   const std::int64_t cc = !c || c->shape.empty() ? 1 : c->shape.back();
   if (c && ((cr != 1 && cr != m) || (cc != 1 && cc != n))) call.fail("C " + to_string(c->shape) + " does not broadcast to [M, N]");
-  FloatBuffer& bt = scratch(Scratch::TransposedB);  // B as [k, n] when given transposed
   const float* bk = b.f.data();
-  if (tb) {
+  if (tb) {  // B as [k, n]
+    float* bt = scratch(Scratch::TransposedB, n * k).data();
     transpose_into(b.f.data(), n, k, bt);
-    bk = bt.data();
+    bk = bt;
   }
   const bool bias_row = c && cr == 1 && cc == n && alpha == 1.0f && beta == 1.0f;
   Tensor& y = *call.out[0];

@@ -113,8 +113,8 @@ void pool_framed(const Tensor& x, const Window& g, std::int64_t kh, std::int64_t
   const std::int64_t fh = std::max((g.oh - 1) * g.sh + (kh - 1) * g.dh + 1, g.top + g.h);
   const std::int64_t fw = std::max((g.ow - 1) * g.sw + (kw - 1) * g.dw + 1, g.left + g.w);
   const bool framed = g.top > 0 || g.left > 0 || fh > g.h || fw > g.w;
-  FloatBuffer& frame = scratch(Scratch::PoolFrame);
-  frame.assign(framed ? static_cast<std::size_t>(fh * fw) : 0, kMax ? -std::numeric_limits<float>::infinity() : 0.0f);
+  FloatBuffer& frame = scratch(Scratch::PoolFrame, framed ? fh * fw : 0);
+  std::fill(frame.begin(), frame.end(), kMax ? -std::numeric_limits<float>::infinity() : 0.0f);
   const std::int64_t stride = framed ? fw : g.w;
   const InsideWindows iw{g.sh * stride, g.dh * stride, g.oh, g.ow, kh, kw, g.sw, g.dw};
   for (std::int64_t plane = 0; plane < g.n * g.c; ++plane) {

@@ -189,8 +189,7 @@ Work carve(const Dims& d) {
                                 d.batch * d.hidden, d.batch * d.hidden, d.batch * d.hidden};
   std::int64_t total = 0;
   for (const auto s : sizes) total += s;
-  FloatBuffer& buf = scratch(Scratch::Recurrent);
-  buf.resize(static_cast<std::size_t>(total));
+  FloatBuffer& buf = scratch(Scratch::Recurrent, total);
   float* p[8];
   float* next = buf.data();
   for (int k = 0; k < 8; ++k) {

@@ -18,9 +18,61 @@ std::map<std::string, GraphOpFn>& table() {
 
 namespace {
 thread_local std::array<FloatBuffer, static_cast<std::size_t>(Scratch::Count)> scratch_buffers;
+thread_local double granted_in_scope = 0;  // bytes granted since the innermost OpMemoryScope opened
+thread_local bool scope_open = false;
+
+// Only growth counts, against what is free now plus what this op was already granted: a buffer
+// reused at its size asks for nothing, and earlier ops' outputs, written, have left the node's
+// free memory; this op's own are not yet written.
+void require_room(const std::string& what, double grow_bytes) {
+  constexpr double kAskFrom = 64.0 * 1024 * 1024;  // below this, reading /proc costs more than it saves
+  if (grow_bytes <= 0) return;
+  const double node_need = scope_open ? granted_in_scope + grow_bytes : grow_bytes;
+  if (grow_bytes >= kAskFrom) {
+    const runtime::MemoryRoom node = runtime::node_memory_room(), process = runtime::address_space_room();
+    // RLIMIT_AS's room is less the address space already mapped: this op's grants are in it.
+    const bool node_short = node_need > node.bytes;
+    if (node_short || grow_bytes > process.bytes) {
+      const runtime::MemoryRoom& room = node_short ? node : process;
+      const bool with_others = node_short && node_need > grow_bytes;
+      throw TooLarge(what + " (" + runtime::format_bytes(grow_bytes) + " more" +
+                     (with_others ? "; " + runtime::format_bytes(node_need) + " with the op's other new buffers" : "") +
+                     "): more than the " + runtime::format_bytes(room.bytes) + " free (" + room.source + ")");
+    }
+  }
+  if (scope_open) granted_in_scope = node_need;
+}
+
+// The element count of `dims`, or TooLarge for a negative dimension or past 2^40 elements.
+std::int64_t element_count(const std::vector<std::int64_t>& dims, const std::string& what) {
+  constexpr std::int64_t kMaxElements = std::int64_t{1} << 40;
+  std::int64_t count = 1;
+  for (const std::int64_t d : dims) {
+    if (d < 0) throw TooLarge(what + ": a negative dimension");
+    if (d > 0 && count > kMaxElements / d) throw TooLarge(what + ": past 2^40 elements");
+    count *= d;
+  }
+  return count;
+}
 }  // namespace
 
-FloatBuffer& scratch(Scratch which) { return scratch_buffers[static_cast<std::size_t>(which)]; }
+OpMemoryScope::OpMemoryScope() : outer_granted_(granted_in_scope), outer_open_(scope_open) {
+  granted_in_scope = 0;
+  scope_open = true;
+}
+OpMemoryScope::~OpMemoryScope() {
+  granted_in_scope = outer_granted_;
+  scope_open = outer_open_;
+}
+
+FloatBuffer& scratch(Scratch which, std::int64_t floats) {
+  FloatBuffer& buffer = scratch_buffers[static_cast<std::size_t>(which)];
+  const std::string what = "a scratch buffer of " + std::to_string(floats) + " floats";
+  element_count({floats}, what);
+  require_room(what, 4.0 * (static_cast<double>(floats) - static_cast<double>(buffer.capacity())));
+  buffer.resize(static_cast<std::size_t>(floats));
+  return buffer;
+}
 
 std::int64_t scratch_bytes() {
   std::int64_t bytes = 0;
@@ -35,28 +87,14 @@ std::int64_t Tensor::size() const {
 }
 
 void Tensor::reset(ElemType t, std::vector<std::int64_t> dims) {
-  // A damaged or hand-edited model can compute a negative or an absurd shape (a Reshape's
-  // constant, a Resize's scale, a pad of 2^20): refused where every output is made, not handed to
-  // the allocator, whose pages the kernel's OOM killer would take back with the rank (a
-  // logic_error: the graph runner names the node). The room is the node's when first asked.
-  constexpr std::int64_t kMaxElements = std::int64_t{1} << 40;
-  static const runtime::MemoryRoom room = [] {
-    const runtime::MemoryRoom node = runtime::node_memory_room(), process = runtime::address_space_room();
-    return node.bytes <= process.bytes ? node : process;
-  }();
-  std::int64_t count = 1;
-  for (const std::int64_t d : dims) {
-    if (d < 0) throw std::length_error("a tensor of shape " + to_string(dims) + ": a negative dimension");
-    if (d > 0 && count > kMaxElements / d) throw std::length_error("a tensor of shape " + to_string(dims) + ": past 2^40 elements");
-    count *= d;
-  }
-  if (static_cast<double>(count) * 4.0 > room.bytes)  // 4 bytes an element: a lower bound for int64 tensors too
-    throw std::length_error("a tensor of shape " + to_string(dims) + " (" + runtime::format_bytes(4.0 * count) +
-                            "): more than the " + runtime::format_bytes(room.bytes) + " free (" + room.source + ")");
+  const std::string what = "a tensor of shape " + to_string(dims);
+  const std::int64_t count = element_count(dims, what);
+  const double held = t == ElemType::Float32 ? 4.0 * static_cast<double>(f.capacity()) : 8.0 * static_cast<double>(i.capacity());
+  require_room(what, (t == ElemType::Float32 ? 4.0 : 8.0) * static_cast<double>(count) - held);
   type = t;
   shape = std::move(dims);
-  if (t == ElemType::Float32) f.resize(static_cast<std::size_t>(size()));
-  else i.resize(static_cast<std::size_t>(size()));
+  if (t == ElemType::Float32) f.resize(static_cast<std::size_t>(count));
+  else i.resize(static_cast<std::size_t>(count));
 }
 
 std::vector<std::int64_t> Tensor::as_ints() const {

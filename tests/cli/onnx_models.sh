@@ -316,7 +316,7 @@ huge_dim : tensor '[^']+' has the shape \[1099511627776, [0-9, ]+\], more elemen
 negative_dim .*(negative|-3)
 bad_group : ONNX node '[^']+' \(Conv\): group 7 does not divide
 huge_input : its input '[^']+' \[1, 1, 274877906944, 28\] \(a trial batch\) needs more memory than this rank can allocate
-huge_output : ONNX node '[^']*' \(ConstantOfShape\): malformed for this op \(a tensor of shape \[1048576, 1644167168\]: past 2\^40 elements\)
+huge_output : ONNX node '[^']*' \(ConstantOfShape\): too large for this rank: a tensor of shape \[1048576, 1644167168\]: past 2\^40 elements
 zero_stride : ONNX node '[^']+' \(Conv\): strides \[0, 1\]: each must be at least 1 and at most 2\^24
 negative_pad : ONNX node '[^']+' \(Conv\): pads \[-1, 0, 0, 0\]: each must be at least 0
 zero_dilation : ONNX node '[^']+' \(Conv\): dilations \[1, 0\]: each must be at least 1

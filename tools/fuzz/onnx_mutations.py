@@ -13,8 +13,10 @@ and no predictions file. A signal, a time-out, a bare C++ exception (std::bad_al
 silent failure is printed as BUG and its model kept in OUT_DIR. Session 25 found with it a
 weight cut short run as zeros, strides of 0 (SIGFPE), a pad of -1 (heap corruption), a
 Transpose perm with a negative entry (read outside), and bare std::bad_alloc for huge shapes.
-Known and left: a pad near 2^20 in a Conv, or a stride, dilation or output_padding near 2^20 in a
-ConvTranspose, asks for outputs and im2col buffers of many GiB (time-outs; ONNX allows them). Data: 28x28 uint8 images (Fashion-MNIST).
+Session 26: a pad of 2^24 in a Conv was OOM-killed (its output and scratch each fit the free
+memory, not together): an op's new buffers now count together. Known and left: a pad near 2^20,
+or a ConvTranspose stride near 2^20, asks for outputs of several GiB that fit: slow (seconds to
+a minute), then refused at a later node; ONNX allows them. Data: 28x28 uint8 images (Fashion-MNIST).
 Two-rank runs use mpirun (as root: OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1).
 """
 import os

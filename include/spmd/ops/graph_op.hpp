@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -41,6 +42,28 @@ struct UninitializedAllocator : std::allocator<T> {
 };
 using FloatBuffer = std::vector<float, UninitializedAllocator<float>>;
 
+// What Tensor::reset and scratch() throw for a size past 2^40 elements, a negative dimension, or
+// more than the memory free now: a damaged or hand-edited model's (a pad of 2^20), refused
+// before the allocator hands out pages that the OOM killer would take back with the rank.
+struct TooLarge : std::length_error {
+  using std::length_error::length_error;
+};
+
+// While one lives, the sizes this thread's Tensor::reset and scratch() grant are counted
+// together: an op's output is not yet written (its pages not yet taken from the node's free
+// memory) when the op asks for its scratch. The graph runner opens one per op call.
+class OpMemoryScope {
+ public:
+  OpMemoryScope();
+  ~OpMemoryScope();
+  OpMemoryScope(const OpMemoryScope&) = delete;
+  OpMemoryScope& operator=(const OpMemoryScope&) = delete;
+
+ private:
+  double outer_granted_;
+  bool outer_open_;
+};
+
 // A dense row-major tensor. Its buffers keep their capacity when resized, so an executor that
 // reuses its tensors allocates only on the first call.
 struct Tensor {
@@ -50,7 +73,8 @@ struct Tensor {
   std::vector<std::int64_t> i;  // Int64 data (shapes, indices)
 
   std::int64_t size() const;
-  // Sets the shape and type and sizes the data (values unspecified).
+  // Sets the shape and type and sizes the data (values unspecified); TooLarge for a negative
+  // dimension, past 2^40 elements, or growth past the memory free now.
   void reset(ElemType t, std::vector<std::int64_t> dims);
   // The values as int64 (Int64 as is, Float32 converted): for shape inputs.
   std::vector<std::int64_t> as_ints() const;
@@ -125,10 +149,11 @@ struct OpCall {
 using GraphOpFn = void (*)(const OpCall& call);
 
 // Scratch buffers the ops keep per thread between calls (an im2col matrix, a convolution's
-// padded planes): no allocation once the largest shape has run. scratch_bytes() is what the
-// calling thread's hold now, which a model's memory estimate counts.
+// padded planes): no allocation once the largest shape has run. scratch() sizes one to `floats`
+// (values unspecified), or throws TooLarge as Tensor::reset does. scratch_bytes() is what the calling thread's hold now, which a
+// model's memory estimate counts.
 enum class Scratch { Im2col, ConvPlanes, ConvWide, TransposedB, Recurrent, PoolFrame, Count };
-FloatBuffer& scratch(Scratch which);
+FloatBuffer& scratch(Scratch which, std::int64_t floats);
 std::int64_t scratch_bytes();
 
 // The op of an ONNX op_type, or nullptr when none is registered.
