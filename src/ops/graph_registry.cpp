@@ -70,6 +70,7 @@ FloatBuffer& scratch(Scratch which, std::int64_t floats) {
   const std::string what = "a scratch buffer of " + std::to_string(floats) + " floats";
   element_count({floats}, what);
   require_room(what, 4.0 * (static_cast<double>(floats) - static_cast<double>(buffer.capacity())));
+  if (static_cast<std::size_t>(floats) > buffer.capacity()) FloatBuffer().swap(buffer);  // as Tensor::reset
   buffer.resize(static_cast<std::size_t>(floats));
   return buffer;
 }
@@ -93,8 +94,16 @@ void Tensor::reset(ElemType t, std::vector<std::int64_t> dims) {
   require_room(what, (t == ElemType::Float32 ? 4.0 : 8.0) * static_cast<double>(count) - held);
   type = t;
   shape = std::move(dims);
-  if (t == ElemType::Float32) f.resize(static_cast<std::size_t>(count));
-  else i.resize(static_cast<std::size_t>(count));
+  // Growing past the capacity frees first: the values are unspecified, so a reallocation's copy
+  // of the old ones would be wasted time and, for a moment, both buffers' memory.
+  const auto n = static_cast<std::size_t>(count);
+  if (t == ElemType::Float32) {
+    if (n > f.capacity()) FloatBuffer().swap(f);
+    f.resize(n);
+  } else {
+    if (n > i.capacity()) std::vector<std::int64_t>().swap(i);
+    i.resize(n);
+  }
 }
 
 std::vector<std::int64_t> Tensor::as_ints() const {
