@@ -159,6 +159,7 @@ void pool(const OpCall& call) {
   call.check_window_ints("kernel_shape", kernel);
   const std::int64_t kh = kernel.size() == 2 ? kernel[0] : 1, kw = kernel.back();
   const Window g = window_of(call, x, kh, kw, call.node.attrs.i("ceil_mode", 0) != 0);
+  check_pool_pads(call, {g.top, g.left, g.bottom, g.right}, {kh, kw});
   if (kMax && indices) return max_pool_with_indices(call, x, g, kh, kw);
   Tensor& y = *call.out[0];
   y.reset(ElemType::Float32, output_shape(x, g.c, g));

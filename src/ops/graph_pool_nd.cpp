@@ -1,4 +1,5 @@
 #include "graph_nd.hpp"
+#include "graph_window.hpp"
 
 #include <algorithm>
 #include <limits>
@@ -38,6 +39,7 @@ void pool_nd(const OpCall& call, bool max) {
     in[d] = x.shape[d + 2];
     span[d] = (kernel[d] - 1) * dilations[d] + 1;
     auto_pads(call, in[d], strides[d], span[d], pads[d], pads[d + dims]);
+    check_pool_pads(call, {pads[d], pads[d + dims]}, {kernel[d], kernel[d]});
     const std::int64_t room = in[d] + pads[d] + pads[d + dims] - span[d];
     out[d] = room < 0 ? 0 : (ceil_mode ? (room + strides[d] - 1) / strides[d] : room / strides[d]) + 1;
     if (out[d] < 1) call.fail("the window does not fit the input " + to_string(x.shape));

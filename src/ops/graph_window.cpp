@@ -5,6 +5,14 @@
 
 namespace spmd::ops {
 
+void check_pool_pads(const OpCall& call, const std::vector<std::int64_t>& pads, const std::vector<std::int64_t>& kernel) {
+  const std::size_t half = pads.size() / 2;
+  for (std::size_t k = 0; k < pads.size(); ++k)
+    if (pads[k] >= kernel[k % half])
+      call.fail("pads " + to_string(call.node.attrs.ints_or("pads", pads)) + ": each must be smaller than the kernel along its axis (kernel_shape " +
+                to_string(call.node.attrs.ints_or("kernel_shape", {})) + "); a window wholly in the padding has no value");
+}
+
 Window window_of(const OpCall& call, const Tensor& x, std::int64_t kh, std::int64_t kw, bool ceil_mode) {
   const Attrs& a = call.node.attrs;
   Window g;

@@ -19,6 +19,10 @@ struct Window {
 // Reads shape, kernel_shape, strides, dilations, pads and auto_pad (ONNX's rules); 1-D
 // inputs [N, C, L] are [N, C, 1, L].
 Window window_of(const OpCall& call, const Tensor& x, std::int64_t kh, std::int64_t kw, bool ceil_mode);
+// fail() where a pool's pad is not smaller than its kernel along that axis: a window wholly in
+// the padding has no value to take (ONNX Runtime refuses such pools too; PyTorch cannot export
+// one). pads as [begin..., end...], kernel one value per pads entry's axis.
+void check_pool_pads(const OpCall& call, const std::vector<std::int64_t>& pads, const std::vector<std::int64_t>& kernel);
 
 std::vector<std::int64_t> output_shape(const Tensor& x, std::int64_t channels, const Window& g);
 

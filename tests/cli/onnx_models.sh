@@ -271,6 +271,9 @@ edited("zero_dilation", attr(0, "dilations", [1, 0]))
 edited("kernel_not_weights", attr(0, "kernel_shape", [7, 7]))
 edited("pool_zero_kernel", attr(2, "kernel_shape", [0, 2]))
 edited("huge_stride", attr(0, "strides", [1 << 30, 1 << 30]))
+# A pool's pad as wide as its kernel: a window wholly in the padding (ONNX Runtime refuses it;
+# a pad of 2^20 had spmd pool 2^20 rows of nothing for seconds before a later node failed).
+edited("pool_pad_of_kernel", attr(2, "pads", [0, 2, 0, 0]))
 m = onnx.load(f"{work}/channels_last.onnx")
 perm = next(n for n in m.graph.node if n.op_type == "Transpose").attribute[0]
 perm.ints[:] = [0, 1, 1, 2]
@@ -322,6 +325,7 @@ negative_pad : ONNX node '[^']+' \(Conv\): pads \[-1, 0, 0, 0\]: each must be at
 zero_dilation : ONNX node '[^']+' \(Conv\): dilations \[1, 0\]: each must be at least 1
 kernel_not_weights : ONNX node '[^']+' \(Conv\): kernel_shape \[7, 7\] is not the weights' \[6, 1, 5, 5\] spatial shape
 pool_zero_kernel : ONNX node '[^']+' \(MaxPool\): kernel_shape \[0, 2\]: each must be at least 1
+pool_pad_of_kernel : ONNX node '[^']+' \(MaxPool\): pads \[0, 2, 0, 0\]: each must be smaller than the kernel along its axis \(kernel_shape \[2, 2\]\)
 huge_stride : ONNX node '[^']+' \(Conv\): strides \[1073741824, 1073741824\]: each must be at least 1 and at most 2\^24
 perm_twice : ONNX node '[^']+' \(Transpose\): perm \[0, 1, 1, 2\] is not a permutation of the dimensions
 conv1d_zero_stride : ONNX node '[^']+' \(Conv\): strides \[0\]: each must be at least 1

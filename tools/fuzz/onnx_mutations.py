@@ -14,9 +14,10 @@ silent failure is printed as BUG and its model kept in OUT_DIR. Session 25 found
 weight cut short run as zeros, strides of 0 (SIGFPE), a pad of -1 (heap corruption), a
 Transpose perm with a negative entry (read outside), and bare std::bad_alloc for huge shapes.
 Session 26: a pad of 2^24 in a Conv was OOM-killed (its output and scratch each fit the free
-memory, not together): an op's new buffers now count together. Known and left: a pad near 2^20,
-or a ConvTranspose stride near 2^20, asks for outputs of several GiB that fit: slow (seconds to
-a minute), then refused at a later node; ONNX allows them. Data: 28x28 uint8 images (Fashion-MNIST).
+memory, not together): an op's new buffers now count together; a pool's pad as wide as its
+kernel (2^20 pooled rows of padding) is refused, as ONNX Runtime does. Known and left: a Conv pad
+near 2^20, or a ConvTranspose stride near 2^20, asks for outputs of several GiB that fit: slow
+(seconds to a minute), then refused at a later node; ONNX and ONNX Runtime allow them. Data: 28x28 uint8 images (Fashion-MNIST).
 Two-rank runs use mpirun (as root: OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1).
 """
 import os
