@@ -3,7 +3,8 @@
 # data ([N, H, W, C] or [N, H, W]), the classes from the labels, the architecture from
 # --conv-features / --dense-features. A learnable 32x32x3 set of 5 classes trains well above
 # chance, with the same bits on 1 rank x 2 devices and 2 ranks x 1 device; eval rebuilds the
-# model from the checkpoint alone. Shapes the CNN cannot take are refused up front.
+# model from the checkpoint alone; its ONNX export gives ONNX Runtime spmd's probabilities.
+# Shapes the CNN cannot take are refused up front.
 source "$(dirname "$0")/../support/cli_lib.sh"
 py() { /usr/bin/python3 -c "$1"; }
 S=$WORK/shapes
@@ -73,6 +74,29 @@ import json
 e, a = json.load(open('$WORK/rgb_eval.json')), json.load(open('$WORK/rgb_1x2.json'))
 assert e['total'] == 203, e['total']
 assert abs(e['accuracy'] - a['epochs'][-1]['test_accuracy']) < 1e-12, (e['accuracy'], a['epochs'][-1]['test_accuracy'])"
+# Exported, the three-channel model runs in ONNX Runtime as in spmd (cli.export checks one
+# channel only, where a convolution's input-channel order cannot be wrong).
+run rgb_export 0 60 "$SPMD" export --weights "$WORK/rgb.h5" --out "$WORK/rgb.onnx"
+run rgb_predictions 0 120 "$SPMD" eval --model cnn --weights "$WORK/rgb.h5" --data "$S/rgb_test.h5" \
+  --predictions "$WORK/rgb_pred.h5"
+run rgb_export_in_ort 0 120 /usr/bin/python3 - "$WORK" "$S/rgb_test.h5" "$(cd "$(dirname "$0")/../.." && pwd)/tools/onnx/ort_run.js" <<'PY'
+import sys, subprocess, h5py, numpy as np
+work, test, runner = sys.argv[1:4]
+with h5py.File(test) as f:
+    x = f["images"][...].astype(np.float32) / np.float32(255)
+with h5py.File(f"{work}/rgb_pred.h5") as f:
+    spmd = f["probabilities"][...]
+def ort(images, tag):
+    images.astype("<f4").tofile(f"{work}/{tag}.f32")
+    subprocess.run(["node", runner, f"{work}/rgb.onnx", f"{work}/{tag}.f32", ",".join(map(str, images.shape)),
+                    f"{work}/{tag}.out"], check=True, stdout=subprocess.DEVNULL)
+    return np.fromfile(f"{work}/{tag}.out", "<f4").reshape(len(images), -1)
+diff = np.abs(ort(x, "rgb") - spmd).max()
+reversed_gap = np.abs(ort(x[..., ::-1].copy(), "bgr") - spmd).max()
+print(f"max |ORT - spmd eval| {diff:.2e}; with the channels reversed {reversed_gap:.2e}")
+sys.exit(0 if diff < 1e-5 and reversed_gap > 1e-3 else 1)
+PY
+cat "$LAST_OUT"
 
 # One file holding /train/* and /test/*: the test keys say which is which.
 run one_file 0 60 /usr/bin/python3 -c "
