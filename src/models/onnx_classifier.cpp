@@ -430,9 +430,18 @@ std::unique_ptr<Classifier> make_onnx_classifier(const std::string& path, OnnxOu
                                                  const runtime::DeviceInfo* device,
                                                  const std::function<std::vector<std::int64_t>()>& data_sample_shape) {
   auto graph = OnnxGraph::load(path);
-  if (graph->inputs().size() != 1)
-    throw Error("ONNX model '" + path + "' has " + std::to_string(graph->inputs().size()) +
-                " inputs; spmd eval feeds one (the features)");
+  if (graph->inputs().size() != 1) {
+    std::string names;
+    for (std::size_t k = 0; k < graph->inputs().size() && k < 4; ++k) names += (k ? ", '" : "'") + graph->inputs()[k].name + "'";
+    if (graph->inputs().size() > 4) names += ", ...";
+    // PyTorch's export_params=False leaves every weight an input without a value.
+    const std::string no_weights = graph->parameter_floats() == 0 && graph->inputs().size() > 1
+                                       ? "; the file holds no weights: exported with export_params=False? (re-export "
+                                         "with torch.onnx.export's default, export_params=True)"
+                                       : "";
+    throw Error("ONNX model '" + path + "' has " + std::to_string(graph->inputs().size()) + " inputs (" + names +
+                "); spmd eval feeds one (the features)" + no_weights);
+  }
   const auto& in = graph->inputs().front();
   if (in.stored_as == "bool") throw Error("ONNX model '" + path + "': input '" + in.name + "' is bool; spmd eval feeds features");
   const bool integer = in.type == ops::ElemType::Int64;

@@ -237,7 +237,7 @@ void conv(const OpCall& call) {
 // BatchNormalization (inference): y = (x - mean) / sqrt(var + epsilon) * scale + bias per channel.
 void batch_norm(const OpCall& call) {
   const Tensor& x = call.float_input(0);
-  if (call.node.attrs.i("training_mode", 0) != 0 || call.out.size() > 1) call.fail("training_mode: only inference is supported");
+  if (call.node.attrs.i("training_mode", 0) != 0 || call.out.size() > 1) call.fail(kTrainingModeRefusal);
   if (call.node.attrs.i("spatial", 1) == 0) call.fail("spatial = 0 (statistics per activation, opsets before 9) is not supported");
   const float eps = call.node.attrs.f("epsilon", 1e-5f);
   const auto& scale = call.float_input(1).f;

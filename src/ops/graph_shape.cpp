@@ -34,7 +34,7 @@ void identity(const OpCall& c) { copy_as(c, c.input(0).shape); }
 
 // Dropout at inference: the input, and (when asked) a mask of ones (bool as int64).
 void dropout(const OpCall& c) {
-  if (c.has_input(2) && c.input(2).as_ints().at(0) != 0) c.fail("training_mode: only inference is supported");
+  if (c.has_input(2) && c.input(2).as_ints().at(0) != 0) c.fail(kTrainingModeRefusal);
   identity(c);
   if (c.out.size() > 1) {
     c.out[1]->reset(ElemType::Int64, c.input(0).shape);

@@ -15,7 +15,8 @@
 # (bilinear / zeros, nearest / border with align_corners, bicubic / reflection); max_pool2d's
 # indices (MaxPool's Indices output); x[:, mask] with a boolean buffer (NonZero). Each against PyTorch's outputs: probabilities within 1e-4, the
 # same classes (but for ties within 1e-4); the predictions file byte-identical on 1x1 and 3x2
-# ranks x devices with a per-device batch that is no multiple of the fixed one.
+# ranks x devices with a per-device batch that is no multiple of the fixed one. Exports made
+# without their weights (export_params=False) or in training mode are refused naming the option.
 source "$(dirname "$0")/../support/cli_lib.sh"
 source "$(dirname "$0")/../support/rank_exits.sh"
 OUT=$WORK/out
@@ -164,4 +165,22 @@ a, b = (json.load(open(f'$WORK/dry{n}.json'))['per_rank'][0]['device_bytes'] for
 print('device bytes', a, b); sys.exit(0 if b - a == 136 * (784 * 4 + 4) else 1)"
 run info_fixed 0 60 "$SPMD" model info "$WORK/view_batch1.onnx"
 expect_in "spmd model info: eval runs it" "spmd eval runs it"
+
+# Exports that cannot evaluate, each refused saying which export option made it so: the
+# weights left out (export_params=False: every weight an input without a value), and a
+# module exported in training mode (BatchNormalization's and Dropout's training_mode).
+run unusable_exports 0 120 $PY - "$WORK" <<'PYEOF'
+import sys, torch, torch.nn as nn
+work = sys.argv[1]
+torch.manual_seed(0)
+net = nn.Sequential(nn.Conv2d(1, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.Dropout(0.3), nn.Flatten(), nn.Linear(2704, 10))
+x, axes = torch.zeros(1, 1, 28, 28), {"input": {0: "batch"}}
+torch.onnx.export(net.eval(), x, f"{work}/no_params.onnx", export_params=False, input_names=["input"], dynamic_axes=axes)
+torch.onnx.export(net.train(), x, f"{work}/training.onnx", training=torch.onnx.TrainingMode.TRAINING,
+                  input_names=["input"], dynamic_axes=axes)
+PYEOF
+refuse no_params 2 "has 5 inputs \('input', .*spmd eval feeds one .*exported with export_params=False\?" \
+  "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/no_params.onnx" --predictions "$OUT/p.h5"
+refuse training_mode 2 "\(BatchNormalization\): training_mode: only inference is supported \(exported with training=TrainingMode.TRAINING" \
+  "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/training.onnx" --predictions "$OUT/p.h5"
 finish

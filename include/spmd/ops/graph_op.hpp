@@ -148,6 +148,11 @@ struct OpCall {
 
 using GraphOpFn = void (*)(const OpCall& call);
 
+// What a node run in training mode (BatchNormalization's training_mode, Dropout's) fails with.
+inline constexpr const char* kTrainingModeRefusal =
+    "training_mode: only inference is supported (exported with training=TrainingMode.TRAINING, or PRESERVE on a "
+    "module in train mode? call model.eval() and export with the default, TrainingMode.EVAL)";
+
 // Scratch buffers the ops keep per thread between calls (an im2col matrix, a convolution's
 // padded planes): no allocation once the largest shape has run. scratch() sizes one to `floats`
 // (values unspecified), or throws TooLarge as Tensor::reset does. scratch_bytes() is what the calling thread's hold now, which a

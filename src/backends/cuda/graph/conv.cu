@@ -87,7 +87,7 @@ __global__ void batch_norm_kernel(const float* x, std::int64_t total, std::int64
 
 void batch_norm(const CudaGraphCall& call) {
   const DeviceTensor& x = call.input(0);
-  if (call.node.attrs.i("training_mode", 0) != 0 || call.out.size() > 1) call.fail("training_mode: only inference is supported");
+  if (call.node.attrs.i("training_mode", 0) != 0 || call.out.size() > 1) call.fail(ops::kTrainingModeRefusal);
   if (x.shape.size() < 2) call.fail("input " + ops::to_string(x.shape) + " has no channel dimension");
   const std::int64_t channels = x.shape[1], spatial = x.size() / std::max<std::int64_t>(1, x.shape[0] * channels);
   for (std::size_t k = 1; k <= 4; ++k)
