@@ -78,8 +78,10 @@ for m in $MODELS; do
 done
 
 # Other opsets, against PyTorch and ONNX Runtime as above: the MLP at 17 (LayerNorm as one
-# LayerNormalization node), the recurrent models at 14 (where LSTM and GRU gained `layout`).
-for m in mlp_opset17 lstm_opset14 gru_opset14 rnn_opset14; do
+# LayerNormalization node), the recurrent models at 14 (where LSTM and GRU gained `layout`), and
+# the opsets older tutorials pin, 9 and 11.
+for m in mlp_opset17 lstm_opset14 gru_opset14 rnn_opset14 lenet_opset9 resnet_opset9 gru_opset9 mobile_opset11 \
+  mlp_opset11 lstm_opset11; do
   run "eval_$m" 0 120 "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/$m.onnx" --predictions "$WORK/$m.1x1.h5"
   run "compare_$m" 0 60 compare "$m"
   cat "$LAST_OUT"

@@ -1,7 +1,7 @@
 """Small classifiers of the kinds users train, exported the way users export them
 (torch.onnx.export, opset 13, dynamic batch), and PyTorch's own outputs on a data file.
 
-  torch_models.py export DIR          writes DIR/NAME.onnx per model (and a few at other opsets)
+  torch_models.py export DIR          writes DIR/NAME.onnx per model (and a few at opsets 9, 11, 14, 17)
   torch_models.py outputs DIR DATA    writes DIR/NAME.torch.npy: probabilities [N, C] per model
 
 Weights are PyTorch's initialisation with a fixed seed (BatchNorm's running statistics set to
@@ -175,6 +175,11 @@ def main():
         torch.onnx.export(build("mlp"), torch.zeros([2] + MODELS["mlp"][1]), f"{sys.argv[2]}/mlp_opset17.onnx",
                           opset_version=17, input_names=["input"], output_names=["output"],
                           dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}})
+        # Opsets 9 and 11, which older tutorials pin (Upsample / Slice / pads as attributes, not inputs).
+        for name, opset in (("lenet", 9), ("resnet", 9), ("gru", 9), ("mobile", 11), ("mlp", 11), ("lstm", 11)):
+            torch.onnx.export(build(name), torch.zeros([2] + MODELS[name][1]), f"{sys.argv[2]}/{name}_opset{opset}.onnx",
+                              opset_version=opset, input_names=["input"], output_names=["output"],
+                              dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}})
         # The recurrent models at opset 14 too (ONNX's LSTM / GRU gained the layout attribute there).
         for name in ("lstm", "gru", "rnn"):
             torch.onnx.export(build(name), torch.zeros([2] + MODELS[name][1]), f"{sys.argv[2]}/{name}_opset14.onnx",
