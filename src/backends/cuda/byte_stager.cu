@@ -44,7 +44,8 @@ void ByteStager::check_tiles(std::int64_t rows, std::int64_t row_bytes, std::int
 }
 
 void ByteStager::use_table(const models::ByteTable& table, cudaStream_t compute) {
-  if (table_set_ && table == table_host_) return;
+  // Bytes, not floats: -0.0f equals +0.0f, and the decode must give the table's very bits.
+  if (table_set_ && std::memcmp(table.data(), table_host_.data(), sizeof(models::ByteTable)) == 0) return;
   table_host_ = table;
   // From pageable memory: the call returns once the source is read, so table_host_ may change.
   table_.upload(table_host_.data(), table_host_.size(), compute);

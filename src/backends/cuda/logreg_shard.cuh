@@ -270,6 +270,7 @@ class CudaLogregShardOf final : public Base {
   // records (about 2 log2(chunks)) cross PCIe, into pinned memory.
   const double* node_partials(const T* W, std::int64_t first_chunk, std::int64_t global_chunks) override {
     if (chunks_ == 0) return nullptr;
+    cuda::set_current_gpu(ordinal_);  // the plan's buffers go on this shard's GPU, whichever thread asks
     if (plan_first_ != first_chunk || plan_global_ != global_chunks) make_plan(first_chunk, global_chunks);
     compute_records(W);
     const cudaStream_t s = stream_.get();

@@ -24,7 +24,7 @@ std::unique_ptr<models::LogregShard> make_logreg_shard_cuda(const runtime::Devic
                                                     const std::int32_t* labels, std::int64_t rows, int features,
                                                     int classes, std::int64_t chunk_rows);
 
-// Defined in logreg64.cu: the same in float64 (the float64 kernels of models/logreg.hpp).
+// Defined in logreg.cu: the same in float64 (the float64 kernels of models/logreg.hpp).
 std::unique_ptr<models::LogregShard64> make_logreg_shard64_cuda(const runtime::DeviceInfo& device, const float* X,
                                                                 const std::int32_t* labels, std::int64_t rows,
                                                                 int features, int classes, std::int64_t chunk_rows);
