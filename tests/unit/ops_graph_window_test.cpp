@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
+#include <cstdint>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -95,6 +97,7 @@ Geometry random_geometry(std::mt19937& rng) {
     g.group = pick(0, 3) == 0 ? pick(2, 4) : 1;
     g.c = g.group * pick(1, 3);
     g.m = g.group * (pick(0, 2) == 0 ? 8 : pick(1, 5));
+    if (g.group == 1 && pick(0, 3) == 0) g.m = 16 * pick(1, 3);  // whole vectors of channels: the pixel-rows path
     g.h = pick(1, 13);
     g.w = pick(1, 13);
     g.kh = pick(1, 5);
@@ -113,7 +116,7 @@ Geometry random_geometry(std::mt19937& rng) {
 
 TEST(GraphConv, MatchesTheDefinitionOnRandomGeometriesAndEachImageAlone) {
   std::mt19937 rng(2026);
-  int paths[3] = {0, 0, 0};  // the op's right-hand sides: the image itself, phase planes, im2col
+  int paths[4] = {0, 0, 0, 0};  // the op's right-hand sides: the image itself, phase planes, im2col; pixel rows
   for (int trial = 0; trial < 1500; ++trial) {
     Geometry g = random_geometry(rng);
     if (trial % 10 == 0) {  // a pointwise convolution: the image itself is the GEMM's operand
@@ -121,7 +124,8 @@ TEST(GraphConv, MatchesTheDefinitionOnRandomGeometriesAndEachImageAlone) {
       g.top = g.left = g.bottom = g.right = 0;
     }
     const bool in_place = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.top + g.left + g.bottom + g.right == 0;
-    ++paths[in_place ? 0 : 2 * g.ow() * g.sw >= g.w + g.left + g.right ? 1 : 2];
+    const bool pixel_rows = g.group == 1 && g.m % 16 == 0 && g.oh() * g.ow() <= 64;
+    ++paths[pixel_rows ? 3 : in_place ? 0 : 2 * g.ow() * g.sw >= g.w + g.left + g.right ? 1 : 2];
     const Tensor x = random_tensor({g.n, g.c, g.h, g.w}, rng);
     const Tensor w = random_tensor({g.m, g.c / g.group, g.kh, g.kw}, rng);
     const Tensor b = random_tensor({g.m}, rng);
@@ -147,6 +151,51 @@ TEST(GraphConv, MatchesTheDefinitionOnRandomGeometriesAndEachImageAlone) {
     ASSERT_TRUE(std::equal(alone.f.begin(), alone.f.end(), y.f.end() - per_output)) << g.text();
   }
   for (const int p : paths) EXPECT_GT(p, 50) << "a path ran too rarely to be tested";
+}
+
+// Few output pixels and whole vectors of output channels take the GEMM transposed (vectors over
+// channels): the same products in the same order as the phase planes or im2col, so the same
+// bits. Each output pixel of a small input (<= 64 output pixels: pixel rows) is compared with
+// the same pixel of that input grown at the bottom and right (more outputs: the other paths),
+// which reads the same input values.
+TEST(GraphConv, PixelRowsGiveTheBitsOfTheOtherPaths) {
+  std::mt19937 rng(7);
+  int compared = 0;
+  for (const int m : {16, 32, 48})
+    for (const int c : {1, 3, 8})
+      for (const int k : {1, 3})
+        for (const int s : {1, 2})
+          for (const int pad : {0, 1}) {
+            // 5 x 6 outputs (30 pixels) and 13 x 12 (156): grown by 8 and 6 output rows and columns.
+            const int h = (5 - 1) * s + k - pad, w = (6 - 1) * s + k - pad;
+            const Geometry small{1, c, h, w, m, 1, k, k, s, s, 1, 1, pad, pad, 0, 0};
+            Geometry big = small;
+            big.h += 8 * s;
+            big.w += 6 * s;
+            ASSERT_LE(small.oh() * small.ow(), 64) << small.text();
+            ASSERT_GT(big.oh() * big.ow(), 64) << big.text();
+            const Tensor xb = random_tensor({1, c, big.h, big.w}, rng), wt = random_tensor({m, c, k, k}, rng),
+                         b = random_tensor({m}, rng);
+            Tensor xs;
+            xs.reset(ElemType::Float32, {1, c, h, w});
+            for (int ci = 0; ci < c; ++ci)
+              for (int y = 0; y < h; ++y)
+                for (int x = 0; x < w; ++x)
+                  xs.f[static_cast<std::size_t>((ci * h + y) * w + x)] = xb.f[static_cast<std::size_t>((ci * big.h + y) * big.w + x)];
+            GraphNode node = window_node("Conv", small);
+            node.attrs.ints["spmd_relu"] = (m + c) % 2;
+            const Tensor ys = run(node, {&xs, &wt, &b}), yb = run(node, {&xb, &wt, &b});
+            for (int o = 0; o < m; ++o)
+              for (int y = 0; y < small.oh(); ++y)
+                for (int x = 0; x < small.ow(); ++x) {
+                  const float a = ys.f[static_cast<std::size_t>((o * small.oh() + y) * small.ow() + x)];
+                  const float e = yb.f[static_cast<std::size_t>((o * big.oh() + y) * big.ow() + x)];
+                  ASSERT_EQ(std::bit_cast<std::uint32_t>(a), std::bit_cast<std::uint32_t>(e))
+                      << small.text() << " channel " << o << " at " << y << "," << x;
+                }
+            ++compared;
+          }
+  EXPECT_EQ(compared, 72);
 }
 
 // What a Conv prepares from constant weights (the phase planes' offsets, the weights in the
