@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <iomanip>
 #include <limits>
 #include <sstream>
 
@@ -68,9 +69,16 @@ DatasetShape inspect(hid_t file, const std::string& path, const DatasetKeys& key
     H5Dataset labels = open_dataset(file, path, keys.labels, "labels");
     H5Datatype ltype(SPMD_CHECK_HDF5(H5Dget_type(labels.get()), "reading a dataset's type"));
     shape.labels_type = label_type_of(ltype.get(), shape.labels_enum);
+    // Class indices stored as floats (a pandas column, y.astype(float)): read where every
+    // value is a whole number (read_labels_as checks each).
+    if (!shape.labels_type && !shape.labels_enum) {
+      const auto element = element_type_of(ltype.get());
+      if (element == ElementType::Float32 || element == ElementType::Float64) shape.labels_type = element;
+    }
     if (!shape.labels_type)
       throw Error(lwhere + " has dtype " + describe_hdf5_type(ltype.get()) +
-                  "; labels must be an integer type (int8 ... uint64), or bool / an integer enum as h5py writes them");
+                  "; labels must be an integer type (int8 ... uint64), bool / an integer enum as h5py writes them, or "
+                  "float32 / float64 holding whole numbers");
     const auto ldims = dataset_dims(labels.get());
     // [N, 1] is read as [N].
     if (!is_column(ldims))
@@ -245,6 +253,15 @@ void read_labels_as(const runtime::Context& ctx, hid_t dataset, hid_t xfer, hid_
       [&](const Disk* data, std::int64_t row0, std::int64_t rows) {
         std::int64_t* dst = out.data() + (row0 - first);
         for (std::int64_t i = 0; i < rows; ++i) {
+          if constexpr (std::is_floating_point_v<Disk>) {
+            // 2^62: past every class count, and exact in both float types.
+            if (!(std::trunc(data[i]) == data[i] && std::abs(data[i]) <= 0x1p62)) {
+              std::ostringstream value;
+              value << std::setprecision(std::numeric_limits<Disk>::max_digits10) << data[i];
+              throw Error(where + ": row " + std::to_string(row0 + i) + " has label " + value.str() +
+                          "; float labels must be whole numbers (class indices, below 2^62)");
+            }
+          }
           if constexpr (std::is_same_v<Disk, std::uint64_t>) {
             if (data[i] > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
               throw Error(where + ": row " + std::to_string(row0 + i) + " has label " + std::to_string(data[i]) +
@@ -277,6 +294,8 @@ void ShardReader::read_labels(std::int64_t first_row, std::int64_t count, std::s
     case ElementType::UInt32: return read_as(std::uint32_t{});
     case ElementType::Int64: return read_as(std::int64_t{});
     case ElementType::UInt64: return read_as(std::uint64_t{});
+    case ElementType::Float32: return read_as(float{});
+    case ElementType::Float64: return read_as(double{});
     default: throw CollectiveError(where + ": labels must be an integer type");  // rejected by inspect()
   }
 }

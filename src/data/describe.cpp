@@ -210,7 +210,10 @@ std::string usable_as(hid_t dataset, const std::vector<std::int64_t>& shape, con
   if (!element) return "not usable: dtype " + describe_hdf5_type(type.get()) + " (numbers only)";
   if (shape.empty() || shape[0] == 0) return "not usable: " + std::string(shape.empty() ? "a scalar" : "no rows");
   if (is_column(shape))
-    return is_integer(*element) ? "labels" : std::string("not usable as labels: ") + to_string(*element) + " (integers only)";
+    return is_integer(*element) ? "labels"
+           : *element == ElementType::Float32 || *element == ElementType::Float64
+               ? std::string("labels where every value is a whole number (") + to_string(*element) + ")"
+               : std::string("not usable as labels: ") + to_string(*element) + " (integers, or floats holding whole numbers)";
   std::string text = "features (logreg, eval";
   if (shape.size() == 3 || shape.size() == 4) text += "; images [N, H, W(, C)]: ensemble, eval --model cnn";
   return text + ")";

@@ -11,6 +11,8 @@
 #    refused on every rank by name;
 #  - datasets reached through soft and external links (a master file over another's group,
 #    aliases): found by the key rules, read as themselves; a dangling link named on every rank;
+#  - class indices stored as float32 / float64 (a pandas column): read as the integers they hold,
+#    the objective and predictions of int64 labels; a label that is no whole number refused by row;
 #  - a file held open for writing by h5py (HDF5's file lock): refused on every rank naming
 #    HDF5_USE_FILE_LOCKING, which then lets the run read it.
 # Every job is bounded (a rank left in a collective shows as a timeout); no output file is
@@ -243,6 +245,42 @@ for np in 1 2; do
 done
 run info_dangling 0 30 "$SPMD" data info "$H/dangling.h5"
 expect_in "data info: a link that leads nowhere" "note: link /x leads nowhere \(external link to '/x' in 'gone\.h5'"
+
+# --- Class indices stored as floats (a pandas column, y.astype(float)) ---------------------------
+# Read as the integers they hold: logreg's objective and eval's predictions those of the int64
+# labels; a label that is no whole number (2.5, NaN, 1e30) refused on every rank naming its row.
+run make_float_labels 0 60 /usr/bin/python3 - "$H" <<'PY'
+import sys, h5py, numpy as np
+d = sys.argv[1]
+with h5py.File(f"{d}/part_x_ref.h5") as f:
+    x, y = f["x"][...], f["y"][...].astype(np.int64)
+for name, labels in (("labels_int", y), ("labels_f64", y.astype(np.float64)), ("labels_f32", y.astype(np.float32)[:, None]),
+                     ("labels_half", np.where(np.arange(len(y)) == 1717, 2.5, y)),
+                     ("labels_nan", np.where(np.arange(len(y)) == 2222, np.nan, y).astype(np.float32)),
+                     ("labels_huge", np.where(np.arange(len(y)) == 5, 1e30, y))):
+    with h5py.File(f"{d}/{name}.h5", "w") as g:
+        g["x"], g["y"] = x, labels
+PY
+for np in 1 2; do
+  for f in labels_int labels_f64 labels_f32; do
+    run "logreg_${f}_np$np" 0 60 mpi $np "$SPMD" logreg --data "$H/$f.h5" --maxiter 5 --json "$WORK/$f$np.json" --quiet
+    run "eval_${f}_np$np" 0 60 mpi $np "$SPMD" eval --data "$H/$f.h5" --model logreg --weights "$WORK/wx.h5" \
+      --strategy infinite-pad --per-device-batch 100 --predictions "$WORK/${f}_$np.h5" --quiet
+  done
+  for f in labels_f64 labels_f32; do
+    checks=$((checks + 1))
+    if [ -s "$WORK/$f$np.json" ] && [ "$(value "$WORK/$f$np.json")" = "$(value "$WORK/labels_int$np.json")" ]; then
+      echo "ok   logreg $f on $np rank(s): the objective of the int64 labels"
+    else fail "logreg $f on $np rank(s): objective $(value "$WORK/$f$np.json"), int64 labels $(value "$WORK/labels_int$np.json")"; fi
+    same_bits "eval_${f}_np${np}_same" "$WORK/labels_int_$np.h5" "$WORK/${f}_$np.h5"
+  done
+  refuse "labels_half_np$np" $np "labels_half\.h5': labels dataset 'y': row 1717 has label 2\.5; float labels must be whole numbers" \
+    "$SPMD" logreg --data "$H/labels_half.h5" --json "$OUT/r.json" --weights-out "$OUT/w.h5"
+  refuse "labels_nan_np$np" $np "labels_nan\.h5': labels dataset 'y': row 2222 has label nan; float labels must be whole numbers" \
+    "$SPMD" eval --data "$H/labels_nan.h5" --model logreg --weights "$WORK/wx.h5" --predictions "$OUT/p.h5"
+  refuse "labels_huge_np$np" $np "labels_huge\.h5': labels dataset 'y': row 5 has label 1e\+30; float labels must be whole numbers" \
+    "$SPMD" eval --data "$H/labels_huge.h5" --model logreg --weights "$WORK/wx.h5" --predictions "$OUT/p.h5"
+done
 
 # --- A file held open for writing (HDF5's file lock) --------------------------------------------
 /usr/bin/python3 -c "

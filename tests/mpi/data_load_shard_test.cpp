@@ -475,14 +475,14 @@ TEST_F(DataLoadShardErrors, WrongRanksDtypesCountsAndEmpty) {
     w.write<float>("flat", features_of<float>(12, 1), {12});
     w.write<std::int32_t>("labels", labels_of<std::int32_t>(12, 5), {12});
     w.write<std::int32_t>("pair_labels", labels_of<std::int32_t>(24, 5), {12, 2});
-    w.write<float>("float_labels", std::vector<float>(12, 1.0f), {12});
+    w.write<float>("float_labels", std::vector<float>(12, 1.5f), {12});  // whole-number floats are read
     w.write<std::int32_t>("short_labels", labels_of<std::int32_t>(11, 5), {11});
     w.write<float>("no_images", std::vector<float>{}, {0, 2});
     w.write<std::int32_t>("no_labels", std::vector<std::int32_t>{}, {0});
   });
   expect_mentions(load_error(path, {"images", "pair_labels"}), {"shapes.h5", "pair_labels", "[12, 2]", "(2-D)", "1-D"});
   expect_mentions(load_error(path, {"flat", "labels"}), {"shapes.h5", "flat", "[12]", "at least 2-D"});
-  expect_mentions(load_error(path, {"images", "float_labels"}), {"shapes.h5", "float_labels", "float32", "integer"});
+  expect_mentions(load_error(path, {"images", "float_labels"}), {"shapes.h5", "float_labels", "row 0", "1.5", "whole numbers"});
   expect_mentions(load_error(path, {"images", "short_labels"}), {"shapes.h5", "images", "short_labels", "12 rows", "11"});
   expect_mentions(load_error(path, {"no_images", "no_labels"}), {"shapes.h5", "no_images", "empty"});
 }

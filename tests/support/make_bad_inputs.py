@@ -108,7 +108,7 @@ def tabular_family(out):
         "tab_label_big": {"X": x, "y": with_label(y, TAB_CLASSES)},
         "tab_string_features": {"X": np.full(x.shape, b"x", dtype="S1"), "y": y},
         "tab_string_labels": {"X": x, "y": np.full(ROWS, b"cat", dtype="S3")},
-        "tab_float_labels": {"X": x, "y": y.astype(np.float32)},
+        "tab_float_labels": {"X": x, "y": y.astype(np.float32) + np.float32(0.5)},  # whole-number floats are read
         "tab_labels_2col": {"X": x, "y": np.stack([y, y], axis=1)},
         "tab_label_huge": {"X": x, "y": with_label(y.astype(np.int64), 10**9)},
     }
