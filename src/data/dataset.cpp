@@ -83,7 +83,8 @@ DatasetShape inspect(hid_t file, const std::string& path, const DatasetKeys& key
     // [N, 1] is read as [N].
     if (!is_column(ldims))
       throw Error(lwhere + " has shape " + format_shape(ldims) + " (" + std::to_string(ldims.size()) +
-                  "-D); labels must be 1-D [N] (or [N, 1])");
+                  "-D); labels must be 1-D [N] (or [N, 1])" +
+                  (ldims.size() == 2 ? ": one-hot labels? store their class indices, y.argmax(axis=1)" : ""));
     check_storage(labels.get(), path, "labels", keys.labels, shape.labels_virtual, shape.labels_partly_written);
     if (ldims[0] != shape.rows)
       throw Error(fwhere + " has " + std::to_string(shape.rows) + " rows but labels dataset '" + keys.labels +

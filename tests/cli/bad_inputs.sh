@@ -60,7 +60,7 @@ for_all "$BAD/img_truncated_header.h5" "" "img_truncated_header\.h5" truncated_s
 # No labels: a named key is refused naming its option; left out, detection finds none.
 for_all "$BAD/img_no_labels.h5" "$BAD/tab_no_y.h5" "has no dataset 'y' \(the labels, from --labels-key\)|no labels-like dataset" missing_key
 for_all "$BAD/img_rank1.h5" "$BAD/tab_rank1.h5" "features dataset '(images|X)' has shape \[[0-9]+\] \(1-D\)" features_1d
-for_all "$BAD/img_labels_2col.h5" "$BAD/tab_labels_2col.h5" "labels dataset '(labels|y)' has shape \[37, 2\] \(2-D\); labels must be 1-D \[N\] \(or \[N, 1\]\)" labels_2d
+for_all "$BAD/img_labels_2col.h5" "$BAD/tab_labels_2col.h5" "labels dataset '(labels|y)' has shape \[37, 2\] \(2-D\); labels must be 1-D \[N\] \(or \[N, 1\]\): one-hot labels\? store their class indices" labels_2d
 for_all "$BAD/img_label_huge.h5" "$BAD/tab_label_huge.h5" "rank [0-9]+: .*row 33 has label 1000000000, (above the largest class index .*np.unique|outside \[0, (10|3)\))" label_huge
 # LZF: h5py writes it without a plugin; this HDF5 needs one (an empty plugin path hides any installed).
 HDF5_PLUGIN_PATH=$WORK/no-plugins for_all "$BAD/img_lzf.h5" "$BAD/tab_lzf.h5" "features dataset '(images|X)' is compressed with the HDF5 filter 'lzf' \(id 32000\).*hdf5-plugin-lzf.*h5repack" lzf_without_plugin
