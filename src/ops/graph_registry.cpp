@@ -24,7 +24,9 @@ thread_local bool scope_open = false;
 // Only growth counts, against what is free now plus what this op was already granted: a buffer
 // reused at its size asks for nothing, and earlier ops' outputs, written, have left the node's
 // free memory; this op's own are not yet written.
-void require_room(const std::string& what, double grow_bytes) {
+// `what` names the buffer for a refusal; it is called only then (every op's outputs come here).
+template <class What>
+void require_room(const What& what, double grow_bytes) {
   constexpr double kAskFrom = 64.0 * 1024 * 1024;  // below this, reading /proc costs more than it saves
   if (grow_bytes <= 0) return;
   const double node_need = scope_open ? granted_in_scope + grow_bytes : grow_bytes;
@@ -35,7 +37,7 @@ void require_room(const std::string& what, double grow_bytes) {
     if (node_short || grow_bytes > process.bytes) {
       const runtime::MemoryRoom& room = node_short ? node : process;
       const bool with_others = node_short && node_need > grow_bytes;
-      throw TooLarge(what + " (" + runtime::format_bytes(grow_bytes) + " more" +
+      throw TooLarge(what() + " (" + runtime::format_bytes(grow_bytes) + " more" +
                      (with_others ? "; " + runtime::format_bytes(node_need) + " with the op's other new buffers" : "") +
                      "): more than the " + runtime::format_bytes(room.bytes) + " free (" + room.source + ")");
     }
@@ -44,12 +46,13 @@ void require_room(const std::string& what, double grow_bytes) {
 }
 
 // The element count of `dims`, or TooLarge for a negative dimension or past 2^40 elements.
-std::int64_t element_count(const std::vector<std::int64_t>& dims, const std::string& what) {
+template <class What>
+std::int64_t element_count(const std::vector<std::int64_t>& dims, const What& what) {
   constexpr std::int64_t kMaxElements = std::int64_t{1} << 40;
   std::int64_t count = 1;
   for (const std::int64_t d : dims) {
-    if (d < 0) throw TooLarge(what + ": a negative dimension");
-    if (d > 0 && count > kMaxElements / d) throw TooLarge(what + ": past 2^40 elements");
+    if (d < 0) throw TooLarge(what() + ": a negative dimension");
+    if (d > 0 && count > kMaxElements / d) throw TooLarge(what() + ": past 2^40 elements");
     count *= d;
   }
   return count;
@@ -67,8 +70,8 @@ OpMemoryScope::~OpMemoryScope() {
 
 FloatBuffer& scratch(Scratch which, std::int64_t floats) {
   FloatBuffer& buffer = scratch_buffers[static_cast<std::size_t>(which)];
-  const std::string what = "a scratch buffer of " + std::to_string(floats) + " floats";
-  element_count({floats}, what);
+  const auto what = [floats] { return "a scratch buffer of " + std::to_string(floats) + " floats"; };
+  if (floats < 0 || floats > std::int64_t{1} << 40) throw TooLarge(what() + ": negative, or past 2^40");
   require_room(what, 4.0 * (static_cast<double>(floats) - static_cast<double>(buffer.capacity())));
   if (static_cast<std::size_t>(floats) > buffer.capacity()) FloatBuffer().swap(buffer);  // as Tensor::reset
   buffer.resize(static_cast<std::size_t>(floats));
@@ -88,7 +91,7 @@ std::int64_t Tensor::size() const {
 }
 
 void Tensor::reset(ElemType t, std::vector<std::int64_t> dims) {
-  const std::string what = "a tensor of shape " + to_string(dims);
+  const auto what = [&dims] { return "a tensor of shape " + to_string(dims); };
   const std::int64_t count = element_count(dims, what);
   const double held = t == ElemType::Float32 ? 4.0 * static_cast<double>(f.capacity()) : 8.0 * static_cast<double>(i.capacity());
   require_room(what, (t == ElemType::Float32 ? 4.0 : 8.0) * static_cast<double>(count) - held);
