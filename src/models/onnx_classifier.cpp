@@ -228,6 +228,7 @@ class OnnxClassifier final : public Classifier {
     if (!in.mean.empty()) text += ", normalised by --input-mean / --input-std";
     if (in.integer) text += ", " + g.inputs().front().stored_as + ": the stored values as they are";
     if (!in.rounded_to.empty()) text += ", " + in.rounded_to + ": the features rounded to it, computed in float32";
+    if (g.inputs().front().stored_as == "double") text += ", float64: computed in float32";
     if (spec_.fixed_batch > 0)
       text += "; the graph holds the batch size the file fixes: " + std::to_string(spec_.fixed_batch) +
               (spec_.fixed_batch == 1 ? " row" : " rows") + " per run, the last padded (export with dynamic_axes=" +

@@ -16,7 +16,8 @@
 # indices (MaxPool's Indices output); x[:, mask] with a boolean buffer (NonZero). Each against PyTorch's outputs: probabilities within 1e-4, the
 # same classes (but for ties within 1e-4); the predictions file byte-identical on 1x1 and 3x2
 # ranks x devices with a per-device batch that is no multiple of the fixed one. Exports made
-# without their weights (export_params=False) or in training mode are refused naming the option.
+# without their weights (export_params=False) or in training mode are refused naming the option;
+# a float64 model (model.double()) runs in float32, within 1e-4 of PyTorch in float64.
 source "$(dirname "$0")/../support/cli_lib.sh"
 source "$(dirname "$0")/../support/rank_exits.sh"
 OUT=$WORK/out
@@ -169,7 +170,7 @@ expect_in "spmd model info: eval runs it" "spmd eval runs it"
 # Exports that cannot evaluate, each refused saying which export option made it so: the
 # weights left out (export_params=False: every weight an input without a value), and a
 # module exported in training mode (BatchNormalization's and Dropout's training_mode).
-run unusable_exports 0 120 $PY - "$WORK" <<'PYEOF'
+run export_options 0 120 $PY - "$WORK" "$SUB" <<'PYEOF'
 import sys, torch, torch.nn as nn
 work = sys.argv[1]
 torch.manual_seed(0)
@@ -178,9 +179,21 @@ x, axes = torch.zeros(1, 1, 28, 28), {"input": {0: "batch"}}
 torch.onnx.export(net.eval(), x, f"{work}/no_params.onnx", export_params=False, input_names=["input"], dynamic_axes=axes)
 torch.onnx.export(net.train(), x, f"{work}/training.onnx", training=torch.onnx.TrainingMode.TRAINING,
                   input_names=["input"], dynamic_axes=axes)
+# And one that evaluates: the net in float64 (model.double()), against PyTorch in float64.
+import h5py, numpy as np
+net = net.eval().double()
+torch.onnx.export(net, x.double(), f"{work}/double.onnx", input_names=["input"], dynamic_axes=axes)
+with h5py.File(sys.argv[2]) as f:
+    images = torch.from_numpy(f["images"][...].astype(np.float64).transpose(0, 3, 1, 2) / 255)
+with torch.no_grad():
+    np.save(f"{work}/double.torch.npy", torch.softmax(net(images), 1).numpy())
 PYEOF
 refuse no_params 2 "has 5 inputs \('input', .*spmd eval feeds one .*exported with export_params=False\?" \
   "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/no_params.onnx" --predictions "$OUT/p.h5"
+run eval_double 0 120 "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/double.onnx" --predictions "$WORK/double.1x1.h5"
+expect_in "eval_double: the start-up line says float64 runs in float32" "float64: computed in float32"
+run compare_double 0 60 compare "$WORK/double.1x1.h5" "$WORK/double.torch.npy"
+cat "$LAST_OUT"
 refuse training_mode 2 "\(BatchNormalization\): training_mode: only inference is supported \(exported with training=TrainingMode.TRAINING" \
   "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/training.onnx" --predictions "$OUT/p.h5"
 finish
