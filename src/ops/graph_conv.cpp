@@ -61,6 +61,15 @@ void im2col(const float* in, const Window& g, std::int64_t channels, std::int64_
       }
 }
 
+// Weights [M, k] (k = C * kH * kW per output channel) as [k, M]: a GEMM's right-hand side with
+// the output channels along its rows, or a transposed left-hand side read a tap at a time.
+FloatBuffer transposed_weights(const float* weights, std::int64_t m, std::int64_t k) {
+  FloatBuffer t(static_cast<std::size_t>(k * m));
+  for (std::int64_t o = 0; o < m; ++o)
+    for (std::int64_t tap = 0; tap < k; ++tap) t[static_cast<std::size_t>(tap * m + o)] = weights[o * k + tap];
+  return t;
+}
+
 // A convolution of one image and group without im2col. The image goes into a zero-bordered
 // plane per channel (W + pads wide), split by stride into phase planes (row r, column c of
 // the padded image -> phase (r % sH, c % sW), position (r / sH, c / sW)); then every tap
@@ -85,7 +94,7 @@ class DirectConv {
       }
     const std::int64_t k = channels * kh * kw, plane = hq_ * wq_, n = g.oh * wq_;
     offsets_.resize(static_cast<std::size_t>(k));
-    weights_t_.resize(static_cast<std::size_t>(k * out_channels));
+    weights_t_ = transposed_weights(weights, out_channels, k);
     floats_ = channels * phases_ * plane;
     for (std::int64_t ci = 0; ci < channels; ++ci)
       for (std::int64_t ky = 0; ky < kh; ++ky)
@@ -95,8 +104,6 @@ class DirectConv {
           const std::int64_t at = (ci * phases_ + s) * plane + y / g.sh * wq_ + x / g.sw;
           offsets_[static_cast<std::size_t>(tap)] = at;
           floats_ = std::max(floats_, at + n);  // the last row's wrapped columns run past the planes
-          for (std::int64_t o = 0; o < out_channels; ++o)
-            weights_t_[static_cast<std::size_t>(tap * out_channels + o)] = weights[o * k + tap];
         }
     // Input row y, columns x with (x + left) % sW == b: phase plane (r % sH, b) of r = y + top,
     // row r / sH, from column (x + left) / sW of the first such x.
@@ -172,11 +179,8 @@ struct DirectConvs final : Prepared {
 struct TransposedWeights final : Prepared {
   std::vector<std::int64_t> weight_shape;
   FloatBuffer values;
-  TransposedWeights(const Tensor& w, std::int64_t m, std::int64_t k) : weight_shape(w.shape) {
-    values.resize(static_cast<std::size_t>(k * m));
-    for (std::int64_t o = 0; o < m; ++o)
-      for (std::int64_t t = 0; t < k; ++t) values[static_cast<std::size_t>(t * m + o)] = w.f[static_cast<std::size_t>(o * k + t)];
-  }
+  TransposedWeights(const Tensor& w, std::int64_t m, std::int64_t k)
+      : weight_shape(w.shape), values(transposed_weights(w.f.data(), m, k)) {}
   std::int64_t bytes() const override { return static_cast<std::int64_t>(values.size() * sizeof(float)); }
 };
 
@@ -184,8 +188,8 @@ struct TransposedWeights final : Prepared {
 // runs transposed (the pixel-rows path): C^T [pixels, M] = col^T W^T, its vectors over the
 // output channels. Over pixels, a 7 x 7 output fills 49 of 64 lanes (63 of them computed on
 // the phase planes); over 512 channels every lane counts. The same products in the same order:
-// the same bits. A ResNet-18's 7 x 7 convolutions, against the phase planes, relative to its
-// 56 x 56 ones in the same run: 0.59-0.67 -> 0.74-0.77 of their GFLOP/s; its 14 x 14 ones
+// the same bits. A ResNet-18's 7 x 7-output convolutions, relative to its 56 x 56 ones in the
+// same run (build/bench_graph_conv): 0.52-0.63 -> 0.76-0.78 of their GFLOP/s; its 14 x 14 ones
 // lost (0.93 -> 0.85): not taken there.
 constexpr std::int64_t kPixelRowsMax = 64;
 
