@@ -338,6 +338,7 @@ std::shared_ptr<const OnnxGraph> OnnxGraph::load(const std::string& path) {
     g->outputs_.push_back({graph.output(k).name(), dims_of(graph.output(k))});
     g->output_index_.push_back(reader.output_slot(graph, k, s));
   }
+  g->inputs_rewritten_ = true;
   g->finish(s.constant, s.values);
   return g;
 }
@@ -372,16 +373,32 @@ void OnnxGraph::place_constants_first(const std::vector<bool>& constant, std::ve
     for (const int k : nodes_[n].inputs)
       if (k >= 0) last[static_cast<std::size_t>(k)] = static_cast<int>(n);
   }
-  for (const int k : input_index_) last[static_cast<std::size_t>(k)] = -1;
   for (const int k : output_index_) last[static_cast<std::size_t>(k)] = -1;
+  // Where a tensor's values are read last: Shape and Size read only its shape, which stays
+  // when a node takes the storage (PyTorch's x.reshape(x.shape[0], -1) reads x's Shape last).
+  std::vector<int> dies_at(tensor_count_, -1);
+  for (std::size_t n = 0; n < nodes_.size(); ++n) {
+    for (const int k : nodes_[n].outputs) dies_at[static_cast<std::size_t>(k)] = static_cast<int>(n);
+    if (nodes_[n].op == "Shape" || nodes_[n].op == "Size") continue;
+    for (const int k : nodes_[n].inputs)
+      if (k >= 0) dies_at[static_cast<std::size_t>(k)] = static_cast<int>(n);
+  }
+  for (const int k : output_index_) dies_at[static_cast<std::size_t>(k)] = -1;
+  // The main graph's inputs are written before every run (OnnxRunner::input), so the last node
+  // reading one may take its storage (a Flatten of the images then copies nothing); they are
+  // not released, so the next run's input keeps whatever storage it got in exchange. A branch's
+  // or a loop body's inputs are set once for several runs (the captured values): kept whole.
+  for (const int k : input_index_) {
+    last[static_cast<std::size_t>(k)] = -1;
+    if (!inputs_rewritten_) dies_at[static_cast<std::size_t>(k)] = -1;
+  }
   release_after_.assign(nodes_.size(), {});
   for (std::size_t k = constants_.size(); k < tensor_count_; ++k)
     if (last[k] >= 0) release_after_[static_cast<std::size_t>(last[k])].push_back(static_cast<int>(k));
   input0_dies_.assign(nodes_.size(), 0);
   for (std::size_t n = 0; n < nodes_.size(); ++n) {
     const auto& in = nodes_[n].inputs;
-    const auto& released = release_after_[n];
-    input0_dies_[n] = !in.empty() && in[0] >= 0 && std::find(released.begin(), released.end(), in[0]) != released.end() &&
+    input0_dies_[n] = !in.empty() && in[0] >= 0 && dies_at[static_cast<std::size_t>(in[0])] == static_cast<int>(n) &&
                       std::count(in.begin(), in.end(), in[0]) == 1;
   }
 }

@@ -16,16 +16,13 @@ namespace {
 void copy_as(const OpCall& c, std::vector<std::int64_t> shape) {
   const Tensor& x = c.input(0);
   Tensor& y = *c.out[0];
-  if (c.dying_input0 && &y != c.dying_input0) {
-    y.f.swap(c.dying_input0->f);
-    y.i.swap(c.dying_input0->i);
-  }
+  const bool taken = c.take_input0_storage(y);
   const std::vector<std::int64_t> from = x.shape;
   const ElemType type = x.type;
   const std::int64_t size = x.size();
   y.reset(type, std::move(shape));  // same size: the data stays
   if (y.size() != size) c.fail("cannot view " + to_string(from) + " as " + to_string(y.shape));
-  if (c.dying_input0) return;
+  if (taken || &x == &y) return;
   if (x.type == ElemType::Float32) std::copy_n(x.f.begin(), x.size(), y.f.begin());
   else std::copy_n(x.i.begin(), x.size(), y.i.begin());
 }
@@ -385,6 +382,8 @@ void pad(const OpCall& c) {
   if (pads.size() != 2 * r) c.fail("pads has " + std::to_string(pads.size()) + " values for rank " + std::to_string(r));
   auto shape = x.shape;
   for (std::size_t k = 0; k < r; ++k) shape[k] += pads[k] + pads[k + r];
+  // PyTorch exports AvgPool2d (count_include_pad) as a Pad of zeros before the pool.
+  if (std::all_of(pads.begin(), pads.end(), [](std::int64_t p) { return p == 0; })) return copy_as(c, shape);
   const auto in_strides = strides_of(x.shape);
   Tensor& y = *c.out[0];
   y.reset(x.type, shape);
@@ -411,6 +410,9 @@ void pad(const OpCall& c) {
   // Row by row along the last dimension: an odometer over the others finds the source row.
   const std::int64_t width = shape[r - 1], rows = y.size() / width;
   const std::vector<std::int64_t>& last = from[r - 1];
+  // The row's interior (read in order, one block copy): where output index j reads input j - pad.
+  const std::int64_t interior_begin = std::clamp<std::int64_t>(pads[r - 1], 0, width);
+  const std::int64_t interior_end = std::clamp<std::int64_t>(pads[r - 1] + x.shape[r - 1], interior_begin, width);
   std::vector<std::int64_t> index(r - 1, 0);
   for (std::int64_t row = 0; row < rows; ++row) {
     std::int64_t off = 0;
@@ -422,12 +424,14 @@ void pad(const OpCall& c) {
     }
     const auto put = [&](auto* out, const auto* in, auto pad_value) {
       out += row * width;
-      if (!inside) std::fill(out, out + width, pad_value);
-      else
-        for (std::int64_t j = 0; j < width; ++j) {
-          const std::int64_t f = last[static_cast<std::size_t>(j)];
-          out[j] = f >= 0 ? in[off + f] : pad_value;
-        }
+      if (!inside) return std::fill(out, out + width, pad_value);
+      const auto at = [&](std::int64_t j) {
+        const std::int64_t f = last[static_cast<std::size_t>(j)];
+        out[j] = f >= 0 ? in[off + f] : pad_value;
+      };
+      for (std::int64_t j = 0; j < interior_begin; ++j) at(j);
+      std::copy(in + off + (interior_begin - pads[r - 1]), in + off + (interior_end - pads[r - 1]), out + interior_begin);
+      for (std::int64_t j = interior_end; j < width; ++j) at(j);
     };
     if (x.type == ElemType::Float32) put(y.f.data(), x.f.data(), value);
     else put(y.i.data(), x.i.data(), int_value);

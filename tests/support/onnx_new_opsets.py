@@ -217,3 +217,29 @@ case("gathernd_batch_dims_13", 13, [n("GatherND", ["x", "i"], ["y"], batch_dims=
 # NonZero on values known only at run time (its output's length too).
 case("nonzero_runtime_13", 13, [n("Relu", ["x"], ["r"]), n("NonZero", ["r"], ["i"]), n("Cast", ["i"], ["y"], to=T.FLOAT)], [3, 4, 2],
      ["y"])
+# Storage that a node may take over where a value dies (OnnxRunner): the graph's input flattened
+# with its Shape read after it (the shape must survive), a Pad of zeros (PyTorch's AvgPool2d
+# export) likewise, a Pad cropping and padding the last axis at once, and a Loop body whose
+# captured value is reshaped in every iteration (a body's inputs are set once for all its runs:
+# never taken).
+case("taken_input_shape_read_after_13", 13, [n("Flatten", ["x"], ["f"]), n("Shape", ["x"], ["s"]),
+                                             n("Gather", ["s", "one"], ["d"], axis=0), n("Cast", ["d"], ["df"], to=T.FLOAT),
+                                             n("Mul", ["f", "df"], ["y"])], [2, 3, 4], ["y"], [("one", np.array(1, np.int64))])
+case("pad_zeros_shape_read_after_13", 13, [n("Sigmoid", ["x"], ["g"]), n("Pad", ["g", "p"], ["q"]), n("AveragePool", ["q"], ["a"], kernel_shape=[2, 2]),
+                                           n("Shape", ["g"], ["s"]), n("Gather", ["s", "zero"], ["b"], axis=0),
+                                           n("Unsqueeze", ["b", "zero1"], ["b1"]), n("Concat", ["b1", "minus1"], ["shp"], axis=0),
+                                           n("Reshape", ["a", "shp"], ["y"])], [2, 3, 6, 4], ["y"],
+     [("p", i64(0, 0, 0, 0, 0, 0, 0, 0)), ("zero", np.array(0, np.int64)), ("zero1", i64(0)), ("minus1", i64(-1))])
+for mode in ("constant", "edge", "reflect"):
+    case(f"pad_crop_and_pad_{mode}_13", 13, [n("Pad", ["x", "p"], ["y"], mode=mode)], [2, 3, 5, 7], ["y"],
+         [("p", i64(0, 0, 2, -2, 0, 1, -1, 3))])
+captured_body = helper.make_graph(
+    [n("Reshape", ["t", "flat"], ["tf"]), n("ReduceSum", ["tf", "a1"], ["s"], keepdims=0), n("Add", ["acc", "s"], ["acc_out"]),
+     n("Identity", ["cond"], ["cond_out"])],
+    "captured_body", [helper.make_tensor_value_info("iter", T.INT64, []), helper.make_tensor_value_info("cond", T.BOOL, []),
+                      helper.make_tensor_value_info("acc", T.FLOAT, None)],
+    [helper.make_tensor_value_info(v, t, None) for v, t in (("cond_out", T.BOOL), ("acc_out", T.FLOAT))],
+    [numpy_helper.from_array(i64(4, -1), "flat"), numpy_helper.from_array(i64(1), "a1")])
+case("loop_captured_reshaped_13", 13, [n("Exp", ["x"], ["t"]), n("ReduceSum", ["x", "a0"], ["acc0"], keepdims=0),
+                                       n("Loop", ["m", "go", "acc0"], ["acc"], body=captured_body)],
+     [2, 4, 3], ["acc"], [("m", np.array(4, np.int64)), ("go", np.array(True)), ("a0", i64(0, 2))])

@@ -76,6 +76,7 @@ class OnnxGraph {
   // Per node: its input 0 is a run tensor no later node reads and it reads it once (the op may
   // take its storage: OpCall::dying_input0). Planned with the liveness, once.
   std::vector<char> input0_dies_;
+  bool inputs_rewritten_ = false;  // the model's graph: its inputs are written before each run
   std::size_t tensor_count_ = 0;
   std::int64_t parameter_floats_ = 0;
   // The branches (then, else) of each If node whose condition is known only at run time, as
@@ -93,7 +94,8 @@ class OnnxGraph {
 class OnnxRunner {
  public:
   explicit OnnxRunner(std::shared_ptr<const OnnxGraph> graph);
-  // The input tensors to fill (one per graph input), then run(); outputs() after it.
+  // The input tensors to fill (one per graph input), then run(); outputs() after it. Fill them
+  // before every run: a run may take an input's storage (and leave other storage there).
   ops::Tensor& input(std::size_t k) { return tensors_[static_cast<std::size_t>(graph_->input_index_.at(k))]; }
   // after_each, where given, sees every node's call once it has run (its inputs and outputs):
   // what spmd model info counts FLOPs from.

@@ -118,9 +118,18 @@ struct OpCall {
   const GraphNode& node;
   std::span<const Tensor* const> in;
   std::span<Tensor* const> out;
-  // Input 0 when no later node reads it: an op that passes its data on (Reshape, Flatten,
-  // Squeeze, Identity, ...) may take its storage instead of copying it. nullptr otherwise.
+  // Input 0 when no later node reads its values: an op that passes its data on (Reshape,
+  // Flatten, Squeeze, Identity, ...) may take its storage instead of copying it, an
+  // elementwise map may write over it. nullptr otherwise.
   Tensor* dying_input0 = nullptr;
+  // Moves input 0's storage into `y` where it dies (y then holds input 0's values; input 0
+  // keeps its shape, with y's old storage): true. Else false, and nothing changes.
+  bool take_input0_storage(Tensor& y) const {
+    if (dying_input0 == nullptr || dying_input0 == &y) return false;
+    y.f.swap(dying_input0->f);
+    y.i.swap(dying_input0->i);
+    return true;
+  }
   // The node's prepared state, kept by a graph runner per node (nullptr where none is kept),
   // and which inputs are the graph's constants (bit k: input k), whose values never change.
   std::unique_ptr<Prepared>* prepared = nullptr;
