@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <tuple>
+#include <type_traits>
 
 #include "spmd/models/device_models.hpp"
 #include "spmd/models/onnx_graph.hpp"
@@ -124,28 +125,49 @@ class OnnxPredictor final : public DevicePredictor {
       : spec_(spec), runner_(spec.graph), chunk_(chunk_rows) {}
 
   void predict(const float* samples, std::int64_t rows, std::int32_t* classes_out, float* probs_out) override {
-    const std::int64_t size = product(spec_.input.row);
-    for (std::int64_t first = 0; first < rows; first += chunk_)
-      predict_chunk(samples + first * size, std::min(chunk_, rows - first), classes_out + first,
-                    probs_out ? probs_out + first * spec_.classes : nullptr);
+    predict_rows(samples, nullptr, rows, classes_out, probs_out);
+  }
+  // On the host too: each chunk's bytes are decoded into the graph's input tensor where it is
+  // filled, a pass over the floats less than decoding the whole batch first.
+  bool decodes_bytes() const override { return true; }
+  void predict_bytes(const std::uint8_t* samples, std::int64_t rows, const ByteTable& table, std::int32_t* classes_out,
+                     float* probs_out) override {
+    predict_rows(samples, &table, rows, classes_out, probs_out);
   }
 
  private:
-  void predict_chunk(const float* samples, std::int64_t rows, std::int32_t* classes_out, float* probs_out) {
+  template <class Stored>
+  void predict_rows(const Stored* samples, const ByteTable* table, std::int64_t rows, std::int32_t* classes_out,
+                    float* probs_out) {
+    const std::int64_t size = product(spec_.input.row);
+    for (std::int64_t first = 0; first < rows; first += chunk_)
+      predict_chunk(samples + first * size, table, std::min(chunk_, rows - first), classes_out + first,
+                    probs_out ? probs_out + first * spec_.classes : nullptr);
+  }
+
+  // Stored: float (the models' values) or std::uint8_t (value v is (*table)[v]).
+  template <class Stored>
+  void predict_chunk(const Stored* samples, const ByteTable* table, std::int64_t rows, std::int32_t* classes_out,
+                     float* probs_out) {
     const OnnxInputPlan& in = spec_.input;
     ops::Tensor& x = runner_.input(0);
     Dims shape{rows};
     shape.insert(shape.end(), in.row.begin(), in.row.end());
     x.reset(ops::ElemType::Float32, shape);
     const std::int64_t size = product(in.row);
+    const auto value = [&](std::int64_t k) {
+      if constexpr (std::is_same_v<Stored, float>) return samples[k];
+      else return (*table)[samples[k]];
+    };
     if (!in.nhwc_to_nchw || in.c == 1) {  // one channel: NHWC and NCHW are the same bytes
-      std::copy_n(samples, rows * size, x.f.begin());
+      if constexpr (std::is_same_v<Stored, float>) std::copy_n(samples, rows * size, x.f.begin());
+      else for (std::int64_t k = 0; k < rows * size; ++k) x.f[static_cast<std::size_t>(k)] = value(k);
     } else {
       const auto [h, w, c] = std::tuple{in.h, in.w, in.c};
       for (std::int64_t r = 0; r < rows; ++r)
         for (std::int64_t p = 0; p < h * w; ++p)
           for (std::int64_t ch = 0; ch < c; ++ch)
-            x.f[static_cast<std::size_t>(r * size + ch * h * w + p)] = samples[r * size + p * c + ch];
+            x.f[static_cast<std::size_t>(r * size + ch * h * w + p)] = value(r * size + p * c + ch);
     }
     if (!in.mean.empty())
       for (std::int64_t r = 0; r < rows; ++r)
@@ -277,6 +299,8 @@ class OnnxClassifier final : public Classifier {
     return std::make_unique<FixedBatchPredictor>(std::move(inner), fixed, product(spec_.input.row), spec_.classes);
   }
   std::int64_t parameter_bytes() const override { return spec_.graph->parameter_floats() * 4; }
+  // OnnxPredictor's; a fixed batch's chunks are padded as floats (FixedBatchPredictor).
+  bool host_decodes_bytes() const override { return spec_.fixed_batch == 0; }
   // The run's tensors (storage reused by liveness) for one chunk of rows, and the ops'
   // scratch, from trial runs at load.
   std::int64_t workspace_bytes(std::int64_t rows) const override {

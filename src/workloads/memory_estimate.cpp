@@ -73,7 +73,9 @@ MemoryEstimate eval_memory(const runtime::Context& ctx, const EvalOptions& o, co
   MemoryEstimate e;
   e.parts.emplace_back("labels", label_bytes(rows));
   e.parts.emplace_back("prefetched blocks", (kBlockPrefetchDepth + 1) * std::max(kBlockBytes, step_bytes));
-  e.parts.emplace_back("device batches", d * static_cast<double>(bdev) * (4 * sample + 4));
+  // Each device's batch decoded to floats on the host, unless its model takes the bytes.
+  const bool host_floats = !(shape.features_type == data::ElementType::UInt8 && model.host_decodes_bytes());
+  e.parts.emplace_back("device batches", d * static_cast<double>(bdev) * ((host_floats ? 4 * sample : 0) + 4));
   e.parts.emplace_back("model", d * static_cast<double>(model.parameter_bytes() + model.workspace_bytes(bdev)));
   if (predictions) e.parts.emplace_back("predictions", static_cast<double>(rows) * (4.0 * model.classes() + 4));
   if (benchmark)

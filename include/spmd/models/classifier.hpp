@@ -29,9 +29,10 @@ class DevicePredictor {
   virtual void predict(const float* samples, std::int64_t rows, std::int32_t* classes_out, float* probs_out) = 0;
 
   // Whether predict_bytes() takes byte samples where the model computes. A GPU does: a
-  // quarter of the float bytes cross PCIe and a kernel decodes them. Otherwise (false, the
-  // CPU) the caller decodes on the host, where a vectorised loop beats a table, and calls
-  // predict().
+  // quarter of the float bytes cross PCIe and a kernel decodes them; so does an ONNX graph on
+  // the host, into its input tensor chunk by chunk (a pass over the floats less). Otherwise
+  // (false: the built-in models on the CPU) the caller decodes on the host, where a
+  // vectorised loop beats a table, and calls predict().
   virtual bool decodes_bytes() const { return false; }
   // predict() on samples [rows, sample_size] of bytes, value v read as table[v]: the same
   // outputs as predict() on the decoded floats, bit for bit. Only where decodes_bytes();
@@ -63,6 +64,9 @@ class Classifier {
   // uint8 images scales them in its graph), or "" for a model fed float features after
   // --input-scale. Eval then reads integer features unscaled and refuses other ones.
   virtual std::string takes_stored_values() const { return ""; }
+  // Whether its predictors on the host take uint8 samples as bytes (DevicePredictor::
+  // decodes_bytes): eval then holds no decoded float copy of a batch (--dry-run's memory).
+  virtual bool host_decodes_bytes() const { return false; }
 };
 
 // The fake model of Flax's full-dataset evaluation guide: always class 0 (probability 1).
