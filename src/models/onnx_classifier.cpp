@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <tuple>
@@ -119,6 +120,26 @@ std::int64_t host_chunk_rows(std::int64_t row_bytes, std::int64_t max_rows) {
   return std::clamp<std::int64_t>(row_bytes > 0 ? budget / row_bytes : most, std::min<std::int64_t>(8, most), most);
 }
 
+// Bytes to floats through `table`, bit for bit. The tables of --input-scale auto (float(v) / 255,
+// as data::FeatureDecoder makes it) and none (float(v)) are recognised and computed in a loop
+// the compiler vectorises: a lookup per byte took a quarter of an MLP's eval.
+void decode_bytes(const std::uint8_t* bytes, std::int64_t n, const ByteTable& table, float* out) {
+  static const std::array<ByteTable, 2> computed = [] {
+    std::array<ByteTable, 2> t{};
+    for (int v = 0; v < 256; ++v) {
+      t[0][static_cast<std::size_t>(v)] = static_cast<float>(v) / 255.0f;
+      t[1][static_cast<std::size_t>(v)] = static_cast<float>(v);
+    }
+    return t;
+  }();
+  if (std::memcmp(table.data(), computed[0].data(), sizeof table) == 0)
+    for (std::int64_t k = 0; k < n; ++k) out[k] = static_cast<float>(bytes[k]) / 255.0f;
+  else if (std::memcmp(table.data(), computed[1].data(), sizeof table) == 0)
+    for (std::int64_t k = 0; k < n; ++k) out[k] = static_cast<float>(bytes[k]);
+  else
+    for (std::int64_t k = 0; k < n; ++k) out[k] = table[bytes[k]];
+}
+
 class OnnxPredictor final : public DevicePredictor {
  public:
   OnnxPredictor(const OnnxPredictorSpec& spec, std::int64_t chunk_rows)
@@ -161,7 +182,7 @@ class OnnxPredictor final : public DevicePredictor {
     };
     if (!in.nhwc_to_nchw || in.c == 1) {  // one channel: NHWC and NCHW are the same bytes
       if constexpr (std::is_same_v<Stored, float>) std::copy_n(samples, rows * size, x.f.begin());
-      else for (std::int64_t k = 0; k < rows * size; ++k) x.f[static_cast<std::size_t>(k)] = value(k);
+      else decode_bytes(samples, rows * size, *table, x.f.data());
     } else {
       const auto [h, w, c] = std::tuple{in.h, in.w, in.c};
       for (std::int64_t r = 0; r < rows; ++r)

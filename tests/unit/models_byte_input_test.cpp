@@ -75,11 +75,18 @@ TEST(ByteInput, CpuModelsLeaveDecodingToTheHostAndRefuseBytes) {
 
 // Bytes through predict_bytes() and their table's floats through predict(): the same classes
 // and probabilities, bit for bit, where the rows are copied as stored (one channel) and where
-// they are transposed from NHWC and normalised per channel on the way in.
+// they are transposed from NHWC and normalised per channel on the way in; for the tables of
+// --input-scale auto (v / 255) and none (v), which are computed rather than looked up, and
+// for another table (a factor), which is looked up.
 TEST(ByteInput, AnOnnxGraphOnTheHostDecodesBytesWithThePredictBits) {
   spmd::test::TestFolder folder("spmd-byte-input");
-  spmd::models::ByteTable table{};
-  for (int v = 0; v < 256; ++v) table[static_cast<std::size_t>(v)] = static_cast<float>(v) * 0.0137f - 1.5f;
+  std::vector<spmd::models::ByteTable> tables(3);
+  for (int v = 0; v < 256; ++v) {
+    tables[0][static_cast<std::size_t>(v)] = static_cast<float>(v) / 255.0f;
+    tables[1][static_cast<std::size_t>(v)] = static_cast<float>(v);
+    tables[2][static_cast<std::size_t>(v)] = static_cast<float>(v) * 0.0137f - 1.5f;
+  }
+  for (const auto& table : tables)
   for (const std::int64_t channels : {1, 3}) {
     spmd::test::OnnxTestGraph g({channels, 5, 4});
     g.weights("k", {6, channels, 3, 3});
