@@ -78,7 +78,11 @@ DatasetShape inspect(hid_t file, const std::string& path, const DatasetKeys& key
     if (!shape.labels_type)
       throw Error(lwhere + " has dtype " + describe_hdf5_type(ltype.get()) +
                   "; labels must be an integer type (int8 ... uint64), bool / an integer enum as h5py writes them, or "
-                  "float32 / float64 holding whole numbers");
+                  "float32 / float64 holding whole numbers" +
+                  (H5Tget_class(ltype.get()) == H5T_STRING
+                       ? ": class names? store their indices in the model's class order (names, y = np.unique(labels, "
+                         "return_inverse=True) sorts the names)"
+                       : ""));
     const auto ldims = dataset_dims(labels.get());
     // [N, 1] is read as [N].
     if (!is_column(ldims))
