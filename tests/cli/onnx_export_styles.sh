@@ -17,6 +17,8 @@
 # same classes (but for ties within 1e-4); the predictions file byte-identical on 1x1 and 3x2
 # ranks x devices with a per-device batch that is no multiple of the fixed one. Exports made
 # without their weights (export_params=False) or in training mode are refused naming the option;
+# exported with do_constant_folding=False, keep_initializers_as_inputs=True,
+# export_modules_as_functions=True or the ATen fallback evaluate as PyTorch does;
 # a float64 model (model.double()) runs in float32, within 1e-4 of PyTorch in float64.
 source "$(dirname "$0")/../support/cli_lib.sh"
 source "$(dirname "$0")/../support/rank_exits.sh"
@@ -179,8 +181,19 @@ x, axes = torch.zeros(1, 1, 28, 28), {"input": {0: "batch"}}
 torch.onnx.export(net.eval(), x, f"{work}/no_params.onnx", export_params=False, input_names=["input"], dynamic_axes=axes)
 torch.onnx.export(net.train(), x, f"{work}/training.onnx", training=torch.onnx.TrainingMode.TRAINING,
                   input_names=["input"], dynamic_axes=axes)
-# And one that evaluates: the net in float64 (model.double()), against PyTorch in float64.
+# Export options that change the file, not the function: each evaluates as PyTorch does.
 import h5py, numpy as np
+net.eval()
+variants = {"no_folding": dict(do_constant_folding=False), "initializers_as_inputs": dict(keep_initializers_as_inputs=True),
+            "modules_as_functions": dict(export_modules_as_functions=True, opset_version=15),
+            "aten_fallback": dict(operator_export_type=torch.onnx.OperatorExportTypes.ONNX_ATEN_FALLBACK)}
+for name, options in variants.items():
+    torch.onnx.export(net, x, f"{work}/{name}.onnx", input_names=["input"], dynamic_axes=axes, **options)
+with h5py.File(sys.argv[2]) as f:
+    images32 = torch.from_numpy(f["images"][...].astype(np.float32).transpose(0, 3, 1, 2) / 255)
+with torch.no_grad():
+    np.save(f"{work}/float.torch.npy", torch.softmax(net(images32), 1).numpy())
+# And one in float64 (model.double()), against PyTorch in float64.
 net = net.eval().double()
 torch.onnx.export(net, x.double(), f"{work}/double.onnx", input_names=["input"], dynamic_axes=axes)
 with h5py.File(sys.argv[2]) as f:
@@ -190,6 +203,11 @@ with torch.no_grad():
 PYEOF
 refuse no_params 2 "has 5 inputs \('input', .*spmd eval feeds one .*exported with export_params=False\?" \
   "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/no_params.onnx" --predictions "$OUT/p.h5"
+for v in no_folding initializers_as_inputs modules_as_functions aten_fallback; do
+  run "eval_$v" 0 120 "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/$v.onnx" --predictions "$WORK/$v.1x1.h5"
+  run "compare_$v" 0 60 compare "$WORK/$v.1x1.h5" "$WORK/float.torch.npy"
+  cat "$LAST_OUT"
+done
 run eval_double 0 120 "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/double.onnx" --predictions "$WORK/double.1x1.h5"
 expect_in "eval_double: the start-up line says float64 runs in float32" "float64: computed in float32"
 run compare_double 0 60 compare "$WORK/double.1x1.h5" "$WORK/double.torch.npy"
