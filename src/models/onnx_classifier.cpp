@@ -276,7 +276,15 @@ class OnnxClassifier final : public Classifier {
       text += "; the graph holds the batch size the file fixes: " + std::to_string(spec_.fixed_batch) +
               (spec_.fixed_batch == 1 ? " row" : " rows") + " per run, the last padded (export with dynamic_axes=" +
               "{'" + g.inputs().front().name + "': {0: 'batch'}} to run whole batches)";
-    return text + ", output '" + g.outputs().front().name + "' " + to_string(spec_.output) + " (" + said_ + ")";
+    text += ", output '" + g.outputs().front().name + "' " + to_string(spec_.output) + " (" + said_ + ")";
+    // A model returning (embedding, logits) would be read as a classifier of the embedding's
+    // width without a word: say which output is read and name the others.
+    if (g.outputs().size() > 1) {
+      text += "; eval reads the first of its " + std::to_string(g.outputs().size()) + " outputs (also";
+      for (std::size_t k = 1; k < g.outputs().size() && k < 5; ++k) text += (k > 1 ? ", '" : " '") + g.outputs()[k].name + "'";
+      text += std::string(g.outputs().size() > 5 ? ", ..." : "") + "): export with the class scores first if they are not";
+    }
+    return text;
   }
   int classes() const override { return spec_.classes; }
   std::string takes_stored_values() const override {
