@@ -257,8 +257,10 @@ class FixedBatchPredictor final : public DevicePredictor {
 
 class OnnxClassifier final : public Classifier {
  public:
-  OnnxClassifier(OnnxPredictorSpec spec, std::string said, std::string bound, std::int64_t fixed_bytes, std::int64_t row_bytes)
-      : spec_(std::move(spec)), said_(std::move(said)), bound_(std::move(bound)), fixed_bytes_(fixed_bytes), row_bytes_(row_bytes) {}
+  OnnxClassifier(OnnxPredictorSpec spec, std::string said, std::string bound, bool output_chosen, std::int64_t fixed_bytes,
+                 std::int64_t row_bytes)
+      : spec_(std::move(spec)), said_(std::move(said)), bound_(std::move(bound)), output_chosen_(output_chosen),
+        fixed_bytes_(fixed_bytes), row_bytes_(row_bytes) {}
 
   std::string describe() const override {
     const OnnxGraph& g = *spec_.graph;
@@ -276,13 +278,14 @@ class OnnxClassifier final : public Classifier {
       text += "; the graph holds the batch size the file fixes: " + std::to_string(spec_.fixed_batch) +
               (spec_.fixed_batch == 1 ? " row" : " rows") + " per run, the last padded (export with dynamic_axes=" +
               "{'" + g.inputs().front().name + "': {0: 'batch'}} to run whole batches)";
-    text += ", output '" + g.outputs().front().name + "' " + to_string(spec_.output) + " (" + said_ + ")";
+    text += ", output '" + g.outputs().front().name + "'" + (output_chosen_ ? " (--onnx-output) " : " ") +
+            to_string(spec_.output) + " (" + said_ + ")";
     // A model returning (embedding, logits) would be read as a classifier of the embedding's
     // width without a word: say which output is read and name the others.
     if (g.outputs().size() > 1) {
       text += "; eval reads the first of its " + std::to_string(g.outputs().size()) + " outputs (also";
       for (std::size_t k = 1; k < g.outputs().size() && k < 5; ++k) text += (k > 1 ? ", '" : " '") + g.outputs()[k].name + "'";
-      text += std::string(g.outputs().size() > 5 ? ", ..." : "") + "): export with the class scores first if they are not";
+      text += std::string(g.outputs().size() > 5 ? ", ..." : "") + "): --onnx-output NAME reads another";
     }
     return text;
   }
@@ -339,6 +342,7 @@ class OnnxClassifier final : public Classifier {
  private:
   mutable OnnxPredictorSpec spec_;  // its input mapping is set by check_sample_shape
   std::string said_, bound_;
+  bool output_chosen_ = false;  // --onnx-output named it (the graph keeps that output alone)
   std::int64_t fixed_bytes_, row_bytes_;
 };
 
@@ -469,21 +473,23 @@ std::string onnx_unsupported_on(const OnnxGraph& graph, const runtime::DeviceInf
   return models.factory<OnnxSupportKind>(device.backend())(graph);
 }
 
-std::string onnx_file_unsupported_on(const std::string& path, const runtime::DeviceInfo& device) {
+std::string onnx_file_unsupported_on(const std::string& path, const runtime::DeviceInfo& device,
+                                     const std::string& output_name) {
   if (device.is_host()) return "";
   std::shared_ptr<const OnnxGraph> graph;
   try {
-    graph = OnnxGraph::load(path);
+    graph = OnnxGraph::load(path, output_name);
   } catch (const std::exception&) {
     return "";
   }
   return onnx_unsupported_on(*graph, device);
 }
 
-std::unique_ptr<Classifier> make_onnx_classifier(const std::string& path, OnnxOutput output, const OnnxInputNorm& norm,
-                                                 const runtime::DeviceInfo* device,
+std::unique_ptr<Classifier> make_onnx_classifier(const std::string& path, const OnnxOutputChoice& choice,
+                                                 const OnnxInputNorm& norm, const runtime::DeviceInfo* device,
                                                  const std::function<std::vector<std::int64_t>()>& data_sample_shape) {
-  auto graph = OnnxGraph::load(path);
+  auto graph = OnnxGraph::load(path, choice.name);
+  OnnxOutput output = choice.holds;
   if (graph->inputs().size() != 1) {
     std::string names;
     for (std::size_t k = 0; k < graph->inputs().size() && k < 4; ++k) names += (k ? ", '" : "'") + graph->inputs()[k].name + "'";
@@ -541,7 +547,8 @@ std::unique_ptr<Classifier> make_onnx_classifier(const std::string& path, OnnxOu
       throw Error("ONNX model '" + path + "' cannot run on the " + std::string(device->backend()) + " backend: " + why +
                   ". Run it with --backend cpu (or auto, which then takes the CPU)");
   }
-  return std::make_unique<OnnxClassifier>(std::move(spec), said, bound, trial.fixed_bytes, trial.row_bytes);
+  return std::make_unique<OnnxClassifier>(std::move(spec), said, bound, !choice.name.empty(), trial.fixed_bytes,
+                                          trial.row_bytes);
 }
 
 }  // namespace spmd::models

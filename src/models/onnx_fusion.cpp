@@ -31,6 +31,7 @@ class Fuser {
         absorb(*producer, n);
       }
     }
+    drop_unread_nodes();
     std::vector<GraphNode> nodes;
     std::vector<ops::GraphOpFn> fns;
     for (std::size_t n = 0; n < d_.nodes.size(); ++n)
@@ -53,6 +54,24 @@ class Fuser {
     }
     for (const int k : d_.outputs) ++readers_[static_cast<std::size_t>(k)];
     removed_.assign(d_.nodes.size(), false);
+  }
+
+  // A node none of whose results reaches a graph output does not run (the outputs eval does not
+  // read when one is chosen: OnnxGraph::load). The nodes are in execution order: one pass back.
+  void drop_unread_nodes() {
+    std::vector<char> needed(d_.constant.size(), 0);
+    for (const int k : d_.outputs) needed[static_cast<std::size_t>(k)] = 1;
+    for (std::size_t n = d_.nodes.size(); n-- > 0;) {
+      if (removed_[n]) continue;
+      const GraphNode& node = d_.nodes[n];
+      if (std::none_of(node.outputs.begin(), node.outputs.end(),
+                       [&](int k) { return k >= 0 && needed[static_cast<std::size_t>(k)]; })) {
+        removed_[n] = true;
+        continue;
+      }
+      for (const int k : node.inputs)
+        if (k >= 0) needed[static_cast<std::size_t>(k)] = 1;
+    }
   }
 
   // The Conv, Gemm or Add whose single output only `node` reads (as its first input), if any.

@@ -291,7 +291,7 @@ struct OnnxGraph::Reader {
   }
 };
 
-std::shared_ptr<const OnnxGraph> OnnxGraph::load(const std::string& path) {
+std::shared_ptr<const OnnxGraph> OnnxGraph::load(const std::string& path, const std::string& output) {
   Reader reader("ONNX model '" + path + "'");
   const std::string& what = reader.what;
   const onnx::ModelProto model = read_onnx_model(path, what);
@@ -335,8 +335,15 @@ std::shared_ptr<const OnnxGraph> OnnxGraph::load(const std::string& path) {
     throw Error(what + " uses ops spmd does not run: " + list + ". Supported: Constant If Loop " + have);
   }
   for (int k = 0; k < graph.output_size(); ++k) {
+    if (!output.empty() && graph.output(k).name() != output) continue;
     g->outputs_.push_back({graph.output(k).name(), dims_of(graph.output(k))});
     g->output_index_.push_back(reader.output_slot(graph, k, s));
+  }
+  if (!output.empty() && g->outputs_.empty()) {
+    std::string names;
+    for (int k = 0; k < graph.output_size() && k < 8; ++k) names += (k ? ", '" : "'") + graph.output(k).name() + "'";
+    if (graph.output_size() > 8) names += ", ...";
+    throw Error(what + " has no output '" + output + "'; its outputs: " + names);
   }
   g->inputs_rewritten_ = true;
   g->finish(s.constant, s.values);

@@ -49,7 +49,7 @@ const std::vector<EvalModel>& eval_models() {
        .load = [](const runtime::Context& ctx, const EvalOptions& o) {
          std::unique_ptr<models::Classifier> model;  // every rank reads the file; a failure anywhere ends all
          runtime::agree_on(ctx.comm(), [&] {
-           model = models::make_onnx_classifier(o.weights, o.model_output, {o.input_mean, o.input_std},
+           model = models::make_onnx_classifier(o.weights, {o.onnx_output, o.model_output}, {o.input_mean, o.input_std},
                                                 &ctx.devices().front(),
                                                 [&] { return data::probe_shape(o.data, o.keys).sample_shape; });
          });
@@ -60,7 +60,7 @@ const std::vector<EvalModel>& eval_models() {
          if (choice.platform == nullptr || choice.platform->name() == "cpu") return std::string();
          runtime::DeviceInfo device;
          device.platform = choice.platform;
-         return models::onnx_file_unsupported_on(o.weights, device);
+         return models::onnx_file_unsupported_on(o.weights, device, o.onnx_output);
        }},
   };
   return table;

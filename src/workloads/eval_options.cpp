@@ -56,6 +56,9 @@ const std::vector<Option<EvalOptions>>& EvalOptions::declared() {
       {"input-scale", SPMD_TEXT(input_scale, FeatureScale::text_of, FeatureScale::parse_other),
        "how stored features become float32: auto (uint8 / 255; other types as stored; with an image model (cnn), "
        "images of another type beyond [0, 1] are refused), none (as stored, uint8 too), or a factor such as 1/255"},
+      {"onnx-output", SPMD_MEMBER(onnx_output),
+       "onnx: the name of the graph output that holds the class scores (default: the first; a model returning "
+       "(embedding, logits) names its logits); the nodes only the other outputs need do not run"},
       {"model-output", SPMD_TEXT(model_output, models::to_string, models::parse_onnx_output),
        "onnx: what the model's output holds: auto (Softmax: probabilities, LogSoftmax: log-probabilities, else "
        "logits), logits, probabilities or log-probabilities"},
@@ -98,8 +101,10 @@ void EvalOptions::validate() const {
     throw Error("--weights is required: --model " + m.name + " needs " + m.weights);
   if (drop_label && *drop_label < 0) throw Error("--drop-label must be >= 0");
   if (!predictions.empty() && dry_run) throw Error("--predictions: a --dry-run evaluates nothing to write");
-  if (model != "onnx" && (model_output != models::OnnxOutput::Auto || !input_mean.empty() || !input_std.empty()))
-    throw Error("--model-output, --input-mean and --input-std apply to --model onnx (this run has --model " + model + ")");
+  if (model != "onnx" &&
+      (model_output != models::OnnxOutput::Auto || !onnx_output.empty() || !input_mean.empty() || !input_std.empty()))
+    throw Error("--onnx-output, --model-output, --input-mean and --input-std apply to --model onnx (this run has --model " +
+                model + ")");
 }
 
 }  // namespace spmd::workloads

@@ -4,7 +4,8 @@
 # the example input (1, 64; a Keras-style NHWC model at 32) and, where the model reads
 # x.size(0), a Reshape holds it too; a file that fixes a batch its graph does not hold
 # (torch.flatten); a fully convolutional net with dynamic height and width (the sizes taken from
-# the data; refused where they cannot be); two outputs; a [batch, 1, classes] output; LocalResponseNorm, which PyTorch exports
+# the data; refused where they cannot be); two outputs; the logits second of three, read with
+# --onnx-output (the other outputs' nodes not run; an unknown name refused listing them); a [batch, 1, classes] output; LocalResponseNorm, which PyTorch exports
 # as an If on a shape around a 3-D AveragePool; uint8 images in, scaled inside the graph (fed the
 # stored bytes; a scale or float features refused); text classifiers on stored token ids (a GRU; an
 # EmbeddingBag, exported as a Loop); F.interpolate (Resize: nearest, bilinear,
@@ -48,16 +49,17 @@ sys.exit(1 if diff > 1e-4 or wrong > 0 else 0)
 PYEOF
 }
 
-# name, then what the start-up line must say of its batch
+# name, then what the start-up line must say of its batch, then eval's options for it
 check() {
   local m=$1 said=$2
-  run "eval_$m" 0 120 "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/$m.onnx" --predictions "$WORK/$m.1x1.h5"
+  shift 2
+  run "eval_$m" 0 120 "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/$m.onnx" --predictions "$WORK/$m.1x1.h5" "$@"
   expect_in "eval_$m counts every example" " pad +[0-9]+ +203 "
   expect_in "eval_$m: the start-up line says how the batch runs" "$said"
   run "compare_$m" 0 60 compare "$WORK/$m.1x1.h5" "$WORK/$m.torch.npy"
   cat "$LAST_OUT"
   run "eval_${m}_3x2" 0 180 mpi 3 "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/$m.onnx" --devices 2 \
-    --per-device-batch 23 --strategy infinite-pad --predictions "$WORK/$m.3x2.h5"
+    --per-device-batch 23 --strategy infinite-pad --predictions "$WORK/$m.3x2.h5" "$@"
   run "${m}_same_bytes" 0 10 cmp "$WORK/$m.1x1.h5" "$WORK/$m.3x2.h5"
 }
 
@@ -65,9 +67,34 @@ check view_batch1 "the graph holds the batch size the file fixes: 1 row per run"
 check view_batch64 "the graph holds the batch size the file fixes: 64 rows per run"
 check keras_batch32 "input 'input' \[batch, 28, 28, 1\]; the graph holds the batch size the file fixes: 32 rows per run"
 check flatten_batch8 "transposed to NCHW, output 'output'"
+LAST_OUT=$WORK/eval_flatten_batch8.out
 expect_not_in "flatten_batch8: a graph that holds no batch runs whole batches" "holds the batch size"
-check two_outputs "output 'logits' logits \\(.*\\); eval reads the first of its 2 outputs \\(also 'embedding'\\): export with the class scores first"
+check two_outputs "output 'logits' logits \\(.*\\); eval reads the first of its 2 outputs \\(also 'embedding'\\): --onnx-output NAME reads another"
+# (embedding, logits, aux): --onnx-output names the logits; the auxiliary head's nodes do not run.
+check logits_second "output 'logits' \\(--onnx-output\\) logits \\(as the file says" --onnx-output logits
+LAST_OUT=$WORK/eval_logits_second.out  # check ran other commands after eval
+expect_not_in "logits_second: the chosen output alone, no word of others" "outputs \\(also"
+nodes_of() { sed -n 's/.*opset [0-9]*, \([0-9]*\) nodes).*/\1/p' "$LAST_OUT" | head -1; }
+run logits_second_all 0 60 "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/logits_second.onnx" --dry-run
+expect_in "logits_second: unnamed, eval reads the first and names the others" \
+  "output 'embedding' logits .*eval reads the first of its 3 outputs \\(also 'logits', 'aux'\\)"
+ALL_NODES=$(nodes_of)
+run logits_second_chosen 0 60 "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/logits_second.onnx" \
+  --onnx-output logits --dry-run
+CHOSEN_NODES=$(nodes_of)
+run logits_second_fewer_nodes 0 5 test "${CHOSEN_NODES:-0}" -ge 1 -a "${CHOSEN_NODES:-0}" -lt "${ALL_NODES:-0}"
+echo "logits_second: $ALL_NODES nodes for all outputs, $CHOSEN_NODES for 'logits'"
+run logits_second_aux 0 60 "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/logits_second.onnx" \
+  --onnx-output aux --dry-run
+expect_in "--onnx-output aux: its LogSoftmax read as log-probabilities of 5 classes" \
+  "output 'aux' \\(--onnx-output\\) log-probabilities \\(as the file says: the graph ends in LogSoftmax\\)"
+refuse onnx_output_unknown 2 "ONNX model '.*logits_second.onnx' has no output 'scores'; its outputs: 'embedding', 'logits', 'aux'" \
+  "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/logits_second.onnx" --onnx-output scores --predictions "$OUT/p.h5"
+run no_partial_output 0 5 test ! -e "$OUT/p.h5"
+refuse onnx_output_not_onnx 2 "--onnx-output, --model-output, --input-mean and --input-std apply to --model onnx" \
+  "$SPMD" eval --data "$SUB" --model zero --onnx-output logits --predictions "$OUT/p.h5"
 check token_output "output 'output' logits"
+LAST_OUT=$WORK/eval_token_output.out  # check ran other commands after eval
 expect_not_in "token_output: one output, no word of others" "outputs \\(also"
 check lrn "output 'output' log-probabilities"
 check interpolate "output 'output' logits"

@@ -22,6 +22,7 @@
 #include "spmd/models/onnx_classifier.hpp"
 #include "spmd/models/onnx_graph.hpp"
 #include "spmd/models/onnx_predictor.hpp"
+#include "spmd/runtime/error.hpp"
 
 namespace {
 
@@ -430,6 +431,37 @@ TEST(CudaOnnx, TorchModelsArePlannedForTheGpu) {
             "node '/lstm/LSTM' (LSTM, which the CUDA backend lacks)");
 }
 
+// Needs no GPU: a graph loaded for one named output keeps the nodes that output needs, no
+// others (`spmd eval --onnx-output`): a model whose other output needs an op the GPU lacks runs
+// there when its class scores do not.
+TEST(CudaOnnx, ANamedOutputKeepsOnlyTheNodesItNeeds) {
+  static spmd::test::TestFolder folder("spmd-cuda-onnx-output");
+  OnnxTestGraph g(kRow);
+  g.node("Flatten", {"x"}, {"f"});
+  g.node("Relu", {"f"}, {"y"});
+  g.node("Sin", {"f"}, {"aux"});  // an op the CPU runs and the CUDA backend lacks
+  g.output("aux");
+  const std::string path = folder.file("two.onnx");
+  g.save(path);
+  const auto both = spmd::models::OnnxGraph::load(path);
+  EXPECT_EQ(both->outputs().size(), 2u);
+  EXPECT_EQ(both->node_count(), 3u);
+  EXPECT_EQ(spmd::backends::cuda::onnx_unsupported_cuda(*both), "node 'aux' (Sin, which the CUDA backend lacks)");
+  const auto scores = spmd::models::OnnxGraph::load(path, "y");
+  ASSERT_EQ(scores->outputs().size(), 1u);
+  EXPECT_EQ(scores->outputs().front().name, "y");
+  EXPECT_EQ(scores->node_count(), 2u);
+  EXPECT_EQ(spmd::backends::cuda::onnx_unsupported_cuda(*scores), "");
+  const auto aux = spmd::models::OnnxGraph::load(path, "aux");
+  EXPECT_EQ(aux->node_count(), 2u);
+  try {
+    spmd::models::OnnxGraph::load(path, "logits");
+    ADD_FAILURE() << "an output the file lacks was taken";
+  } catch (const spmd::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("has no output 'logits'; its outputs: 'y', 'aux'"), std::string::npos) << e.what();
+  }
+}
+
 // Needs no GPU: what the support check says before any device is used.
 TEST(CudaOnnx, SupportCheckNamesTheNodeAndTheOpTheGpuLacks) {
   const auto supported = load(flattened([](OnnxTestGraph& g) { g.node("Relu", {"x"}, {"h"}); }));
@@ -477,8 +509,9 @@ TEST(CudaOnnx, SupportCheckNamesTheNodeAndTheOpTheGpuLacks) {
   const auto host_only = load([](OnnxTestGraph& g) {
     g.node("Flatten", {"x"}, {"y"});
     g.node("Shape", {"x"}, {"s"});
-    auto& cast = g.node("Cast", {"s"}, {"unused"});
+    auto& cast = g.node("Cast", {"s"}, {"sizes"});
     OnnxTestGraph::attr(cast, "to", std::int64_t{1});
+    g.output("sizes");  // read, or the load would drop both nodes
   });
   EXPECT_EQ(spmd::backends::cuda::onnx_unsupported_cuda(*host_only), "");
   // An If over host data only (a condition from the batch size): no CPU op runs it on the host
@@ -504,6 +537,7 @@ TEST(CudaOnnx, SupportCheckNamesTheNodeAndTheOpTheGpuLacks) {
       v->set_i(1);
       b.add_output()->set_name(std::string(name) + "_z");
     }
+    g.output("z", onnx::TensorProto::INT64);
   });
   EXPECT_EQ(spmd::backends::cuda::onnx_unsupported_cuda(*host_if),
             "node 'z' (If, whose sub-graphs the CUDA backend does not run)");

@@ -35,6 +35,15 @@ class OnnxTestGraph {
     yt->mutable_shape()->add_dim()->set_dim_param("classes");
   }
 
+  // Another graph output, after "y", of this element type (its shape unknown).
+  void output(const std::string& name, int elem_type = onnx::TensorProto::FLOAT) {
+    auto* o = graph_->add_output();
+    o->set_name(name);
+    auto* t = o->mutable_type()->mutable_tensor_type();
+    t->set_elem_type(elem_type);
+    t->mutable_shape();  // no dimensions declared: the checker needs the field
+  }
+
   // A node; attrs are added to the returned node.
   onnx::NodeProto& node(const std::string& op, std::vector<std::string> in, std::vector<std::string> out) {
     auto* n = graph_->add_node();

@@ -1,7 +1,7 @@
 """Classifiers exported the ways users export them beside the documented one: torch.onnx.export
 without dynamic_axes (the batch of the example input fixed in the file, and, where the model
 writes x.reshape(x.size(0), -1), fixed in a Reshape too), with dynamic height and width (a fully
-convolutional net), several outputs, a [batch, 1, classes] output, LocalResponseNorm (an If and a 3-D pool in the export), uint8
+convolutional net), several outputs (the logits second, read by name), a [batch, 1, classes] output, LocalResponseNorm (an If and a 3-D pool in the export), uint8
 images scaled inside the graph, F.interpolate (nearest, bilinear, bicubic), transposed convolutions, a float16 model, Conv3d and
 MaxPool3d, PixelShuffle / PixelUnshuffle, torch.std / var (int64 shape arithmetic), F.grid_sample
 (opset 16), max_pool2d's indices, boolean-mask indexing; and PyTorch's outputs.
@@ -47,6 +47,17 @@ class TwoOutputs(ViewNet):  # (logits, embedding): eval reads the first output
         x = nn.functional.max_pool2d(torch.relu(self.c1(x)), 2)
         e = torch.flatten(nn.functional.max_pool2d(torch.relu(self.bn(self.c2(x))), 2), 1)
         return self.fc(e), e
+
+
+class LogitsSecond(ViewNet):  # (embedding, logits, an auxiliary head): eval is told to read 'logits'
+    def __init__(self):
+        super().__init__()
+        self.aux = nn.Linear(16 * 7 * 7, 5)
+
+    def forward(self, x):
+        x = nn.functional.max_pool2d(torch.relu(self.c1(x)), 2)
+        e = torch.flatten(nn.functional.max_pool2d(torch.relu(self.bn(self.c2(x))), 2), 1)
+        return e, self.fc(e), torch.log_softmax(self.aux(torch.tanh(e)), dim=1)
 
 
 class KerasStyle(nn.Module):  # NHWC input [N, 28, 28, 1] as Keras models take it, a batch of 32 fixed
@@ -249,6 +260,7 @@ MODELS = {
     "flatten_batch8": (FlattenNet, 8, [1, 28, 28], None),
     "two_outputs": (TwoOutputs, 1, [1, 28, 28], BATCH),
     "token_output": (TokenOutput, 2, [1, 28, 28], BATCH),
+    "logits_second": (LogitsSecond, 2, [1, 28, 28], BATCH),
     "keras_batch32": (KerasStyle, 32, [28, 28, 1], None),
     "dynamic_hw": (FullyConv, 2, [1, 32, 32], HW),
     "lrn": (Lrn, 2, [1, 28, 28], BATCH),
@@ -277,7 +289,8 @@ def main():
         print("\n".join(MODELS))
     elif sys.argv[1] == "export":
         for name, (_, batch, shape, dynamic) in MODELS.items():
-            outputs = ["logits", "embedding"] if name == "two_outputs" else ["output"]
+            outputs = {"two_outputs": ["logits", "embedding"], "logits_second": ["embedding", "logits", "aux"]}.get(
+                name, ["output"])
             axes = {"input": dynamic, **{o: {0: "batch"} for o in outputs}} if dynamic else None
             example = torch.zeros([batch] + shape, dtype=torch.uint8 if name == "uint8_images" else torch.float32)
             torch.onnx.export(build(name), example, f"{sys.argv[2]}/{name}.onnx",
@@ -299,7 +312,7 @@ def main():
                 model, x = model.half().float(), x.half().float()
             with torch.no_grad():
                 y = model(x)
-                y = (y[0] if isinstance(y, tuple) else y).reshape(len(x), -1)
+                y = (y[1 if name == "logits_second" else 0] if isinstance(y, tuple) else y).reshape(len(x), -1)
                 p = y if name in ("keras_batch32", "float16") else torch.exp(y) if name == "lrn" else torch.softmax(y, dim=1)
             np.save(f"{sys.argv[2]}/{name}.torch.npy", p.numpy())
 

@@ -100,7 +100,7 @@ TEST(ByteInput, AnOnnxGraphOnTheHostDecodesBytesWithThePredictBits) {
     spmd::models::OnnxInputNorm norm;
     if (channels == 3) norm = {{0.4f, 0.5f, 0.6f}, {0.2f, 0.3f, 0.25f}};
     const std::vector<std::int64_t> stored{5, 4, channels};  // NHWC on disk
-    const auto model = spmd::models::make_onnx_classifier(path, spmd::models::OnnxOutput::Auto, norm, nullptr,
+    const auto model = spmd::models::make_onnx_classifier(path, {}, norm, nullptr,
                                                           [&] { return stored; });
     auto predictor = model->make_predictor(cpu_device(), 64);
     ASSERT_TRUE(predictor->decodes_bytes());

@@ -1,6 +1,6 @@
 #pragma once
 // A user's ONNX classifier as spmd eval runs it (onnx_graph.hpp): one float input [batch, ...]
-// (other symbolic dimensions taken from the data), the first output [batch, C] (other
+// (other symbolic dimensions taken from the data), the first output (or the one named) [batch, C] (other
 // dimensions 1 allowed: [batch, C, 1, 1], [batch, 1, C]). The stored features meet the input as stored when their trailing shape
 // is the model's, or transposed from NHWC to NCHW (images as stored, a PyTorch model);
 // anything else is refused with both shapes. A graph ending in Softmax gives probabilities,
@@ -21,6 +21,14 @@ enum class OnnxOutput { Auto, Logits, Probabilities, LogProbabilities };
 OnnxOutput parse_onnx_output(const std::string& text);  // auto|logits|probabilities|log-probabilities
 const char* to_string(OnnxOutput output);
 
+// Which of the graph's outputs holds the class scores (empty: the first; one named is kept
+// alone, and the nodes only the others need do not run) and what it holds (Auto: as its last
+// op says).
+struct OnnxOutputChoice {
+  std::string name;
+  OnnxOutput holds = OnnxOutput::Auto;
+};
+
 // Normalisation a model was trained with outside its graph: x' = (x - mean) / std, after
 // --input-scale, with one value for every feature or one per channel (the input's channel
 // axis: dimension 1 of an NCHW input, the last of an NHWC one). Empty: none.
@@ -37,7 +45,7 @@ struct OnnxInputNorm {
 // Symbolic dimensions of the input beyond the batch (a fully convolutional net exported with
 // dynamic height and width) take their sizes from data_sample_shape() (the stored samples'
 // shape, read as check_sample_shape feeds them); without it they are refused.
-std::unique_ptr<Classifier> make_onnx_classifier(const std::string& path, OnnxOutput output = OnnxOutput::Auto,
+std::unique_ptr<Classifier> make_onnx_classifier(const std::string& path, const OnnxOutputChoice& output = {},
                                                  const OnnxInputNorm& norm = {},
                                                  const runtime::DeviceInfo* device = nullptr,
                                                  const std::function<std::vector<std::int64_t>()>& data_sample_shape = {});
@@ -48,6 +56,7 @@ class OnnxGraph;
 std::string onnx_unsupported_on(const OnnxGraph& graph, const runtime::DeviceInfo& device);
 // The same for the graph in the file `path`; "" also when the file cannot be loaded (the run's
 // own load, on every rank, then says why).
-std::string onnx_file_unsupported_on(const std::string& path, const runtime::DeviceInfo& device);
+std::string onnx_file_unsupported_on(const std::string& path, const runtime::DeviceInfo& device,
+                                     const std::string& output_name = "");
 
 }  // namespace spmd::models

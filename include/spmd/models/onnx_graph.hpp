@@ -31,8 +31,10 @@ class OnnxGraph {
 
   // Parses and checks the file. Throws spmd::Error naming the file for a file that is not an
   // ONNX model, one the checker refuses, an input neither float nor integer, or ops the library
-  // lacks (all of them named, with their counts, and the ops there are).
-  static std::shared_ptr<const OnnxGraph> load(const std::string& path);
+  // lacks (all of them named, with their counts, and the ops there are). With `output` named,
+  // the graph keeps that output alone (an error lists the file's outputs when none is so
+  // named), and the nodes only the others needed are dropped.
+  static std::shared_ptr<const OnnxGraph> load(const std::string& path, const std::string& output = "");
 
   const std::string& path() const { return path_; }
   const std::vector<Value>& inputs() const { return inputs_; }

@@ -53,6 +53,7 @@ struct EvalOptions {
   int count_window = 16;              // infinite-pad: steps whose real rows one allreduce counts (1: every step)
   std::optional<int> drop_label;      // do not evaluate the rows with this label
   data::FeatureScale input_scale;     // images set for the CNN (values beyond [0, 1] refused under auto)
+  std::string onnx_output;                                     // onnx: the graph output read ("": the first)
   models::OnnxOutput model_output = models::OnnxOutput::Auto;  // onnx: how its output is read
   std::vector<float> input_mean, input_std;                    // onnx: normalisation outside the graph
   std::string predictions;            // the predictions file ("": none)
