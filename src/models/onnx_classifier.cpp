@@ -255,6 +255,15 @@ class FixedBatchPredictor final : public DevicePredictor {
   std::vector<float> chunk_probs_;
 };
 
+// A node that computes one statistic over its whole input, batch included, by its definition:
+// DynamicQuantizeLinear (onnxruntime's quantize_dynamic) takes its scale from the tensor's range.
+// Such a model is meant to quantize each request on its own: eval runs it an example at a time.
+std::string whole_batch_node(const OnnxGraph& graph) {
+  for (const auto& node : graph.nodes())
+    if (node.op == "DynamicQuantizeLinear") return "node '" + node.name + "' (" + node.op + ")";
+  return "";
+}
+
 class OnnxClassifier final : public Classifier {
  public:
   OnnxClassifier(OnnxPredictorSpec spec, std::string said, std::string bound, bool output_chosen, std::int64_t fixed_bytes,
@@ -274,7 +283,10 @@ class OnnxClassifier final : public Classifier {
     if (in.integer) text += ", " + g.inputs().front().stored_as + ": the stored values as they are";
     if (!in.rounded_to.empty()) text += ", " + in.rounded_to + ": the features rounded to it, computed in float32";
     if (g.inputs().front().stored_as == "double") text += ", float64: computed in float32";
-    if (spec_.fixed_batch > 0)
+    if (spec_.fixed_batch > 0 && !whole_batch_.empty())
+      text += "; " + whole_batch_ + " takes its scale from the whole batch (quantize_dynamic): one example per run, each "
+              "quantized on its own range";
+    else if (spec_.fixed_batch > 0)
       text += "; the graph holds the batch size the file fixes: " + std::to_string(spec_.fixed_batch) +
               (spec_.fixed_batch == 1 ? " row" : " rows") + " per run, the last padded (export with dynamic_axes=" +
               "{'" + g.inputs().front().name + "': {0: 'batch'}} to run whole batches)";
@@ -343,6 +355,7 @@ class OnnxClassifier final : public Classifier {
   mutable OnnxPredictorSpec spec_;  // its input mapping is set by check_sample_shape
   std::string said_, bound_;
   bool output_chosen_ = false;  // --onnx-output named it (the graph keeps that output alone)
+  std::string whole_batch_ = whole_batch_node(*spec_.graph);  // run an example at a time for it
   std::int64_t fixed_bytes_, row_bytes_;
 };
 
@@ -446,10 +459,15 @@ Trial trial_runs(const std::shared_ptr<const OnnxGraph>& graph, const Dims& row,
 
 // The trials where the batch is free, else (a file whose input fixes its batch, as
 // torch.onnx.export writes it without dynamic_axes: often a Reshape holds that number) at the
-// batch the file fixes; fixed_batch says which held (0: free).
+// batch the file fixes, or one row where a node computes over the whole batch (whole_batch_node);
+// fixed_batch says which held (0: free).
 Trial load_trials(const std::shared_ptr<const OnnxGraph>& graph, const Dims& row, std::int64_t& fixed_batch) {
   fixed_batch = 0;
   const std::int64_t file_batch = graph->inputs().front().dims.at(0);
+  if (file_batch < 1 && !whole_batch_node(*graph).empty()) {
+    fixed_batch = 1;
+    return trial_runs(graph, row, 1);
+  }
   try {
     return trial_runs(graph, row, 0);
   } catch (const std::exception&) {

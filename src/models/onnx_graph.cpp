@@ -88,6 +88,7 @@ struct OnnxGraph::Reader {
       ops::GraphNode node{n.op_type(), n.name().empty() ? n.output(0) : n.name(), opset, attrs_from(n, what), {}, {}};
       const bool known_domain = n.domain().empty() || n.domain() == "ai.onnx";
       note_declared_type(n, s);
+      if (known_domain) note_quantized_type(n, node, s);
       if (known_domain && n.op_type() == "CastLike" && n.input_size() == 2)
         if (const int to = s.type_of(n.input(1)); to != 0) node.attrs.ints["spmd_to"] = to;
       if (known_domain && n.op_type() == "Constant") {
@@ -144,6 +145,24 @@ struct OnnxGraph::Reader {
       if (a.name() == "value_float" || a.name() == "value_floats") s.declared_type[n.output(0)] = onnx::TensorProto::FLOAT;
       if (a.name() == "value_int" || a.name() == "value_ints") s.declared_type[n.output(0)] = onnx::TensorProto::INT64;
     }
+  }
+
+  // The quantizing ops hold their outputs in int64 within the range of a type the file states
+  // (graph_quantize.cpp): spmd_to, from opset 21's output_dtype, else the declared type of the
+  // output's zero point; QuantizeLinear without one gives uint8, as ONNX says.
+  static void note_quantized_type(const onnx::NodeProto& n, ops::GraphNode& node, Scope& s) {
+    const int zero = n.op_type() == "QuantizeLinear" ? 2 : n.op_type() == "QLinearConv" || n.op_type() == "QLinearMatMul" ? 7 : -1;
+    if (n.op_type() == "DynamicQuantizeLinear" && n.output_size() == 3) {
+      s.declared_type[n.output(0)] = s.declared_type[n.output(2)] = onnx::TensorProto::UINT8;
+      s.declared_type[n.output(1)] = onnx::TensorProto::FLOAT;
+    }
+    if (n.op_type() == "MatMulInteger" || n.op_type() == "ConvInteger") s.declared_type[n.output(0)] = onnx::TensorProto::INT32;
+    if (zero < 0) return;
+    int to = static_cast<int>(node.attrs.i("output_dtype", 0));
+    if (to == 0) to = zero < n.input_size() && !n.input(zero).empty() ? s.type_of(n.input(zero)) : onnx::TensorProto::UINT8;
+    if (to == 0) return;  // the op refuses to guess
+    node.attrs.ints["spmd_to"] = to;
+    s.declared_type[n.output(0)] = to;
   }
 
   // An If: decided at load where its condition is a constant (PyTorch's exports test shapes

@@ -71,7 +71,8 @@ std::string expected_features(const OnnxModelInfo::Value& in) {
   return text;
 }
 
-// FLOPs of one example: 2 per multiply-add of the Conv, Gemm and MatMul nodes of a run (of the
+// FLOPs of one example: 2 per multiply-add of the Conv, Gemm and MatMul nodes (and their quantized
+// forms: integer multiply-adds counted alike) of a run (of the
 // batch the file fixes, else of 1 row) per row, and of the recurrent nodes' GEMMs (every step's
 // X W^T and H R^T).
 std::int64_t flops_per_example(const std::shared_ptr<const OnnxGraph>& graph) {
@@ -85,15 +86,15 @@ std::int64_t flops_per_example(const std::shared_ptr<const OnnxGraph>& graph) {
   runner.run([&](const ops::OpCall& call) {
     const std::string& op = call.node.op;
     const std::int64_t out = call.out[0]->size();
-    if (op == "Conv") {
-      const auto& w = call.input(1).shape;
+    if (op == "Conv" || op == "ConvInteger" || op == "QLinearConv") {
+      const auto& w = call.input(op == "QLinearConv" ? 3 : 1).shape;
       std::int64_t per_output = 1;
       for (std::size_t k = 1; k < w.size(); ++k) per_output *= w[k];
       macs += out * per_output;
     } else if (op == "Gemm") {
       const auto& a = call.input(0).shape;
       macs += out * (call.node.attrs.i("transA", 0) ? a[0] : a[1]);
-    } else if (op == "MatMul") {
+    } else if (op == "MatMul" || op == "MatMulInteger" || op == "QLinearMatMul") {
       macs += out * call.input(0).shape.back();
     } else if (op == "LSTM" || op == "GRU" || op == "RNN") {  // Y: [steps, directions, batch, hidden]
       const auto& w = call.input(1).shape;                    // [directions, gates * hidden, input]

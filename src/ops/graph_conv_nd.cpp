@@ -6,66 +6,57 @@
 
 namespace spmd::ops {
 
+std::vector<std::int64_t> ConvShape::output_shape() const {
+  std::vector<std::int64_t> shape{n, m};
+  shape.insert(shape.end(), out.begin(), out.end());
+  return shape;
+}
+
+ConvShape conv_shape(const OpCall& call, const std::vector<std::int64_t>& x, const std::vector<std::int64_t>& w) {
+  if (x.size() < 3) call.fail("input " + to_string(x) + " is not [N, C, spatial...]");
+  ConvShape s;
+  s.dims = x.size() - 2;
+  if (w.size() != x.size()) call.fail("weights " + to_string(w) + " do not match input " + to_string(x));
+  s.n = x[0], s.c = x[1], s.m = w[0], s.group = call.node.attrs.i("group", 1);
+  if (s.group < 1 || s.c % s.group != 0 || s.m % s.group != 0 || w[1] * s.group != s.c)
+    call.fail("group " + std::to_string(s.group) + " does not divide input channels " + std::to_string(s.c) + " and weights " +
+              to_string(w));
+  s.strides = call.ints_per_dim("strides", s.dims, 1), s.dilations = call.ints_per_dim("dilations", s.dims, 1);
+  s.pads = call.ints_per_dim("pads", 2 * s.dims, 0);
+  s.in.resize(s.dims), s.k.resize(s.dims), s.out.resize(s.dims);
+  for (std::size_t d = 0; d < s.dims; ++d) {
+    s.in[d] = x[d + 2];
+    s.k[d] = w[d + 2];
+    const std::int64_t span = (s.k[d] - 1) * s.dilations[d] + 1;
+    auto_pads(call, s.in[d], s.strides[d], span, s.pads[d], s.pads[d + s.dims]);
+    const std::int64_t room = s.in[d] + s.pads[d] + s.pads[d + s.dims] - span;
+    s.out[d] = room < 0 ? 0 : room / s.strides[d] + 1;
+    if (s.out[d] < 1) call.fail("the kernel does not fit the input " + to_string(x));
+    s.taps *= s.k[d], s.pixels *= s.out[d], s.plane *= s.in[d];
+  }
+  s.cg = s.c / s.group, s.mg = s.m / s.group;
+  return s;
+}
+
 void conv_nd(const OpCall& call) {
   const Tensor& x = call.float_input(0);
   const Tensor& w = call.float_input(1);
-  const std::size_t dims = x.shape.size() - 2;
-  if (w.shape.size() != x.shape.size()) call.fail("weights " + to_string(w.shape) + " do not match input " + to_string(x.shape));
+  const ConvShape s = conv_shape(call, x.shape, w.shape);
   call.check_kernel_shape(w);
-  const std::int64_t n = x.shape[0], c = x.shape[1], m = w.shape[0], group = call.node.attrs.i("group", 1);
-  if (group < 1 || c % group != 0 || m % group != 0 || w.shape[1] * group != c)
-    call.fail("group " + std::to_string(group) + " does not divide input channels " + std::to_string(c) + " and weights " +
-              to_string(w.shape));
-  const auto strides = call.ints_per_dim("strides", dims, 1), dilations = call.ints_per_dim("dilations", dims, 1);
-  auto pads = call.ints_per_dim("pads", 2 * dims, 0);
-  std::vector<std::int64_t> in(dims), k(dims), out(dims);
-  std::int64_t taps = 1, pixels = 1, plane = 1;
-  for (std::size_t d = 0; d < dims; ++d) {
-    in[d] = x.shape[d + 2];
-    k[d] = w.shape[d + 2];
-    const std::int64_t span = (k[d] - 1) * dilations[d] + 1;
-    auto_pads(call, in[d], strides[d], span, pads[d], pads[d + dims]);
-    const std::int64_t room = in[d] + pads[d] + pads[d + dims] - span;
-    out[d] = room < 0 ? 0 : room / strides[d] + 1;
-    if (out[d] < 1) call.fail("the kernel does not fit the input " + to_string(x.shape));
-    taps *= k[d], pixels *= out[d], plane *= in[d];
-  }
-  const std::int64_t cg = c / group, mg = m / group, rows = cg * taps;
-  if (call.has_input(2) && call.float_input(2).size() != m) call.fail("bias has " + std::to_string(call.input(2).size()) + " values");
+  const std::int64_t rows = s.col_rows();
+  if (call.has_input(2) && call.float_input(2).size() != s.m) call.fail("bias has " + std::to_string(call.input(2).size()) + " values");
   const float* bias = call.has_input(2) ? call.float_input(2).f.data() : nullptr;
   const bool relu = call.node.attrs.i("spmd_relu", 0) != 0;
-  std::vector<std::int64_t> shape{n, m};
-  shape.insert(shape.end(), out.begin(), out.end());
   Tensor& y = *call.out[0];
-  y.reset(ElemType::Float32, shape);
-  FloatBuffer& col = scratch(Scratch::Im2col, rows * pixels);
+  y.reset(ElemType::Float32, s.output_shape());
+  FloatBuffer& col = scratch(Scratch::Im2col, rows * s.pixels);
   const auto& kernels = models::cnn_cpu::kernels_for(models::cnn_cpu::resolve_isa(models::cnn_cpu::Isa::Auto));
-  std::vector<std::int64_t> tap(dims), o(dims);
-  for (std::int64_t img = 0; img < n; ++img)
-    for (std::int64_t g = 0; g < group; ++g) {
-      // im2col: row (channel, tap), column (output position); zero where the tap is in the padding.
-      for (std::int64_t ci = 0; ci < cg; ++ci) {
-        const float* src = x.f.data() + (img * c + g * cg + ci) * plane;
-        for (std::int64_t t = 0; t < taps; ++t) {
-          for (std::int64_t r = t, d = static_cast<std::int64_t>(dims) - 1; d >= 0; --d) tap[d] = r % k[d], r /= k[d];
-          float* dst = col.data() + (ci * taps + t) * pixels;
-          std::fill(o.begin(), o.end(), 0);
-          for (std::int64_t p = 0; p < pixels; ++p) {
-            std::int64_t offset = 0;
-            bool inside = true;
-            for (std::size_t d = 0; d < dims; ++d) {
-              const std::int64_t i = o[d] * strides[d] - pads[d] + tap[d] * dilations[d];
-              inside = inside && i >= 0 && i < in[d];
-              offset = offset * in[d] + i;
-            }
-            dst[p] = inside ? src[offset] : 0.0f;
-            for (std::int64_t d = static_cast<std::int64_t>(dims) - 1; d >= 0 && ++o[d] == out[d]; --d) o[d] = 0;
-          }
-        }
-      }
-      kernels.gemm(false, static_cast<int>(mg), static_cast<int>(pixels), static_cast<int>(rows), w.f.data() + g * mg * rows, rows,
-                   col.data(), pixels, y.f.data() + (img * m + g * mg) * pixels, pixels, false,
-                   {nullptr, relu, bias ? bias + g * mg : nullptr});
+  for (std::int64_t img = 0; img < s.n; ++img)
+    for (std::int64_t g = 0; g < s.group; ++g) {
+      im2col_nd(s, x.f.data() + (img * s.c + g * s.cg) * s.plane, col.data(), 0.0f);
+      kernels.gemm(false, static_cast<int>(s.mg), static_cast<int>(s.pixels), static_cast<int>(rows), w.f.data() + g * s.mg * rows,
+                   rows, col.data(), s.pixels, y.f.data() + (img * s.m + g * s.mg) * s.pixels, s.pixels, false,
+                   {nullptr, relu, bias ? bias + g * s.mg : nullptr});
     }
 }
 

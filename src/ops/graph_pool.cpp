@@ -182,9 +182,29 @@ void global_pool(const OpCall& call) {
   }
 }
 
+// MaxPool over integers (a quantized model's uint8 / int8 values, opset 12): the float kernel
+// on their float values, exact for every integer of 24 bits or fewer, back to int64.
+void max_pool(const OpCall& call) {
+  const Tensor& x = call.input(0);
+  if (x.type == ElemType::Float32) return pool<true>(call);
+  thread_local Tensor values;
+  values.reset(ElemType::Float32, x.shape);
+  for (std::size_t k = 0; k < x.i.size(); ++k) {
+    if (x.i[k] > (1 << 24) || x.i[k] < -(1 << 24)) call.fail("integer input beyond 2^24 (MaxPool takes float and 8- or 16-bit values)");
+    values.f[k] = static_cast<float>(x.i[k]);
+  }
+  const Tensor* in[] = {&values};
+  pool<true>(OpCall{call.node, in, call.out});
+  Tensor& y = *call.out[0];
+  thread_local std::vector<std::int64_t> result;
+  result.assign(y.f.begin(), y.f.end());
+  y.reset(ElemType::Int64, y.shape);
+  std::copy(result.begin(), result.end(), y.i.begin());
+}
+
 }  // namespace
 
-SPMD_REGISTER_GRAPH_OP("MaxPool", pool<true>);
+SPMD_REGISTER_GRAPH_OP("MaxPool", max_pool);
 SPMD_REGISTER_GRAPH_OP("AveragePool", pool<false>);
 SPMD_REGISTER_GRAPH_OP("GlobalMaxPool", global_pool<true>);
 SPMD_REGISTER_GRAPH_OP("GlobalAveragePool", global_pool<false>);

@@ -21,7 +21,7 @@ std::string model_info_text(const OnnxModelInfo& info) {
   t += format("#   size     %lld parameters (%.1f KiB), %d nodes\n", static_cast<long long>(info.parameters),
               static_cast<double>(info.parameter_bytes) / 1024.0, nodes);
   if (info.flops_per_example)
-    t += format("#   compute  %.3f MFLOP per example (2 per multiply-add of Conv, Gemm, MatMul)\n",
+    t += format("#   compute  %.3f MFLOP per example (2 per multiply-add of Conv, Gemm, MatMul, quantized ones alike)\n",
                 static_cast<double>(*info.flops_per_example) / 1e6);
   if (info.evaluable)
     t += format("#   spmd eval runs it: %d classes, output read as %s; expects %s\n", info.classes,

@@ -18,9 +18,10 @@ out_dir, ort_run = sys.argv[1], sys.argv[2]
 rng = np.random.default_rng(7)
 
 
-def case(name, opset, nodes, x_shape, outputs, inits=(), ir=8, functions=()):
+def case(name, opset, nodes, x_shape, outputs, inits=(), ir=8, functions=(), ort_level="all"):
     """One test: input 'x' float [x_shape] (random), the graph's outputs by name; functions: the
-    model's local functions (domain "local")."""
+    model's local functions (domain "local"); ort_level: ONNX Runtime's graph optimisations
+    ("disabled": each node as ONNX defines it, where "all" would fuse QDQ pairs into integer ops)."""
     graph = helper.make_graph(nodes, name, [helper.make_tensor_value_info("x", T.FLOAT, x_shape)],
                               [helper.make_tensor_value_info(o, T.FLOAT, None) for o in outputs],
                               [numpy_helper.from_array(np.asarray(v), k) for k, v in inits])
@@ -36,7 +37,8 @@ def case(name, opset, nodes, x_shape, outputs, inits=(), ir=8, functions=()):
     raw = os.path.join(folder, "x.f32")
     x.tofile(raw)
     lines = subprocess.run(["node", ort_run, os.path.join(folder, "model.onnx"), raw, ",".join(map(str, x_shape)),
-                            os.path.join(folder, "y.f32")], check=True, capture_output=True, text=True).stdout.split("\n")
+                            os.path.join(folder, "y.f32")], check=True, capture_output=True, text=True,
+                           env={**os.environ, "ORT_GRAPH_OPTIMIZATION": ort_level}).stdout.split("\n")
     for k, line in enumerate(l for l in lines if l.strip()):
         dims = [int(d) for d in line.split()[1].split(",") if d] if len(line.split()) > 1 else []
         y = np.fromfile(os.path.join(folder, "y.f32" + (f".{k}" if k else "")), "<f4").reshape(dims)
@@ -243,3 +245,49 @@ captured_body = helper.make_graph(
 case("loop_captured_reshaped_13", 13, [n("Exp", ["x"], ["t"]), n("ReduceSum", ["x", "a0"], ["acc0"], keepdims=0),
                                        n("Loop", ["m", "go", "acc0"], ["acc"], body=captured_body)],
      [2, 4, 3], ["acc"], [("m", np.array(4, np.int64)), ("go", np.array(True)), ("a0", i64(0, 2))])
+# Quantization as onnxruntime's quantizers write it: QDQ pairs (quantize_static's default format)
+# saturating at both ends, per tensor (uint8) and per channel (int8, axis 1); a Conv between QDQ
+# pairs with int8 weights per output channel (ONNX Runtime's optimisations would fuse these into
+# integer kernels: compared with each node as ONNX defines it); the QOperator format's
+# QLinearConv (grouped, strided, padded, int32 bias, per-channel weight scales) and QLinearMatMul
+# (a 3-D a); quantize_dynamic's DynamicQuantizeLinear + MatMulInteger and + ConvInteger
+# (weights' zero point not 0), scaled back to float as it writes them.
+u8 = lambda *v: np.array(v, np.uint8)
+s8 = lambda *v: np.array(v, np.int8)
+q = lambda name, to: [n("QuantizeLinear", [name, to + "_s", to + "_z"], [to]), n("DequantizeLinear", [to, to + "_s", to + "_z"], [to + "_f"])]
+case("qdq_uint8_13", 13, q("x", "q"), [2, 3, 4], ["q_f"], [("q_s", np.array(0.01, np.float32)), ("q_z", np.array(128, np.uint8))],
+     ort_level="disabled")
+case("qdq_axis_int8_13", 13, [n("QuantizeLinear", ["x", "s", "z"], ["q"], axis=1), n("DequantizeLinear", ["q", "s", "z"], ["y"], axis=1)],
+     [2, 3, 4], ["y"], [("s", f32(0.004, 0.02, 0.05)), ("z", s8(-3, 0, 5))], ort_level="disabled")
+case("qdq_conv_13", 13, q("x", "xq") + [n("DequantizeLinear", ["w_q", "w_s", "w_z"], ["w"], axis=0),
+                                       n("Conv", ["xq_f", "w", "b"], ["c"], pads=[1, 1, 1, 1]), n("Relu", ["c"], ["r"])] + q("r", "yq"),
+     [2, 3, 5, 5], ["yq_f"], [("xq_s", np.array(0.03, np.float32)), ("xq_z", np.array(120, np.uint8)),
+                              ("w_q", rng.integers(-127, 128, size=(4, 3, 3, 3)).astype(np.int8)), ("w_s", f32(0.002, 0.004, 0.003, 0.001)),
+                              ("w_z", s8(0, 0, 0, 0)), ("b", f32(0.1, -0.2, 0.05, 0)), ("yq_s", np.array(0.02, np.float32)),
+                              ("yq_z", np.array(0, np.uint8))], ort_level="disabled")
+case("qlinear_conv_10", 10, [n("QuantizeLinear", ["x", "x_s", "x_z"], ["xq"]),
+                             n("QLinearConv", ["xq", "x_s", "x_z", "w", "w_s", "w_z", "y_s", "y_z", "b"], ["yq"], group=2, strides=[2, 2],
+                               pads=[1, 1, 1, 1]),
+                             n("DequantizeLinear", ["yq", "y_s", "y_z"], ["y"])],
+     [2, 4, 6, 6], ["y"], [("x_s", np.array(0.025, np.float32)), ("x_z", np.array(128, np.uint8)),
+                           ("w", rng.integers(-127, 128, size=(6, 2, 3, 3)).astype(np.int8)),
+                           ("w_s", rng.uniform(0.001, 0.004, size=6).astype(np.float32)), ("w_z", np.zeros(6, np.int8)),
+                           ("y_s", np.array(0.05, np.float32)), ("y_z", np.array(100, np.uint8)),
+                           ("b", rng.integers(-2000, 2000, size=6).astype(np.int32))])
+case("qlinear_matmul_10", 10, [n("QuantizeLinear", ["x", "x_s", "x_z"], ["xq"]),
+                               n("QLinearMatMul", ["xq", "x_s", "x_z", "w", "w_s", "w_z", "y_s", "y_z"], ["yq"]),
+                               n("DequantizeLinear", ["yq", "y_s", "y_z"], ["y"])],
+     [2, 3, 8], ["y"], [("x_s", np.array(0.02, np.float32)), ("x_z", np.array(125, np.uint8)),
+                        ("w", rng.integers(-127, 128, size=(8, 5)).astype(np.int8)), ("w_s", np.array(0.003, np.float32)),
+                        ("w_z", np.array(0, np.int8)), ("y_s", np.array(0.04, np.float32)), ("y_z", np.array(90, np.uint8))])
+case("dynamic_matmul_integer_11", 11, [n("DynamicQuantizeLinear", ["x"], ["xq", "xs", "xz"]),
+                                       n("MatMulInteger", ["xq", "w", "xz", "w_z"], ["acc"]), n("Cast", ["acc"], ["accf"], to=T.FLOAT),
+                                       n("Mul", ["xs", "w_s"], ["scale"]), n("Mul", ["accf", "scale"], ["y"])],
+     [3, 8], ["y"], [("w", rng.integers(-127, 128, size=(8, 6)).astype(np.int8)), ("w_z", np.array(0, np.int8)),
+                     ("w_s", np.array(0.004, np.float32))])
+case("dynamic_conv_integer_11", 11, [n("DynamicQuantizeLinear", ["x"], ["xq", "xs", "xz"]),
+                                     n("ConvInteger", ["xq", "w", "xz", "w_z"], ["acc"], pads=[1, 0, 1, 1], strides=[1, 2]),
+                                     n("Cast", ["acc"], ["accf"], to=T.FLOAT), n("Mul", ["xs", "w_s"], ["scale"]),
+                                     n("Mul", ["accf", "scale"], ["y"])],
+     [2, 2, 5, 6], ["y"], [("w", rng.integers(0, 256, size=(3, 2, 2, 3)).astype(np.uint8)), ("w_z", np.array(7, np.uint8)),
+                           ("w_s", np.array(0.004, np.float32))])

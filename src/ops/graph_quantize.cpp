@@ -1,0 +1,340 @@
+// Quantized inference: QuantizeLinear / DequantizeLinear (the QDQ pairs that onnxruntime's
+// quantize_static writes around float ops), QLinearConv and QLinearMatMul (its QOperator
+// format), DynamicQuantizeLinear, MatMulInteger and ConvInteger (quantize_dynamic's).
+// Quantized values live in int64 tensors (the library's integer type), in the range of the type
+// the file states for them: the loader records it as attribute spmd_to (the zero point's
+// declared type, or opset 21's output_dtype). Integer products are summed exactly in int32 as
+// ONNX defines them; requantization scales in float32 and rounds half to even, as ONNX
+// Runtime's kernels do.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "graph_nd.hpp"
+#include "spmd/ops/graph_op.hpp"
+
+namespace spmd::ops {
+namespace {
+
+struct QuantizedRange {
+  float lo, hi;
+};
+
+// The range of the element type in spmd_to (ONNX TensorProto numbers).
+QuantizedRange quantized_range(const OpCall& c) {
+  const std::int64_t to = c.node.attrs.i("spmd_to", 0);
+  switch (to) {
+    case 2: return {0.0f, 255.0f};         // uint8
+    case 3: return {-128.0f, 127.0f};      // int8
+    case 4: return {0.0f, 65535.0f};       // uint16
+    case 5: return {-32768.0f, 32767.0f};  // int16
+    case 0: c.fail("the file does not state the element type of the zero point (uint8 or int8?)");
+    default:
+      c.fail("quantizing to element type " + std::to_string(to) + " is not supported (uint8, int8, uint16 and int16 are)");
+  }
+}
+
+// round(v) + zero point, saturated to the quantized type: the float holds every such integer
+// exactly; NaN becomes the range's low end instead of undefined behaviour.
+inline std::int64_t saturate(float rounded_plus_zero, QuantizedRange r) {
+  const float v = rounded_plus_zero != rounded_plus_zero ? r.lo : rounded_plus_zero;
+  return static_cast<std::int64_t>(v < r.lo ? r.lo : v > r.hi ? r.hi : v);
+}
+
+const Tensor& integer_input(const OpCall& c, std::size_t k) {
+  const Tensor& t = c.input(k);
+  if (t.type != ElemType::Int64) c.fail("input " + std::to_string(k) + " is float; it takes quantized (integer) values");
+  return t;
+}
+
+// A scale or zero point of a tensor of `shape`: one value (a scalar or [1]) for all of it, or
+// one per index along `axis` (a 1-D tensor of that length). index(e): which applies to element e.
+class QuantParam {
+ public:
+  QuantParam(const OpCall& c, const Tensor* param, const std::vector<std::int64_t>& shape, std::int64_t axis_attr,
+             const char* what)
+      : param_(param) {
+    if (param == nullptr || param->size() == 1) return;
+    if (param->shape.size() != 1 || shape.empty())
+      c.fail(std::string(what) + " " + to_string(param->shape) + " is neither one value nor one per index of an axis");
+    const std::size_t axis = c.axis(axis_attr, shape.size());
+    if (param->shape[0] != shape[axis])
+      c.fail(std::string(what) + " has " + std::to_string(param->shape[0]) + " values for axis " + std::to_string(axis) +
+             " of " + to_string(shape));
+    length_ = shape[axis];
+    for (std::size_t d = axis + 1; d < shape.size(); ++d) inner_ *= shape[d];
+  }
+  std::int64_t index(std::int64_t e) const { return length_ == 0 ? 0 : (e / inner_) % length_; }
+  float scale(std::int64_t e) const { return scale_at(index(e)); }
+  std::int64_t zero(std::int64_t e) const { return zero_at(index(e)); }
+  // By the index runs() gives (0 for a per-tensor parameter).
+  float scale_at(std::int64_t k) const { return param_->f[static_cast<std::size_t>(length_ == 0 ? 0 : k)]; }
+  std::int64_t zero_at(std::int64_t k) const { return param_ ? param_->i[static_cast<std::size_t>(length_ == 0 ? 0 : k)] : 0; }
+  // f(first, count, k) for each run of consecutive elements of a tensor of `size` that share
+  // parameter index k: the whole tensor for a per-tensor parameter.
+  template <class F>
+  void runs(std::int64_t size, F f) const {
+    if (length_ == 0) return f(std::int64_t{0}, size, std::int64_t{0});
+    for (std::int64_t at = 0, k = 0; at < size; at += inner_, k = k + 1 == length_ ? 0 : k + 1) f(at, inner_, k);
+  }
+
+ private:
+  const Tensor* param_;
+  std::int64_t length_ = 0, inner_ = 1;
+};
+
+std::int64_t quant_axis(const OpCall& c) {
+  if (c.node.attrs.i("block_size", 0) != 0) c.fail("blocked quantization (block_size) is not supported");
+  return c.node.opset < 13 ? 0 : c.node.attrs.i("axis", 1);
+}
+
+const Tensor* zero_point(const OpCall& c, std::size_t k) { return c.has_input(k) ? &integer_input(c, k) : nullptr; }
+
+// y = saturate(round(x / scale) + zero_point).
+void quantize_linear(const OpCall& c) {
+  const Tensor& x = c.float_input(0);
+  const std::int64_t axis = quant_axis(c);
+  const QuantParam scale(c, &c.float_input(1), x.shape, axis, "y_scale");
+  const QuantParam zero(c, zero_point(c, 2), x.shape, axis, "y_zero_point");
+  const QuantizedRange r = quantized_range(c);
+  Tensor& y = *c.out[0];
+  y.reset(ElemType::Int64, x.shape);
+  scale.runs(x.size(), [&](std::int64_t at, std::int64_t count, std::int64_t k) {
+    const float s = scale.scale_at(k), z = static_cast<float>(zero.zero_at(k));
+    const float* in = x.f.data() + at;
+    std::int64_t* out = y.i.data() + at;
+    for (std::int64_t e = 0; e < count; ++e) out[e] = saturate(std::nearbyintf(in[e] / s) + z, r);
+  });
+}
+
+// y = (x - zero_point) * scale.
+void dequantize_linear(const OpCall& c) {
+  const Tensor& x = integer_input(c, 0);
+  const std::int64_t axis = quant_axis(c);
+  const QuantParam scale(c, &c.float_input(1), x.shape, axis, "x_scale");
+  const QuantParam zero(c, zero_point(c, 2), x.shape, axis, "x_zero_point");
+  Tensor& y = *c.out[0];
+  y.reset(ElemType::Float32, x.shape);
+  scale.runs(x.size(), [&](std::int64_t at, std::int64_t count, std::int64_t k) {
+    const float s = scale.scale_at(k);
+    const std::int64_t z = zero.zero_at(k);
+    const std::int64_t* in = x.i.data() + at;
+    float* out = y.f.data() + at;
+    for (std::int64_t e = 0; e < count; ++e) out[e] = static_cast<float>(in[e] - z) * s;
+  });
+}
+
+// uint8 with a scale and zero point from the tensor's range (with 0 in it), as ONNX's reference
+// computes them. The range is the whole tensor's, batch included: eval's trial at load finds
+// that a row's result then depends on the others and refuses such a model.
+void dynamic_quantize_linear(const OpCall& c) {
+  const Tensor& x = c.float_input(0);
+  float lo = 0.0f, hi = 0.0f;
+  for (const float v : x.f) lo = std::fmin(lo, v), hi = std::fmax(hi, v);
+  const float scale = (hi == lo ? 1.0f : hi - lo) / 255.0f;
+  const QuantizedRange r{0.0f, 255.0f};
+  const float zero = std::nearbyintf(std::fmin(std::fmax(0.0f - lo / scale, r.lo), r.hi));
+  Tensor& y = *c.out[0];
+  y.reset(ElemType::Int64, x.shape);
+  for (std::size_t u = 0; u < x.f.size(); ++u) y.i[u] = saturate(std::nearbyintf(x.f[u] / scale) + zero, r);
+  if (c.out.size() > 1 && c.out[1]) {
+    c.out[1]->reset(ElemType::Float32, {});
+    c.out[1]->f[0] = scale;
+  }
+  if (c.out.size() > 2 && c.out[2]) {
+    c.out[2]->reset(ElemType::Int64, {});
+    c.out[2]->i[0] = static_cast<std::int64_t>(zero);
+  }
+}
+
+// acc[M, N] = a[M, K] b[K, N] in int32, wrapping as int32 arithmetic does (unsigned: defined).
+void integer_gemm(std::int64_t m, std::int64_t n, std::int64_t k, const std::int32_t* a, const std::int32_t* b,
+                  std::int32_t* acc) {
+  for (std::int64_t i = 0; i < m; ++i) {
+    auto* row = reinterpret_cast<std::uint32_t*>(acc + i * n);
+    std::fill(row, row + n, 0u);
+    for (std::int64_t p = 0; p < k; ++p) {
+      const auto av = static_cast<std::uint32_t>(a[i * k + p]);
+      if (av == 0) continue;
+      const auto* bp = reinterpret_cast<const std::uint32_t*>(b + p * n);
+      for (std::int64_t j = 0; j < n; ++j) row[j] += av * bp[j];
+    }
+  }
+}
+
+// What the integer matrix products share: A [..., M, K] x B [..., K, N] (numpy broadcasting of
+// the leading dimensions), each operand's zero point subtracted (a: one value or one per row
+// [M]; b: one or one per column [N]), summed in int32.
+class IntegerMatmul {
+ public:
+  IntegerMatmul(const OpCall& c, const Tensor& a, const Tensor* a_zero, const Tensor& b, const Tensor* b_zero)
+      : a_(a), b_(b), az_(c, a_zero, a.shape, -2, "a_zero_point"), bz_(c, b_zero, b.shape, -1, "b_zero_point") {
+    if (a.shape.size() < 2 || b.shape.size() < 2)
+      c.fail("A " + to_string(a.shape) + " and B " + to_string(b.shape) + " must be at least 2-D");
+    m_ = a.shape[a.shape.size() - 2], k_ = a.shape.back(), n_ = b.shape.back();
+    if (b.shape[b.shape.size() - 2] != k_) c.fail("inner dimensions differ: " + to_string(a.shape) + " x " + to_string(b.shape));
+    rank_ = std::max(a.shape.size(), b.shape.size()) - 2;
+    for (std::size_t d = 0; d < rank_; ++d) {
+      const std::int64_t x = extent(a.shape, d), z = extent(b.shape, d);
+      if (x != z && x != 1 && z != 1) c.fail("batch dimensions do not broadcast: " + to_string(a.shape) + " x " + to_string(b.shape));
+      shape_.push_back(std::max(x, z));
+      batches_ *= shape_.back();
+    }
+    shape_.push_back(m_);
+    shape_.push_back(n_);
+  }
+  const std::vector<std::int64_t>& shape() const { return shape_; }
+  std::int64_t k() const { return k_; }
+  // store(accumulators [M, N] row-major, the output matrix's first element) for each matrix.
+  template <class Store>
+  void run(Store store) const {
+    std::vector<std::int32_t> am(static_cast<std::size_t>(m_ * k_)), bm(static_cast<std::size_t>(k_ * n_)),
+        acc(static_cast<std::size_t>(m_ * n_));
+    for (std::int64_t q = 0; q < batches_; ++q) {
+      const std::int64_t ao = matrix(a_.shape, q) * m_ * k_, bo = matrix(b_.shape, q) * k_ * n_;
+      for (std::int64_t e = 0; e < m_ * k_; ++e)
+        am[static_cast<std::size_t>(e)] = static_cast<std::int32_t>(a_.i[static_cast<std::size_t>(ao + e)] - az_.zero(ao + e));
+      for (std::int64_t e = 0; e < k_ * n_; ++e)
+        bm[static_cast<std::size_t>(e)] = static_cast<std::int32_t>(b_.i[static_cast<std::size_t>(bo + e)] - bz_.zero(bo + e));
+      integer_gemm(m_, n_, k_, am.data(), bm.data(), acc.data());
+      store(acc, q * m_ * n_);
+    }
+  }
+
+ private:
+  // Extent of the output's leading dimension d in an operand of shape s (1 where s lacks it).
+  std::int64_t extent(const std::vector<std::int64_t>& s, std::size_t d) const {
+    const std::size_t own = s.size() - 2;
+    return d + own >= rank_ ? s[d + own - rank_] : 1;
+  }
+  std::int64_t matrix(const std::vector<std::int64_t>& s, std::int64_t q) const {  // the operand's matrix for batch q
+    std::int64_t index = 0, stride = 1;
+    for (std::size_t d = rank_; d-- > 0;) {
+      const std::int64_t coord = q % shape_[d], own = extent(s, d);
+      q /= shape_[d];
+      index += (own == 1 ? 0 : coord) * stride;
+      stride *= own;
+    }
+    return index;
+  }
+  const Tensor &a_, &b_;
+  QuantParam az_, bz_;
+  std::int64_t m_ = 0, k_ = 0, n_ = 0, batches_ = 1;
+  std::size_t rank_ = 0;
+  std::vector<std::int64_t> shape_;
+};
+
+void matmul_integer(const OpCall& c) {
+  const IntegerMatmul mm(c, integer_input(c, 0), zero_point(c, 2), integer_input(c, 1), zero_point(c, 3));
+  Tensor& y = *c.out[0];
+  y.reset(ElemType::Int64, mm.shape());
+  mm.run([&](const std::vector<std::int32_t>& acc, std::int64_t at) { std::copy(acc.begin(), acc.end(), y.i.begin() + at); });
+}
+
+// One value of a requantizing op's output: saturate(round(acc * multiplier) + zero point).
+std::int64_t requantize(std::int32_t acc, float multiplier, float zero, QuantizedRange r) {
+  return saturate(std::nearbyintf(static_cast<float>(acc) * multiplier) + zero, r);
+}
+
+float one_value(const OpCall& c, const Tensor& t, const char* what) {
+  if (t.size() != 1) c.fail(std::string(what) + " must be one value (it has " + std::to_string(t.size()) + ")");
+  return t.type == ElemType::Float32 ? t.f[0] : static_cast<float>(t.i[0]);
+}
+
+// QLinearMatMul: the int32 product requantized; a's scale one value or one per row, b's one
+// or one per column.
+void qlinear_matmul(const OpCall& c) {
+  const Tensor &a = integer_input(c, 0), &b = integer_input(c, 3);
+  const IntegerMatmul mm(c, a, zero_point(c, 2), b, zero_point(c, 5));
+  const QuantParam as(c, &c.float_input(1), a.shape, -2, "a_scale"), bs(c, &c.float_input(4), b.shape, -1, "b_scale");
+  const float y_scale = one_value(c, c.float_input(6), "y_scale"), y_zero = one_value(c, integer_input(c, 7), "y_zero_point");
+  const QuantizedRange r = quantized_range(c);
+  const std::int64_t m = mm.shape()[mm.shape().size() - 2], n = mm.shape().back();
+  Tensor& y = *c.out[0];
+  y.reset(ElemType::Int64, mm.shape());
+  mm.run([&](const std::vector<std::int32_t>& acc, std::int64_t at) {
+    for (std::int64_t i = 0; i < m; ++i)
+      for (std::int64_t j = 0; j < n; ++j) {
+        const float multiplier = as.scale(i * mm.k()) * bs.scale(j) / y_scale;  // row i of a, column j of b
+        y.i[static_cast<std::size_t>(at + i * n + j)] = requantize(acc[static_cast<std::size_t>(i * n + j)], multiplier, y_zero, r);
+      }
+  });
+}
+
+// What the integer convolutions share: x - x's zero point (one value) convolved with w - w's
+// zero point (one value or one per output channel) in int32, every attribute of Conv; `store`
+// gets each image's group accumulators [M / group, positions], the output plane of its first
+// channel (image * M + channel) and the shape.
+template <class Store>
+void integer_conv(const OpCall& c, const Tensor& x, const Tensor* x_zero, const Tensor& w, const Tensor* w_zero,
+                       Tensor& y, Store store) {
+  const ConvShape s = conv_shape(c, x.shape, w.shape);
+  c.check_kernel_shape(w);
+  if (x_zero && x_zero->size() != 1) c.fail("x_zero_point must be one value");
+  const std::int64_t xz = x_zero ? x_zero->i[0] : 0, rows = s.col_rows();
+  const QuantParam wz(c, w_zero, w.shape, 0, "w_zero_point");
+  std::vector<std::int32_t> wi(static_cast<std::size_t>(w.size())), xi(static_cast<std::size_t>(s.c * s.plane)),
+      col(static_cast<std::size_t>(rows * s.pixels)), acc(static_cast<std::size_t>(s.mg * s.pixels));
+  for (std::int64_t e = 0; e < w.size(); ++e)
+    wi[static_cast<std::size_t>(e)] = static_cast<std::int32_t>(w.i[static_cast<std::size_t>(e)] - wz.zero(e));
+  y.reset(ElemType::Int64, s.output_shape());
+  for (std::int64_t img = 0; img < s.n; ++img) {
+    for (std::int64_t e = 0; e < s.c * s.plane; ++e)
+      xi[static_cast<std::size_t>(e)] = static_cast<std::int32_t>(x.i[static_cast<std::size_t>(img * s.c * s.plane + e)] - xz);
+    for (std::int64_t g = 0; g < s.group; ++g) {
+      im2col_nd(s, xi.data() + g * s.cg * s.plane, col.data(), 0);  // the padding is the zero point: 0 once subtracted
+      integer_gemm(s.mg, s.pixels, rows, wi.data() + g * s.mg * rows, col.data(), acc.data());
+      store(acc, img * s.m + g * s.mg, s);
+    }
+  }
+}
+
+void conv_integer(const OpCall& c) {
+  const Tensor &x = integer_input(c, 0), &w = integer_input(c, 1);
+  Tensor& y = *c.out[0];
+  integer_conv(c, x, zero_point(c, 2), w, zero_point(c, 3), y,
+               [&](const std::vector<std::int32_t>& acc, std::int64_t plane, const ConvShape& s) {
+                 std::copy(acc.begin(), acc.end(), y.i.begin() + plane * s.pixels);
+               });
+}
+
+// QLinearConv: the int32 convolution plus its int32 bias, requantized; w's scale one value or
+// one per output channel.
+void qlinear_conv(const OpCall& c) {
+  const Tensor &x = integer_input(c, 0), &w = integer_input(c, 3);
+  if (w.shape.size() < 3) c.fail("w " + to_string(w.shape) + " is not [M, C / group, kernel...]");
+  const float x_scale = one_value(c, c.float_input(1), "x_scale"), y_scale = one_value(c, c.float_input(6), "y_scale");
+  const float y_zero = one_value(c, integer_input(c, 7), "y_zero_point");
+  const QuantParam ws(c, &c.float_input(4), w.shape, 0, "w_scale");
+  const Tensor* bias = c.has_input(8) ? &integer_input(c, 8) : nullptr;
+  if (bias && bias->size() != w.shape.at(0)) c.fail("B has " + std::to_string(bias->size()) + " values for " + std::to_string(w.shape[0]) + " output channels");
+  const QuantizedRange r = quantized_range(c);
+  const std::int64_t per_channel = w.size() / std::max<std::int64_t>(1, w.shape.at(0));  // w's elements per output channel
+  Tensor& y = *c.out[0];
+  integer_conv(c, x, zero_point(c, 2), w, zero_point(c, 5), y,
+               [&](const std::vector<std::int32_t>& acc, std::int64_t plane, const ConvShape& s) {
+                 for (std::int64_t i = 0; i < s.mg; ++i) {
+                   const std::int64_t oc = (plane + i) % s.m;
+                   const float multiplier = x_scale * ws.scale(oc * per_channel) / y_scale;
+                   const auto b = bias ? static_cast<std::uint32_t>(bias->i[static_cast<std::size_t>(oc)]) : 0u;
+                   for (std::int64_t p = 0; p < s.pixels; ++p) {
+                     const auto sum = static_cast<std::int32_t>(static_cast<std::uint32_t>(acc[static_cast<std::size_t>(i * s.pixels + p)]) + b);
+                     y.i[static_cast<std::size_t>((plane + i) * s.pixels + p)] = requantize(sum, multiplier, y_zero, r);
+                   }
+                 }
+               });
+}
+
+}  // namespace
+
+SPMD_REGISTER_GRAPH_OP("QuantizeLinear", quantize_linear);
+SPMD_REGISTER_GRAPH_OP("DequantizeLinear", dequantize_linear);
+SPMD_REGISTER_GRAPH_OP("DynamicQuantizeLinear", dynamic_quantize_linear);
+SPMD_REGISTER_GRAPH_OP("MatMulInteger", matmul_integer);
+SPMD_REGISTER_GRAPH_OP("QLinearMatMul", qlinear_matmul);
+SPMD_REGISTER_GRAPH_OP("ConvInteger", conv_integer);
+SPMD_REGISTER_GRAPH_OP("QLinearConv", qlinear_conv);
+
+}  // namespace spmd::ops

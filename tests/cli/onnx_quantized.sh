@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# spmd eval --model onnx on quantized models (tests/support/quantized_models.py: a CNN trained
+# briefly in PyTorch, exported, and quantized as onnxruntime's quantize_static writes it, QDQ and
+# QOperator, with calibrated uint8 activations and int8 per-channel weights; an MLP as
+# quantize_dynamic writes it). Against ONNX Runtime (npm's onnxruntime-node, with all its graph
+# optimisations: its integer kernels, and with none: each node as ONNX defines it):
+# probabilities within 1e-5, the same classes; the float export beside them. A dynamically
+# quantized model takes its scale from the whole batch: eval runs it one example per run and
+# says so, and matches ONNX Runtime run an example at a time (the whole batch at once gives
+# other results: checked, so that the comparison means something). The predictions file is
+# byte-identical on 1x1 and 3x2 ranks x devices; spmd model info counts the quantized models'
+# integer multiply-adds as the float model's.
+source "$(dirname "$0")/../support/cli_lib.sh"
+source "$(dirname "$0")/../support/rank_exits.sh"
+PY=/usr/bin/python3
+SUB=$WORK/sub.h5
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+ORT_RUN="$ROOT/tools/onnx/ort_run.js"
+
+run inputs 0 60 fashion_subset 1003 "$SUB"
+run quantize 0 180 $PY "$ROOT/tests/support/quantized_models.py" "$WORK" "$SUB"
+
+for m in float qdq qoperator dynamic; do
+  run "eval_$m" 0 120 "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/$m.onnx" --predictions "$WORK/$m.h5"
+  expect_in "eval_$m counts every example" " pad +[0-9]+ +1003 "
+  run "eval_${m}_3x2" 0 180 mpi 3 "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/$m.onnx" --devices 2 \
+    --per-device-batch 37 --strategy infinite-pad --predictions "$WORK/$m.3x2.h5"
+  run "${m}_same_bytes" 0 10 cmp "$WORK/$m.h5" "$WORK/$m.3x2.h5"
+done
+run start_line_qdq 0 60 "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/qdq.onnx" --dry-run
+expect_not_in "a statically quantized model runs whole batches" "one example per run"
+run start_line_dynamic 0 60 "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/dynamic.onnx" --dry-run
+expect_in "a dynamically quantized model runs an example at a time, and says why" \
+  "node 'q1' \(DynamicQuantizeLinear\) takes its scale from the whole batch \(quantize_dynamic\): one example per run"
+
+flops_of() { sed -n 's/.*compute *\([0-9.]*\) MFLOP.*/\1/p' "$LAST_OUT"; }
+run info_float 0 60 "$SPMD" model info "$WORK/float.onnx"
+FLOAT_FLOPS=$(flops_of)
+for m in qdq qoperator; do
+  run "info_$m" 0 60 "$SPMD" model info "$WORK/$m.onnx"
+  run "info_${m}_flops" 0 5 test "$(flops_of)" = "$FLOAT_FLOPS" -a "$FLOAT_FLOPS" != 0.000
+done
+echo "MFLOP per example: $FLOAT_FLOPS (float, qdq and qoperator alike)"
+
+# NAME ORT_LEVEL ROWS_PER_RUN (0: the whole file in one run) WANT (same | differs)
+compare() {
+  $PY - "$WORK" "$ORT_RUN" "$@" <<'PYEOF'
+import os, sys, subprocess, h5py, numpy as np
+work, ort_run, name, level, per, want = sys.argv[1:7]
+with h5py.File(f"{work}/{name}.h5") as f:
+    probs, predicted = f["probabilities"][...], f["predicted"][...]
+env = {**os.environ, "ORT_GRAPH_OPTIMIZATION": level}
+if per != "0":
+    env["ORT_ROWS_PER_RUN"] = per
+shape = open(f"{work}/shape").read().strip()
+subprocess.run(["node", ort_run, f"{work}/{name}.onnx", f"{work}/data.in", shape, f"{work}/{name}.ort"], check=True,
+               stdout=subprocess.DEVNULL, env=env)
+y = np.fromfile(f"{work}/{name}.ort", "<f4").reshape(len(probs), -1)
+y = np.exp(y - y.max(1, keepdims=True))
+y /= y.sum(1, keepdims=True)
+diff, differ = float(np.abs(y - probs).max()), int((y.argmax(1) != predicted).sum())
+print(f"{name} vs ONNX Runtime (optimisations {level}, rows per run {'all' if per == '0' else per}): max |diff| {diff:.2e}, "
+      f"{differ} of {len(probs)} classes differ")
+same = diff <= 1e-5 and differ == 0
+sys.exit(0 if same == (want == "same") else 1)
+PYEOF
+}
+if [ -d "$ROOT/tools/onnx/node_modules/onnxruntime-node" ]; then
+  for m in float qdq qoperator; do
+    for level in all disabled; do
+      run "compare_${m}_$level" 0 60 compare "$m" "$level" 0 same
+      cat "$LAST_OUT"
+    done
+  done
+  run compare_dynamic_per_example 0 120 compare dynamic all 1 same
+  cat "$LAST_OUT"
+  run compare_dynamic_whole_batch 0 60 compare dynamic all 0 differs
+  cat "$LAST_OUT"
+else
+  echo "SKIP compare: no ONNX Runtime here (tools/onnx/node_modules; tools/setup.sh installs it)"
+fi
+finish
