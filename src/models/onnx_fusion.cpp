@@ -22,6 +22,7 @@ class Fuser {
       GraphNode& node = d_.nodes[n];
       if (node.op == "Gemm") untranspose_gemm_weights(node);
       if (node.op == "Erf") fuse_gelu(n);
+      if (node.op == "DequantizeLinear") fuse_quantize_dequantize(n);
       GraphNode* producer = sole_producer(node);
       if (!producer) continue;
       if (node.op == "BatchNormalization" && producer->op != "Add" && fold_batch_norm(*producer, node))
@@ -72,6 +73,39 @@ class Fuser {
       for (const int k : node.inputs)
         if (k >= 0) needed[static_cast<std::size_t>(k)] = 1;
     }
+  }
+
+  // QuantizeLinear -> DequantizeLinear with the same scale, zero point and axis (the pairs
+  // quantize_static writes on every activation): the DequantizeLinear reads the float values and
+  // quantizes them itself (attribute spmd_quantize_first, the type in spmd_to), one pass with
+  // the same bits instead of an int64 tensor written and read.
+  void fuse_quantize_dequantize(std::size_t n) {
+    GraphNode& dq = d_.nodes[n];
+    if (dq.inputs.size() < 2 || dq.inputs[0] < 0) return;
+    const auto q_out = static_cast<std::size_t>(dq.inputs[0]);
+    if (readers_[q_out] != 1 || producer_[q_out] < 0) return;
+    const auto q_at = static_cast<std::size_t>(producer_[q_out]);
+    const GraphNode& q = d_.nodes[q_at];
+    if (q.op != "QuantizeLinear" || removed_[q_at] || q.outputs.size() != 1 || q.inputs.size() != dq.inputs.size()) return;
+    for (std::size_t k = 1; k < q.inputs.size(); ++k)
+      if (!same_values(q.inputs[k], dq.inputs[k])) return;
+    if (q.attrs.i("axis", 1) != dq.attrs.i("axis", 1) || q.attrs.i("block_size", 0) != 0 || q.opset != dq.opset) return;
+    dq.attrs.ints["spmd_quantize_first"] = 1;
+    dq.attrs.ints["spmd_to"] = q.attrs.i("spmd_to", 0);
+    dq.inputs[0] = q.inputs[0];
+    for (std::size_t k = 1; k < q.inputs.size(); ++k)
+      if (q.inputs[k] >= 0) --readers_[static_cast<std::size_t>(q.inputs[k])];
+    removed_[q_at] = true;
+  }
+
+  // The same slot, or two constants holding the same values.
+  bool same_values(int a, int b) const {
+    if (a == b) return true;
+    if (a < 0 || b < 0) return false;
+    const auto ua = static_cast<std::size_t>(a), ub = static_cast<std::size_t>(b);
+    if (!d_.constant[ua] || !d_.constant[ub]) return false;
+    const Tensor &x = d_.values[ua], &y = d_.values[ub];
+    return x.type == y.type && x.shape == y.shape && x.f == y.f && x.i == y.i;
   }
 
   // The Conv, Gemm or Add whose single output only `node` reads (as its first input), if any.

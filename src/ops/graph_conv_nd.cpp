@@ -5,6 +5,34 @@
 #include "spmd/models/cnn_kernels.hpp"
 
 namespace spmd::ops {
+namespace {
+
+// im2col of one image's group of channels (`planes`: cg input planes): row (channel, tap),
+// column (output position); 0 where the tap falls in the padding.
+void im2col_nd(const ConvShape& s, const float* planes, float* col) {
+  std::vector<std::int64_t> tap(s.dims), o(s.dims);
+  for (std::int64_t ci = 0; ci < s.cg; ++ci) {
+    const float* src = planes + ci * s.plane;
+    for (std::int64_t t = 0; t < s.taps; ++t) {
+      for (std::int64_t r = t, d = static_cast<std::int64_t>(s.dims) - 1; d >= 0; --d) tap[d] = r % s.k[d], r /= s.k[d];
+      float* dst = col + (ci * s.taps + t) * s.pixels;
+      std::fill(o.begin(), o.end(), 0);
+      for (std::int64_t p = 0; p < s.pixels; ++p) {
+        std::int64_t offset = 0;
+        bool inside = true;
+        for (std::size_t d = 0; d < s.dims; ++d) {
+          const std::int64_t i = o[d] * s.strides[d] - s.pads[d] + tap[d] * s.dilations[d];
+          inside = inside && i >= 0 && i < s.in[d];
+          offset = offset * s.in[d] + i;
+        }
+        dst[p] = inside ? src[offset] : 0.0f;
+        for (std::int64_t d = static_cast<std::int64_t>(s.dims) - 1; d >= 0 && ++o[d] == s.out[d]; --d) o[d] = 0;
+      }
+    }
+  }
+}
+
+}  // namespace
 
 std::vector<std::int64_t> ConvShape::output_shape() const {
   std::vector<std::int64_t> shape{n, m};
@@ -53,7 +81,7 @@ void conv_nd(const OpCall& call) {
   const auto& kernels = models::cnn_cpu::kernels_for(models::cnn_cpu::resolve_isa(models::cnn_cpu::Isa::Auto));
   for (std::int64_t img = 0; img < s.n; ++img)
     for (std::int64_t g = 0; g < s.group; ++g) {
-      im2col_nd(s, x.f.data() + (img * s.c + g * s.cg) * s.plane, col.data(), 0.0f);
+      im2col_nd(s, x.f.data() + (img * s.c + g * s.cg) * s.plane, col.data());
       kernels.gemm(false, static_cast<int>(s.mg), static_cast<int>(s.pixels), static_cast<int>(rows), w.f.data() + g * s.mg * rows,
                    rows, col.data(), s.pixels, y.f.data() + (img * s.m + g * s.mg) * s.pixels, s.pixels, false,
                    {nullptr, relu, bias ? bias + g * s.mg : nullptr});

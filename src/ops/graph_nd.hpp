@@ -3,7 +3,6 @@
 // pools, and the 3-D average pool its LocalResponseNorm exports as): every ONNX attribute, the
 // convolution as im2col + the tuned GEMM per image and group. The 1-D and 2-D ops of
 // graph_conv.cpp are the fast ones and call these for more dimensions.
-#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -26,32 +25,6 @@ struct ConvShape {
   std::vector<std::int64_t> output_shape() const;  // [n, m, out...]
 };
 ConvShape conv_shape(const OpCall& call, const std::vector<std::int64_t>& x, const std::vector<std::int64_t>& w);
-
-// im2col of one image's group of channels (`planes`: cg input planes): row (channel, tap),
-// column (output position); `outside` where the tap falls in the padding.
-template <class T>
-void im2col_nd(const ConvShape& s, const T* planes, T* col, T outside) {
-  std::vector<std::int64_t> tap(s.dims), o(s.dims);
-  for (std::int64_t ci = 0; ci < s.cg; ++ci) {
-    const T* src = planes + ci * s.plane;
-    for (std::int64_t t = 0; t < s.taps; ++t) {
-      for (std::int64_t r = t, d = static_cast<std::int64_t>(s.dims) - 1; d >= 0; --d) tap[d] = r % s.k[d], r /= s.k[d];
-      T* dst = col + (ci * s.taps + t) * s.pixels;
-      std::fill(o.begin(), o.end(), 0);
-      for (std::int64_t p = 0; p < s.pixels; ++p) {
-        std::int64_t offset = 0;
-        bool inside = true;
-        for (std::size_t d = 0; d < s.dims; ++d) {
-          const std::int64_t i = o[d] * s.strides[d] - s.pads[d] + tap[d] * s.dilations[d];
-          inside = inside && i >= 0 && i < s.in[d];
-          offset = offset * s.in[d] + i;
-        }
-        dst[p] = inside ? src[offset] : outside;
-        for (std::int64_t d = static_cast<std::int64_t>(s.dims) - 1; d >= 0 && ++o[d] == s.out[d]; --d) o[d] = 0;
-      }
-    }
-  }
-}
 
 // The padding of one spatial dimension as auto_pad says (SAME_UPPER / SAME_LOWER: the output
 // ceil(in / stride), the odd pad at the end / start; VALID: none; NOTSET: pads as given), for a

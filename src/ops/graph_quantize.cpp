@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "graph_nd.hpp"
+#include "spmd/models/cnn_kernels.hpp"
 #include "spmd/ops/graph_op.hpp"
 
 namespace spmd::ops {
@@ -109,10 +110,28 @@ void quantize_linear(const OpCall& c) {
   });
 }
 
+// A QuantizeLinear -> DequantizeLinear pair fused at load (models/onnx_fusion.cpp): the float
+// input quantized and dequantized in one pass, the bits of the two ops.
+void quantize_dequantize(const OpCall& c, std::int64_t axis) {
+  const Tensor& x = c.float_input(0);
+  const QuantParam scale(c, &c.float_input(1), x.shape, axis, "x_scale");
+  const QuantParam zero(c, zero_point(c, 2), x.shape, axis, "x_zero_point");
+  const QuantizedRange r = quantized_range(c);
+  Tensor& y = *c.out[0];
+  y.reset(ElemType::Float32, x.shape);
+  scale.runs(x.size(), [&](std::int64_t at, std::int64_t count, std::int64_t k) {
+    const float s = scale.scale_at(k), z = static_cast<float>(zero.zero_at(k));
+    const float* in = x.f.data() + at;
+    float* out = y.f.data() + at;
+    for (std::int64_t e = 0; e < count; ++e) out[e] = (static_cast<float>(saturate(std::nearbyintf(in[e] / s) + z, r)) - z) * s;
+  });
+}
+
 // y = (x - zero_point) * scale.
 void dequantize_linear(const OpCall& c) {
-  const Tensor& x = integer_input(c, 0);
   const std::int64_t axis = quant_axis(c);
+  if (c.node.attrs.i("spmd_quantize_first", 0) != 0) return quantize_dequantize(c, axis);
+  const Tensor& x = integer_input(c, 0);
   const QuantParam scale(c, &c.float_input(1), x.shape, axis, "x_scale");
   const QuantParam zero(c, zero_point(c, 2), x.shape, axis, "x_zero_point");
   Tensor& y = *c.out[0];
@@ -149,18 +168,38 @@ void dynamic_quantize_linear(const OpCall& c) {
   }
 }
 
-// acc[M, N] = a[M, K] b[K, N] in int32, wrapping as int32 arithmetic does (unsigned: defined).
-void integer_gemm(std::int64_t m, std::int64_t n, std::int64_t k, const std::int32_t* a, const std::int32_t* b,
-                  std::int32_t* acc) {
-  for (std::int64_t i = 0; i < m; ++i) {
-    auto* row = reinterpret_cast<std::uint32_t*>(acc + i * n);
-    std::fill(row, row + n, 0u);
-    for (std::int64_t p = 0; p < k; ++p) {
-      const auto av = static_cast<std::uint32_t>(a[i * k + p]);
-      if (av == 0) continue;
-      const auto* bp = reinterpret_cast<const std::uint32_t*>(b + p * n);
-      for (std::int64_t j = 0; j < n; ++j) row[j] += av * bp[j];
-    }
+// Float32 arithmetic on integers is exact, in any order, while every partial sum stays below
+// 2^24 in magnitude: the tuned float GEMM then gives the int32 sums ONNX defines. With
+// operands of at most `bound` = max|a| * max|b| per product, that holds for sums of
+// exact_terms(bound) products (at least 258: 8-bit values are at most 255 from their zero point).
+constexpr double kExact = 16777215.0;  // 2^24 - 1
+std::int64_t exact_terms(double bound) { return bound < 1.0 ? std::numeric_limits<std::int64_t>::max() : static_cast<std::int64_t>(kExact / bound); }
+
+const models::cnn_cpu::Kernels& kernels() {
+  return models::cnn_cpu::kernels_for(models::cnn_cpu::resolve_isa(models::cnn_cpu::Isa::Auto));
+}
+
+template <class Floats>
+float max_abs(const Floats& v) {
+  float m = 0.0f;
+  for (const float x : v) m = std::max(m, std::fabs(x));
+  return m;
+}
+
+// acc[M, N] = a[M, K] b[K, N] of integer values held in floats, exactly: the float GEMM over
+// chunks of K short enough to be exact (exact_terms), the chunks added in int32.
+void exact_gemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, const float* b, std::int32_t* acc, double bound) {
+  const std::int64_t chunk = std::min(k, exact_terms(bound));
+  thread_local std::vector<float> part;
+  part.resize(static_cast<std::size_t>(m * n));
+  std::fill(acc, acc + m * n, 0);
+  for (std::int64_t p = 0; p < k; p += chunk) {
+    const std::int64_t kc = std::min(chunk, k - p);
+    kernels().gemm(false, static_cast<int>(m), static_cast<int>(n), static_cast<int>(kc), a + p, k, b + p * n, n, part.data(), n,
+                   false, {});
+    for (std::int64_t e = 0; e < m * n; ++e)
+      acc[e] = static_cast<std::int32_t>(static_cast<std::uint32_t>(acc[e]) +
+                                         static_cast<std::uint32_t>(static_cast<std::int32_t>(part[static_cast<std::size_t>(e)])));
   }
 }
 
@@ -190,15 +229,15 @@ class IntegerMatmul {
   // store(accumulators [M, N] row-major, the output matrix's first element) for each matrix.
   template <class Store>
   void run(Store store) const {
-    std::vector<std::int32_t> am(static_cast<std::size_t>(m_ * k_)), bm(static_cast<std::size_t>(k_ * n_)),
-        acc(static_cast<std::size_t>(m_ * n_));
+    std::vector<float> am(static_cast<std::size_t>(m_ * k_)), bm(static_cast<std::size_t>(k_ * n_));
+    std::vector<std::int32_t> acc(static_cast<std::size_t>(m_ * n_));
     for (std::int64_t q = 0; q < batches_; ++q) {
       const std::int64_t ao = matrix(a_.shape, q) * m_ * k_, bo = matrix(b_.shape, q) * k_ * n_;
       for (std::int64_t e = 0; e < m_ * k_; ++e)
-        am[static_cast<std::size_t>(e)] = static_cast<std::int32_t>(a_.i[static_cast<std::size_t>(ao + e)] - az_.zero(ao + e));
+        am[static_cast<std::size_t>(e)] = static_cast<float>(a_.i[static_cast<std::size_t>(ao + e)] - az_.zero(ao + e));
       for (std::int64_t e = 0; e < k_ * n_; ++e)
-        bm[static_cast<std::size_t>(e)] = static_cast<std::int32_t>(b_.i[static_cast<std::size_t>(bo + e)] - bz_.zero(bo + e));
-      integer_gemm(m_, n_, k_, am.data(), bm.data(), acc.data());
+        bm[static_cast<std::size_t>(e)] = static_cast<float>(b_.i[static_cast<std::size_t>(bo + e)] - bz_.zero(bo + e));
+      exact_gemm(m_, n_, k_, am.data(), bm.data(), acc.data(), static_cast<double>(max_abs(am)) * max_abs(bm));
       store(acc, q * m_ * n_);
     }
   }
@@ -263,41 +302,73 @@ void qlinear_matmul(const OpCall& c) {
   });
 }
 
-// What the integer convolutions share: x - x's zero point (one value) convolved with w - w's
-// zero point (one value or one per output channel) in int32, every attribute of Conv; `store`
-// gets each image's group accumulators [M / group, positions], the output plane of its first
-// channel (image * M + channel) and the shape.
-template <class Store>
-void integer_conv(const OpCall& c, const Tensor& x, const Tensor* x_zero, const Tensor& w, const Tensor* w_zero,
-                       Tensor& y, Store store) {
-  const ConvShape s = conv_shape(c, x.shape, w.shape);
+// What the integer convolutions share: (x - x's zero point, one value) convolved with (w - w's
+// zero point, one value or one per output channel), every attribute of Conv, summed exactly in
+// int32: the float Conv on those integers, over chunks of input channels short enough to be
+// exact (exact_terms), the chunks added. The sums [N, M, positions], in the output's order.
+const std::vector<std::int32_t>& integer_conv(const OpCall& c, const Tensor& x, const Tensor* x_zero, const Tensor& w,
+                                              const Tensor* w_zero, ConvShape& s) {
+  s = conv_shape(c, x.shape, w.shape);
   c.check_kernel_shape(w);
   if (x_zero && x_zero->size() != 1) c.fail("x_zero_point must be one value");
-  const std::int64_t xz = x_zero ? x_zero->i[0] : 0, rows = s.col_rows();
+  const std::int64_t xz = x_zero ? x_zero->i[0] : 0;
   const QuantParam wz(c, w_zero, w.shape, 0, "w_zero_point");
-  std::vector<std::int32_t> wi(static_cast<std::size_t>(w.size())), xi(static_cast<std::size_t>(s.c * s.plane)),
-      col(static_cast<std::size_t>(rows * s.pixels)), acc(static_cast<std::size_t>(s.mg * s.pixels));
-  for (std::int64_t e = 0; e < w.size(); ++e)
-    wi[static_cast<std::size_t>(e)] = static_cast<std::int32_t>(w.i[static_cast<std::size_t>(e)] - wz.zero(e));
-  y.reset(ElemType::Int64, s.output_shape());
-  for (std::int64_t img = 0; img < s.n; ++img) {
-    for (std::int64_t e = 0; e < s.c * s.plane; ++e)
-      xi[static_cast<std::size_t>(e)] = static_cast<std::int32_t>(x.i[static_cast<std::size_t>(img * s.c * s.plane + e)] - xz);
-    for (std::int64_t g = 0; g < s.group; ++g) {
-      im2col_nd(s, xi.data() + g * s.cg * s.plane, col.data(), 0);  // the padding is the zero point: 0 once subtracted
-      integer_gemm(s.mg, s.pixels, rows, wi.data() + g * s.mg * rows, col.data(), acc.data());
-      store(acc, img * s.m + g * s.mg, s);
-    }
+  thread_local Tensor xf, wf, xs, ws, part;
+  thread_local std::vector<std::int32_t> acc;
+  xf.reset(ElemType::Float32, x.shape);
+  for (std::size_t e = 0; e < x.i.size(); ++e) xf.f[e] = static_cast<float>(x.i[e] - xz);  // the padding: 0, the zero point
+  wf.reset(ElemType::Float32, w.shape);
+  wz.runs(w.size(), [&](std::int64_t at, std::int64_t count, std::int64_t k) {
+    for (std::int64_t e = at; e < at + count; ++e) wf.f[static_cast<std::size_t>(e)] = static_cast<float>(w.i[static_cast<std::size_t>(e)] - wz.zero_at(k));
+  });
+  const std::int64_t chunk = exact_terms(static_cast<double>(max_abs(xf.f)) * max_abs(wf.f)) / s.taps;  // input channels
+  if (chunk < 1) c.fail("a kernel of " + std::to_string(s.taps) + " taps is more than its sums can hold exactly");
+  const GraphOpFn conv = find_graph_op("Conv");
+  acc.assign(static_cast<std::size_t>(s.n * s.m * s.pixels), 0);
+  const auto add = [&](std::int64_t first, std::int64_t channels) {  // part [N, channels, positions] into acc
+    for (std::int64_t n = 0; n < s.n; ++n)
+      for (std::int64_t e = 0; e < channels * s.pixels; ++e) {
+        auto& sum = acc[static_cast<std::size_t>((n * s.m + first) * s.pixels + e)];
+        sum = static_cast<std::int32_t>(static_cast<std::uint32_t>(sum) +
+                                        static_cast<std::uint32_t>(static_cast<std::int32_t>(part.f[static_cast<std::size_t>(n * channels * s.pixels + e)])));
+      }
+  };
+  if (chunk >= s.cg) {
+    const Tensor* in[] = {&xf, &wf};
+    Tensor* out[] = {&part};
+    conv(OpCall{c.node, in, out});
+    add(0, s.m);
+    return acc;
   }
+  GraphNode single = c.node;  // a chunk of one group's channels
+  single.attrs.ints["group"] = 1;
+  std::vector<std::int64_t> x_shape = x.shape, w_shape = w.shape;
+  for (std::int64_t g = 0; g < s.group; ++g)
+    for (std::int64_t c0 = 0; c0 < s.cg; c0 += chunk) {
+      const std::int64_t cc = std::min(chunk, s.cg - c0);
+      x_shape[1] = w_shape[1] = cc;
+      w_shape[0] = s.mg;
+      xs.reset(ElemType::Float32, x_shape);
+      for (std::int64_t n = 0; n < s.n; ++n)
+        std::copy_n(xf.f.data() + (n * s.c + g * s.cg + c0) * s.plane, cc * s.plane, xs.f.data() + n * cc * s.plane);
+      ws.reset(ElemType::Float32, w_shape);
+      for (std::int64_t o = 0; o < s.mg; ++o)
+        std::copy_n(wf.f.data() + ((g * s.mg + o) * s.cg + c0) * s.taps, cc * s.taps, ws.f.data() + o * cc * s.taps);
+      const Tensor* in[] = {&xs, &ws};
+      Tensor* out[] = {&part};
+      conv(OpCall{single, in, out});
+      add(g * s.mg, s.mg);
+    }
+  return acc;
 }
 
 void conv_integer(const OpCall& c) {
   const Tensor &x = integer_input(c, 0), &w = integer_input(c, 1);
+  ConvShape s;
+  const auto& acc = integer_conv(c, x, zero_point(c, 2), w, zero_point(c, 3), s);
   Tensor& y = *c.out[0];
-  integer_conv(c, x, zero_point(c, 2), w, zero_point(c, 3), y,
-               [&](const std::vector<std::int32_t>& acc, std::int64_t plane, const ConvShape& s) {
-                 std::copy(acc.begin(), acc.end(), y.i.begin() + plane * s.pixels);
-               });
+  y.reset(ElemType::Int64, s.output_shape());
+  std::copy(acc.begin(), acc.end(), y.i.begin());
 }
 
 // QLinearConv: the int32 convolution plus its int32 bias, requantized; w's scale one value or
@@ -309,22 +380,23 @@ void qlinear_conv(const OpCall& c) {
   const float y_zero = one_value(c, integer_input(c, 7), "y_zero_point");
   const QuantParam ws(c, &c.float_input(4), w.shape, 0, "w_scale");
   const Tensor* bias = c.has_input(8) ? &integer_input(c, 8) : nullptr;
-  if (bias && bias->size() != w.shape.at(0)) c.fail("B has " + std::to_string(bias->size()) + " values for " + std::to_string(w.shape[0]) + " output channels");
+  if (bias && bias->size() != w.shape[0])
+    c.fail("B has " + std::to_string(bias->size()) + " values for " + std::to_string(w.shape[0]) + " output channels");
   const QuantizedRange r = quantized_range(c);
-  const std::int64_t per_channel = w.size() / std::max<std::int64_t>(1, w.shape.at(0));  // w's elements per output channel
+  ConvShape s;
+  const auto& acc = integer_conv(c, x, zero_point(c, 2), w, zero_point(c, 5), s);
+  const std::int64_t per_channel = w.size() / s.m;  // w's elements per output channel
   Tensor& y = *c.out[0];
-  integer_conv(c, x, zero_point(c, 2), w, zero_point(c, 5), y,
-               [&](const std::vector<std::int32_t>& acc, std::int64_t plane, const ConvShape& s) {
-                 for (std::int64_t i = 0; i < s.mg; ++i) {
-                   const std::int64_t oc = (plane + i) % s.m;
-                   const float multiplier = x_scale * ws.scale(oc * per_channel) / y_scale;
-                   const auto b = bias ? static_cast<std::uint32_t>(bias->i[static_cast<std::size_t>(oc)]) : 0u;
-                   for (std::int64_t p = 0; p < s.pixels; ++p) {
-                     const auto sum = static_cast<std::int32_t>(static_cast<std::uint32_t>(acc[static_cast<std::size_t>(i * s.pixels + p)]) + b);
-                     y.i[static_cast<std::size_t>((plane + i) * s.pixels + p)] = requantize(sum, multiplier, y_zero, r);
-                   }
-                 }
-               });
+  y.reset(ElemType::Int64, s.output_shape());
+  for (std::int64_t plane = 0; plane < s.n * s.m; ++plane) {
+    const std::int64_t oc = plane % s.m;
+    const float multiplier = x_scale * ws.scale(oc * per_channel) / y_scale;
+    const auto b = bias ? static_cast<std::uint32_t>(bias->i[static_cast<std::size_t>(oc)]) : 0u;
+    for (std::int64_t p = plane * s.pixels; p < (plane + 1) * s.pixels; ++p) {
+      const auto sum = static_cast<std::int32_t>(static_cast<std::uint32_t>(acc[static_cast<std::size_t>(p)]) + b);
+      y.i[static_cast<std::size_t>(p)] = requantize(sum, multiplier, y_zero, r);
+    }
+  }
 }
 
 }  // namespace

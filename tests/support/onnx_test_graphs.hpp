@@ -102,6 +102,17 @@ class OnnxTestGraph {
     for (const auto v : values) t->add_int64_data(v);
   }
 
+  // A narrow integer initializer (uint8, int8, int32: elem_type) of shape `dims` (empty: a scalar),
+  // as ONNX stores such values (int32_data).
+  void narrow_ints(const std::string& name, int elem_type, const std::vector<std::int64_t>& dims,
+                   const std::vector<std::int32_t>& values) {
+    auto* t = graph_->add_initializer();
+    t->set_name(name);
+    t->set_data_type(elem_type);
+    for (const auto d : dims) t->add_dims(d);
+    for (const auto v : values) t->add_int32_data(v);
+  }
+
   void save(const std::string& path) const {
     std::ofstream out(path, std::ios::binary);
     model_.SerializeToOstream(&out);
