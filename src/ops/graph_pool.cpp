@@ -189,17 +189,17 @@ void max_pool(const OpCall& call) {
   if (x.type == ElemType::Float32) return pool<true>(call);
   thread_local Tensor values;
   values.reset(ElemType::Float32, x.shape);
+  std::uint64_t beyond = 0;  // one pass the compiler vectorises: any value outside [-2^24, 2^24]
   for (std::size_t k = 0; k < x.i.size(); ++k) {
-    if (x.i[k] > (1 << 24) || x.i[k] < -(1 << 24)) call.fail("integer input beyond 2^24 (MaxPool takes float and 8- or 16-bit values)");
-    values.f[k] = static_cast<float>(x.i[k]);
+    beyond |= static_cast<std::uint64_t>(x.i[k] + (1 << 24)) > (std::uint64_t{2} << 24);
+    values.f[k] = static_cast<float>(static_cast<std::int32_t>(x.i[k]));
   }
+  if (beyond) call.fail("integer input beyond 2^24 (MaxPool takes float and 8- or 16-bit values)");
   const Tensor* in[] = {&values};
   pool<true>(OpCall{call.node, in, call.out});
   Tensor& y = *call.out[0];
-  thread_local std::vector<std::int64_t> result;
-  result.assign(y.f.begin(), y.f.end());
-  y.reset(ElemType::Int64, y.shape);
-  std::copy(result.begin(), result.end(), y.i.begin());
+  y.reset(ElemType::Int64, y.shape);  // keeps the floats the pool wrote
+  for (std::size_t k = 0; k < y.i.size(); ++k) y.i[k] = static_cast<std::int32_t>(y.f[k]);
 }
 
 }  // namespace

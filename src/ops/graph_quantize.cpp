@@ -19,6 +19,8 @@
 namespace spmd::ops {
 namespace {
 
+constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding and taking it away rounds half to even below 2^22
+
 struct QuantizedRange {
   float lo, hi;
 };
@@ -119,11 +121,19 @@ void quantize_dequantize(const OpCall& c, std::int64_t axis) {
   const QuantizedRange r = quantized_range(c);
   Tensor& y = *c.out[0];
   y.reset(ElemType::Float32, x.shape);
+  // (clamp(round(x / s) + z) - z) * s = clamp(round(x / s), lo - z, hi - z) * s: integer bounds
+  // commute with rounding, and every value is an integer below 2^22, where adding and taking
+  // away 1.5 * 2^23 rounds half to even. A loop the compiler vectorises; NaN becomes lo - z.
   scale.runs(x.size(), [&](std::int64_t at, std::int64_t count, std::int64_t k) {
-    const float s = scale.scale_at(k), z = static_cast<float>(zero.zero_at(k));
+    const float s = scale.scale_at(k), z = static_cast<float>(zero.zero_at(k)), lo = r.lo - z, hi = r.hi - z;
     const float* in = x.f.data() + at;
     float* out = y.f.data() + at;
-    for (std::int64_t e = 0; e < count; ++e) out[e] = (static_cast<float>(saturate(std::nearbyintf(in[e] / s) + z, r)) - z) * s;
+    for (std::int64_t e = 0; e < count; ++e) {
+      float v = in[e] / s;
+      v = v >= lo ? v : lo;
+      v = v <= hi ? v : hi;
+      out[e] = ((v + kRound) - kRound) * s;
+    }
   });
 }
 
@@ -272,9 +282,20 @@ void matmul_integer(const OpCall& c) {
   mm.run([&](const std::vector<std::int32_t>& acc, std::int64_t at) { std::copy(acc.begin(), acc.end(), y.i.begin() + at); });
 }
 
-// One value of a requantizing op's output: saturate(round(acc * multiplier) + zero point).
-std::int64_t requantize(std::int32_t acc, float multiplier, float zero, QuantizedRange r) {
-  return saturate(std::nearbyintf(static_cast<float>(acc) * multiplier) + zero, r);
+// A requantizing op's output: out[e] = saturate(round((acc[e] + bias) * multiplier[e]) + zero)
+// (multiplier[e]: `multipliers` at e, or `multiplier` for all), in float32 as ONNX Runtime's
+// kernels compute it. The bounds are integers, which commute with rounding, so the value is
+// clamped first and every rounded one lies below 2^22: a loop the compiler vectorises.
+void requantize(const std::int32_t* acc, std::int32_t bias, const float* multipliers, float multiplier, float zero,
+                QuantizedRange r, std::int64_t count, std::int64_t* out) {
+  const float lo = r.lo - zero, hi = r.hi - zero;
+  for (std::int64_t e = 0; e < count; ++e) {
+    const auto sum = static_cast<std::int32_t>(static_cast<std::uint32_t>(acc[e]) + static_cast<std::uint32_t>(bias));
+    float v = static_cast<float>(sum) * (multipliers ? multipliers[e] : multiplier);
+    v = v >= lo ? v : lo;
+    v = v <= hi ? v : hi;
+    out[e] = static_cast<std::int32_t>((v + kRound) - kRound + zero);
+  }
 }
 
 float one_value(const OpCall& c, const Tensor& t, const char* what) {
@@ -293,12 +314,13 @@ void qlinear_matmul(const OpCall& c) {
   const std::int64_t m = mm.shape()[mm.shape().size() - 2], n = mm.shape().back();
   Tensor& y = *c.out[0];
   y.reset(ElemType::Int64, mm.shape());
+  std::vector<float> multipliers(static_cast<std::size_t>(n));
   mm.run([&](const std::vector<std::int32_t>& acc, std::int64_t at) {
-    for (std::int64_t i = 0; i < m; ++i)
-      for (std::int64_t j = 0; j < n; ++j) {
-        const float multiplier = as.scale(i * mm.k()) * bs.scale(j) / y_scale;  // row i of a, column j of b
-        y.i[static_cast<std::size_t>(at + i * n + j)] = requantize(acc[static_cast<std::size_t>(i * n + j)], multiplier, y_zero, r);
-      }
+    for (std::int64_t i = 0; i < m; ++i) {
+      for (std::int64_t j = 0; j < n; ++j)  // row i of a, column j of b
+        multipliers[static_cast<std::size_t>(j)] = as.scale(i * mm.k()) * bs.scale(j) / y_scale;
+      requantize(acc.data() + i * n, 0, multipliers.data(), 0.0f, y_zero, r, n, y.i.data() + at + i * n);
+    }
   });
 }
 
@@ -391,11 +413,8 @@ void qlinear_conv(const OpCall& c) {
   for (std::int64_t plane = 0; plane < s.n * s.m; ++plane) {
     const std::int64_t oc = plane % s.m;
     const float multiplier = x_scale * ws.scale(oc * per_channel) / y_scale;
-    const auto b = bias ? static_cast<std::uint32_t>(bias->i[static_cast<std::size_t>(oc)]) : 0u;
-    for (std::int64_t p = plane * s.pixels; p < (plane + 1) * s.pixels; ++p) {
-      const auto sum = static_cast<std::int32_t>(static_cast<std::uint32_t>(acc[static_cast<std::size_t>(p)]) + b);
-      y.i[static_cast<std::size_t>(p)] = requantize(sum, multiplier, y_zero, r);
-    }
+    const auto b = bias ? static_cast<std::int32_t>(bias->i[static_cast<std::size_t>(oc)]) : 0;
+    requantize(acc.data() + plane * s.pixels, b, nullptr, multiplier, y_zero, r, s.pixels, y.i.data() + plane * s.pixels);
   }
 }
 
