@@ -79,14 +79,17 @@ class Fuser {
   // quantize_static writes on every activation): the DequantizeLinear reads the float values and
   // quantizes them itself (attribute spmd_quantize_first, the type in spmd_to), one pass with
   // the same bits instead of an int64 tensor written and read.
+  // PyTorch's exports put a Cast to the quantized type between the two (a no-op): it goes too.
   void fuse_quantize_dequantize(std::size_t n) {
     GraphNode& dq = d_.nodes[n];
     if (dq.inputs.size() < 2 || dq.inputs[0] < 0) return;
-    const auto q_out = static_cast<std::size_t>(dq.inputs[0]);
-    if (readers_[q_out] != 1 || producer_[q_out] < 0) return;
-    const auto q_at = static_cast<std::size_t>(producer_[q_out]);
-    const GraphNode& q = d_.nodes[q_at];
-    if (q.op != "QuantizeLinear" || removed_[q_at] || q.outputs.size() != 1 || q.inputs.size() != dq.inputs.size()) return;
+    const int cast_at = sole_producer_of(dq.inputs[0], "Cast");
+    const int q_at = sole_producer_of(cast_at < 0 ? dq.inputs[0] : d_.nodes[static_cast<std::size_t>(cast_at)].inputs.at(0),
+                                      "QuantizeLinear");
+    if (q_at < 0) return;
+    const GraphNode& q = d_.nodes[static_cast<std::size_t>(q_at)];
+    if (q.inputs.size() != dq.inputs.size() || q.attrs.i("spmd_to", 0) == 0) return;
+    if (cast_at >= 0 && d_.nodes[static_cast<std::size_t>(cast_at)].attrs.i("to", 0) != q.attrs.i("spmd_to", 0)) return;
     for (std::size_t k = 1; k < q.inputs.size(); ++k)
       if (!same_values(q.inputs[k], dq.inputs[k])) return;
     if (q.attrs.i("axis", 1) != dq.attrs.i("axis", 1) || q.attrs.i("block_size", 0) != 0 || q.opset != dq.opset) return;
@@ -95,7 +98,17 @@ class Fuser {
     dq.inputs[0] = q.inputs[0];
     for (std::size_t k = 1; k < q.inputs.size(); ++k)
       if (q.inputs[k] >= 0) --readers_[static_cast<std::size_t>(q.inputs[k])];
-    removed_[q_at] = true;
+    removed_[static_cast<std::size_t>(q_at)] = true;
+    if (cast_at >= 0) removed_[static_cast<std::size_t>(cast_at)] = true;
+  }
+
+  // The node of kind `op` (one input, one output) that makes tensor t, which nothing else reads; else -1.
+  int sole_producer_of(int t, const char* op) const {
+    if (t < 0 || readers_[static_cast<std::size_t>(t)] != 1) return -1;
+    const int at = producer_[static_cast<std::size_t>(t)];
+    if (at < 0 || removed_[static_cast<std::size_t>(at)]) return -1;
+    const GraphNode& node = d_.nodes[static_cast<std::size_t>(at)];
+    return node.op == op && node.outputs.size() == 1 && !node.inputs.empty() && node.inputs[0] >= 0 ? at : -1;
   }
 
   // The same slot, or two constants holding the same values.

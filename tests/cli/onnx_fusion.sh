@@ -45,7 +45,8 @@ for case in "fusable 6" "shared 6" "wide 5" "gelu 6" "gelu_read 12" "not_gelu 10
 done
 # --dry-run's estimate against the peak RSS of the runs it describes, per-device batch 256 and
 # 1024: neither run above its estimate by more than 10 %, and what the larger batch adds (its
-# batch buffers) within 10 % of what the estimate adds. The graph runs a device batch in chunks
+# batch buffers) within 10 % of what the estimate adds, give or take 1 MiB (the peak RSS of two
+# runs of the same batch differs by up to 0.5 MiB: 0 added was read as -0.5 MiB). The graph runs a device batch in chunks
 # that fit the cache, so the activations do not grow with the batch: 768 more rows of this
 # model's (about 150 KiB a row) would add 110 MiB; the larger batch adds less than 20 MiB. (The
 # estimate's prefetch allowance is an upper bound a 3000-row file does not fill.)
@@ -63,7 +64,7 @@ memory_estimate() {
   done
   awk -v v="$line" 'BEGIN { split(v, a, " "); e1 = a[1]; r1 = a[2] / 1024; e2 = a[3]; r2 = a[4] / 1024
     printf "batch 1024 - 256: estimate %+.1f MiB, peak RSS %+.1f MiB\n", e2 - e1, r2 - r1
-    exit !(r1 <= 1.1 * e1 && r2 <= 1.1 * e2 && (e2 - e1) >= 0.9 * (r2 - r1) && (e2 - e1) <= 1.1 * (r2 - r1) + 0.5 &&
+    exit !(r1 <= 1.1 * e1 && r2 <= 1.1 * e2 && (e2 - e1) >= 0.9 * (r2 - r1) - 1 && (e2 - e1) <= 1.1 * (r2 - r1) + 1 &&
            r2 - r1 < 20) }'
 }
 run memory_estimate 0 120 memory_estimate

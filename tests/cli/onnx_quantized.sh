@@ -2,7 +2,8 @@
 # spmd eval --model onnx on quantized models (tests/support/quantized_models.py: a CNN trained
 # briefly in PyTorch, exported, and quantized as onnxruntime's quantize_static writes it, QDQ and
 # QOperator, with calibrated uint8 activations and int8 per-channel weights; an MLP as
-# quantize_dynamic writes it). Against ONNX Runtime (npm's onnxruntime-node, with all its graph
+# quantize_dynamic writes it; the CNN quantized by PyTorch itself, eager mode with fbgemm, and
+# exported by torch.onnx.export: against PyTorch's quantized model too). Against ONNX Runtime (npm's onnxruntime-node, with all its graph
 # optimisations: its integer kernels, and with none: each node as ONNX defines it):
 # probabilities within 1e-5, the same classes; the float export beside them. A dynamically
 # quantized model takes its scale from the whole batch: eval runs it one example per run and
@@ -20,7 +21,7 @@ ORT_RUN="$ROOT/tools/onnx/ort_run.js"
 run inputs 0 60 fashion_subset 1003 "$SUB"
 run quantize 0 180 $PY "$ROOT/tests/support/quantized_models.py" "$WORK" "$SUB"
 
-for m in float qdq qoperator dynamic; do
+for m in float qdq qoperator dynamic torch_quantized; do
   run "eval_$m" 0 120 "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/$m.onnx" --predictions "$WORK/$m.h5"
   expect_in "eval_$m counts every example" " pad +[0-9]+ +1003 "
   run "eval_${m}_3x2" 0 180 mpi 3 "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/$m.onnx" --devices 2 \
@@ -65,8 +66,28 @@ same = diff <= 1e-5 and differ == 0
 sys.exit(0 if same == (want == "same") else 1)
 PYEOF
 }
+# PyTorch's quantized model (its fbgemm kernels requantize in their own order): the same classes
+# wherever its top two lie 0.01 apart, and on average far closer to it than the float model is.
+compare_torch() {
+  $PY - "$WORK" <<'PYEOF'
+import sys, h5py, numpy as np
+work = sys.argv[1]
+ref = np.load(f"{work}/torch_quantized.torch.npy")
+with h5py.File(f"{work}/torch_quantized.h5") as f, h5py.File(f"{work}/float.h5") as g:
+    probs, predicted, float_probs = f["probabilities"][...], f["predicted"][...], g["probabilities"][...]
+top2 = np.sort(ref, axis=1)[:, -2:]
+wrong = int(((ref.argmax(1) != predicted) & (top2[:, 1] - top2[:, 0] > 0.01)).sum())
+mean, float_mean = float(np.abs(ref - probs).mean()), float(np.abs(ref - float_probs).mean())
+print(f"torch_quantized vs PyTorch's quantized model: mean |diff| {mean:.2e} (the float model's: {float_mean:.2e}), "
+      f"max {float(np.abs(ref - probs).max()):.2e}, {wrong} clear classes differ")
+sys.exit(0 if wrong == 0 and mean < 3e-4 and mean < float_mean / 10 else 1)
+PYEOF
+}
+run compare_torch_quantized 0 60 compare_torch
+cat "$LAST_OUT"
+
 if [ -d "$ROOT/tools/onnx/node_modules/onnxruntime-node" ]; then
-  for m in float qdq qoperator; do
+  for m in float qdq qoperator torch_quantized; do
     for level in all disabled; do
       run "compare_${m}_$level" 0 60 compare "$m" "$level" 0 same
       cat "$LAST_OUT"

@@ -7,13 +7,17 @@ uint8, QLinearMatMul, the bias added in float); and as quantize_dynamic writes i
 (DynamicQuantizeLinear + MatMulInteger: one scale over the whole batch). Activation ranges are
 calibrated on the data file, as quantize_static's MinMax calibrator does.
 
-  quantized_models.py DIR DATA    writes DIR/{float,qdq,qoperator,dynamic}.onnx and DIR/NAME.in (the
-                                  data as the model's float input, NCHW) with its shape in DIR/shape"""
+  quantized_models.py DIR DATA    writes DIR/{float,qdq,qoperator,dynamic,torch_quantized}.onnx,
+                                  DIR/torch_quantized.torch.npy (PyTorch's quantized model's probabilities)
+                                  and DIR/data.in (the data as the models' float input, NCHW) with its shape
+                                  in DIR/shape"""
+import copy
 import sys
 import numpy as np
 import h5py
 import onnx
 import torch
+import torch.ao.quantization as tq
 from onnx import helper, numpy_helper, TensorProto as T
 from torch import nn
 
@@ -37,6 +41,30 @@ for step in range(60):  # a few epochs' worth on the file: clear top classes, no
 model.eval()
 torch.onnx.export(model, x[:2], f"{work}/float.onnx", opset_version=13, input_names=["input"], output_names=["logits"],
                   dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}})
+
+# PyTorch's own quantization of the same model (eager mode, static, fbgemm: Conv+ReLU fused,
+# calibrated on the file), exported as torch.onnx.export writes it (QDQ with Casts, opset 13),
+# and PyTorch's quantized kernels' probabilities beside it.
+class Quantizable(nn.Module):
+    def __init__(self, layers):
+        super().__init__()
+        self.quant, self.dequant, self.layers = tq.QuantStub(), tq.DeQuantStub(), copy.deepcopy(layers)
+
+    def forward(self, v):
+        return self.dequant(self.layers(self.quant(v)))
+
+
+pq = Quantizable(model).eval()
+pq.qconfig = tq.get_default_qconfig("fbgemm")
+tq.fuse_modules(pq, [["layers.0", "layers.1"], ["layers.3", "layers.4"]], inplace=True)
+tq.prepare(pq, inplace=True)
+with torch.no_grad():
+    pq(x)
+tq.convert(pq, inplace=True)
+with torch.no_grad():
+    np.save(f"{work}/torch_quantized.torch.npy", torch.softmax(pq(x), 1).numpy())
+torch.onnx.export(pq, x[:2], f"{work}/torch_quantized.onnx", opset_version=13, input_names=["input"],
+                  output_names=["logits"], dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}})
 
 # MinMax calibration of each activation the graphs quantize.
 with torch.no_grad():

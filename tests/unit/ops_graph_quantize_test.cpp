@@ -31,15 +31,17 @@ spmd::ops::Tensor run(const std::shared_ptr<const spmd::models::OnnxGraph>& grap
   return runner.output(0);
 }
 
-// x -> QuantizeLinear -> DequantizeLinear -> y, per tensor (uint8) or per channel (int8, axis 1);
-// with `keep_q` the quantized tensor is also an output, which keeps the two ops apart.
-void qdq_graph(OnnxTestGraph& g, bool per_channel, bool keep_q) {
+// x -> QuantizeLinear -> DequantizeLinear -> y, per tensor (uint8) or per channel (int8, axis 1),
+// with a Cast to the quantized type between them as PyTorch's exports write one; with `keep_q`
+// the quantized tensor is also an output, which keeps the ops apart.
+void qdq_graph(OnnxTestGraph& g, bool per_channel, bool keep_q, bool cast) {
   g.weights("s", per_channel ? std::vector<std::int64_t>{3} : std::vector<std::int64_t>{}, 0, 0,
             per_channel ? std::vector<float>{0.01f, 0.037f, 0.2f} : std::vector<float>{0.013f});
   if (per_channel) g.narrow_ints("z", onnx::TensorProto::INT8, {3}, {-5, 0, 17});
   else g.narrow_ints("z", onnx::TensorProto::UINT8, {}, {131});
   auto& q = g.node("QuantizeLinear", {"x", "s", "z"}, {"q"});
-  auto& dq = g.node("DequantizeLinear", {"q", "s", "z"}, {"d"});
+  if (cast) OnnxTestGraph::attr(g.node("Cast", {"q"}, {"qc"}), "to", std::int64_t{per_channel ? onnx::TensorProto::INT8 : onnx::TensorProto::UINT8});
+  auto& dq = g.node("DequantizeLinear", {cast ? "qc" : "q", "s", "z"}, {"d"});
   if (per_channel) OnnxTestGraph::attr(q, "axis", std::int64_t{1}), OnnxTestGraph::attr(dq, "axis", std::int64_t{1});
   g.node("Flatten", {"d"}, {"y"});
   if (keep_q) g.output("q", per_channel ? onnx::TensorProto::INT8 : onnx::TensorProto::UINT8);
@@ -55,19 +57,21 @@ TEST(QuantizedOps, AFusedQuantizeDequantizePairGivesTheBitsOfTheTwoOps) {
   x[6] = std::numeric_limits<float>::infinity();
   x[7] = -std::numeric_limits<float>::infinity();
   x[8] = 0.013f * 2.5f;  // a tie, rounded to even
-  for (const bool per_channel : {false, true}) {
+  for (const bool per_channel : {false, true})
+  for (const bool cast : {false, true}) {
     std::shared_ptr<const spmd::models::OnnxGraph> graphs[2];
     for (const bool keep_q : {false, true}) {
       OnnxTestGraph g(row);
-      qdq_graph(g, per_channel, keep_q);
-      const std::string path = folder.file(std::string(per_channel ? "axis" : "tensor") + (keep_q ? "_apart" : "_fused") + ".onnx");
+      qdq_graph(g, per_channel, keep_q, cast);
+      const std::string path = folder.file(std::string(per_channel ? "axis" : "tensor") + (cast ? "_cast" : "") +
+                                           (keep_q ? "_apart" : "_fused") + ".onnx");
       g.save(path);
       graphs[keep_q] = spmd::models::OnnxGraph::load(path);
     }
-    EXPECT_EQ(graphs[0]->node_count() + 1, graphs[1]->node_count()) << "the pair is one node when nothing else reads q";
+    EXPECT_EQ(graphs[0]->node_count() + (cast ? 2 : 1), graphs[1]->node_count()) << "the pair is one node when nothing else reads q";
     const auto fused = run(graphs[0], shape, x).f, apart = run(graphs[1], shape, x).f;
     ASSERT_EQ(fused.size(), apart.size());
-    EXPECT_EQ(std::memcmp(fused.data(), apart.data(), fused.size() * sizeof(float)), 0) << "per channel " << per_channel;
+    EXPECT_EQ(std::memcmp(fused.data(), apart.data(), fused.size() * sizeof(float)), 0) << "per channel " << per_channel << " cast " << cast;
     if (!per_channel) {
       EXPECT_EQ(fused[5], (0.0f - 131.0f) * 0.013f) << "NaN saturates to the range's low end";
       EXPECT_EQ(fused[6], (255.0f - 131.0f) * 0.013f);
