@@ -135,9 +135,17 @@ struct OnnxGraph::Reader {
     }
   }
 
-  // The element type a Constant or Cast states for its output.
+  // The element type a Constant or Cast states for its output, or that an op moving its
+  // input's values keeps (PyTorch's FX exports pass a zero point through an Identity).
   static void note_declared_type(const onnx::NodeProto& n, Scope& s) {
     if (n.output_size() < 1) return;
+    static const std::set<std::string> kKeepsType = {"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose",
+                                                     "Expand",   "Slice",   "Gather",  "Tile",    "Concat",    "Split",
+                                                     "Dropout"};
+    if (kKeepsType.count(n.op_type()) && n.input_size() > 0)
+      if (const int type = s.type_of(n.input(0)); type != 0)
+        for (const auto& out : n.output())
+          if (!out.empty() && s.type_of(out) == 0) s.declared_type[out] = type;
     for (const auto& a : n.attribute()) {
       if (n.op_type() == "Cast" && a.name() == "to") s.declared_type[n.output(0)] = static_cast<int>(a.i());
       if (n.op_type() != "Constant") continue;

@@ -7,8 +7,9 @@ uint8, QLinearMatMul, the bias added in float); and as quantize_dynamic writes i
 (DynamicQuantizeLinear + MatMulInteger: one scale over the whole batch). Activation ranges are
 calibrated on the data file, as quantize_static's MinMax calibrator does.
 
-  quantized_models.py DIR DATA    writes DIR/{float,qdq,qoperator,dynamic,torch_quantized}.onnx,
-                                  DIR/torch_quantized.torch.npy (PyTorch's quantized model's probabilities)
+  quantized_models.py DIR DATA    writes DIR/{float,qdq,qoperator,dynamic,torch_quantized,fx_residual}.onnx,
+                                  DIR/{torch_quantized,fx_residual}.torch.npy (PyTorch's quantized models'
+                                  probabilities)
                                   and DIR/data.in (the data as the models' float input, NCHW) with its shape
                                   in DIR/shape"""
 import copy
@@ -65,6 +66,43 @@ with torch.no_grad():
     np.save(f"{work}/torch_quantized.torch.npy", torch.softmax(pq(x), 1).numpy())
 torch.onnx.export(pq, x[:2], f"{work}/torch_quantized.onnx", opset_version=13, input_names=["input"],
                   output_names=["logits"], dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}})
+
+# PyTorch's FX graph-mode quantization (the API its documentation leads with) of a residual net
+# (Conv + BatchNorm fused, a skip connection's Add, global average pooling), trained briefly.
+from torch.ao.quantization import get_default_qconfig_mapping
+from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx
+
+
+class Residual(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem, self.bn0 = nn.Conv2d(1, 16, 3, stride=2, padding=1), nn.BatchNorm2d(16)
+        self.c1, self.b1 = nn.Conv2d(16, 16, 3, padding=1), nn.BatchNorm2d(16)
+        self.c2, self.b2 = nn.Conv2d(16, 16, 3, padding=1), nn.BatchNorm2d(16)
+        self.pool, self.fc = nn.AdaptiveAvgPool2d(1), nn.Linear(16, 10)
+
+    def forward(self, v):
+        v = torch.relu(self.bn0(self.stem(v)))
+        v = torch.relu(self.b2(self.c2(torch.relu(self.b1(self.c1(v))))) + v)
+        return self.fc(torch.flatten(self.pool(v), 1))
+
+
+residual = Residual()
+opt = torch.optim.Adam(residual.parameters(), 3e-3)
+for step in range(60):
+    batch = torch.randint(0, len(x), (128,))
+    opt.zero_grad()
+    nn.functional.cross_entropy(residual(x[batch]), labels[batch]).backward()
+    opt.step()
+residual.eval()
+fx = prepare_fx(copy.deepcopy(residual), get_default_qconfig_mapping("fbgemm"), (x[:2],))
+with torch.no_grad():
+    fx(x)
+fx = convert_fx(fx)
+with torch.no_grad():
+    np.save(f"{work}/fx_residual.torch.npy", torch.softmax(fx(x), 1).numpy())
+torch.onnx.export(fx, x[:2], f"{work}/fx_residual.onnx", opset_version=13, input_names=["input"], output_names=["logits"],
+                  dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}})
 
 # MinMax calibration of each activation the graphs quantize.
 with torch.no_grad():
