@@ -33,12 +33,16 @@ with open(f"{work}/shape", "w") as f:
 
 model = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(8, 16, 3, padding=1), nn.ReLU(),
                       nn.MaxPool2d(2), nn.Flatten(), nn.Linear(16 * 7 * 7, 10))
-opt = torch.optim.Adam(model.parameters(), 3e-3)
-for step in range(60):  # a few epochs' worth on the file: clear top classes, not a benchmark
-    batch = torch.randint(0, len(x), (128,))
-    opt.zero_grad()
-    nn.functional.cross_entropy(model(x[batch]), labels[batch]).backward()
-    opt.step()
+def train(net):  # a few epochs' worth on the file: clear top classes, not a benchmark
+    opt = torch.optim.Adam(net.parameters(), 3e-3)
+    for step in range(60):
+        batch = torch.randint(0, len(x), (128,))
+        opt.zero_grad()
+        nn.functional.cross_entropy(net(x[batch]), labels[batch]).backward()
+        opt.step()
+
+
+train(model)
 model.eval()
 torch.onnx.export(model, x[:2], f"{work}/float.onnx", opset_version=13, input_names=["input"], output_names=["logits"],
                   dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}})
@@ -88,12 +92,7 @@ class Residual(nn.Module):
 
 
 residual = Residual()
-opt = torch.optim.Adam(residual.parameters(), 3e-3)
-for step in range(60):
-    batch = torch.randint(0, len(x), (128,))
-    opt.zero_grad()
-    nn.functional.cross_entropy(residual(x[batch]), labels[batch]).backward()
-    opt.step()
+train(residual)
 residual.eval()
 fx = prepare_fx(copy.deepcopy(residual), get_default_qconfig_mapping("fbgemm"), (x[:2],))
 with torch.no_grad():
@@ -208,12 +207,7 @@ save("qoperator", "logits")
 # quantize_dynamic's Linear layers (an MLP on the pixels): each activation's scale from its
 # tensor's range at run time, the weights int8 per tensor.
 mlp = nn.Sequential(nn.Flatten(), nn.Linear(784, 64), nn.ReLU(), nn.Linear(64, 10))
-opt = torch.optim.Adam(mlp.parameters(), 3e-3)
-for step in range(60):
-    batch = torch.randint(0, len(x), (128,))
-    opt.zero_grad()
-    nn.functional.cross_entropy(mlp(x[batch]), labels[batch]).backward()
-    opt.step()
+train(mlp)
 inits, nodes = [], []
 init("shape", np.array([-1, 784], np.int64))
 nodes.append(helper.make_node("Reshape", ["input", "shape"], ["h0"]))
