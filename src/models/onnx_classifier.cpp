@@ -359,7 +359,7 @@ class OnnxClassifier final : public Classifier {
   std::int64_t fixed_bytes_, row_bytes_;
 };
 
-// What trial runs with 1 and 2 rows show: the classes ([rows, C], other dimensions 1; [rows]
+// What trial runs with 1 and 3 rows show: the classes ([rows, C], other dimensions 1; [rows]
 // or [rows, 1] is a binary classifier's one score) and the bytes of the run's tensors, fixed and
 // per row (for --dry-run's memory).
 struct Trial {
@@ -397,7 +397,7 @@ Trial trial_runs(const std::shared_ptr<const OnnxGraph>& graph, const Dims& row,
   std::vector<float> first_output;
   std::int64_t classes = 0, bytes[2] = {0, 0};
   for (const int pass : {0, 1}) {
-    const std::int64_t rows = fixed_batch > 0 ? fixed_batch : pass + 1;
+    const std::int64_t rows = fixed_batch > 0 ? fixed_batch : 1 + 2 * pass;
     Dims shape{rows};
     shape.insert(shape.end(), row.begin(), row.end());
     ops::Tensor& x = runner.input(0);
@@ -420,6 +420,14 @@ Trial trial_runs(const std::shared_ptr<const OnnxGraph>& graph, const Dims& row,
         if (integer) std::copy_n(x.i.begin(), size, x.i.begin() + r * size);
         else std::copy_n(x.f.begin(), size, x.f.begin() + r * size);
       }
+    // Beside row 0 in the second run, a row of the largest value and one of the smallest (still
+    // inputs the first run could have drawn): a statistic over the whole batch (its maximum, its
+    // range: x / x.max(), a dynamic quantization's scale) then differs from row 0's alone, which
+    // random rows would leave to chance.
+    for (std::int64_t r = 1; pass == 1 && r < std::min<std::int64_t>(rows, 3); ++r) {
+      if (integer) std::fill_n(x.i.begin() + r * size, size, r == 1 ? 1 : 0);
+      else std::fill_n(x.f.begin() + r * size, size, r == 1 ? 0x1.fffffep-1f : 0.0f);
+    }
     std::size_t node = 0;
     runner.run([&](const ops::OpCall& call) { trace.observe(pass, rows, node++, call); });
     const ops::Tensor& y = runner.output(0);
@@ -451,7 +459,7 @@ Trial trial_runs(const std::shared_ptr<const OnnxGraph>& graph, const Dims& row,
   if (fixed_batch > 0) {  // the same whatever the rows asked for, with the chunk's staging
     trial.fixed_bytes = std::max(bytes[0], bytes[1]) + fixed_batch * product(row) * 4;
   } else {
-    trial.row_bytes = std::max<std::int64_t>(0, bytes[1] - bytes[0]);
+    trial.row_bytes = std::max<std::int64_t>(0, bytes[1] - bytes[0]) / 2;  // 3 rows against 1
     trial.fixed_bytes = std::max<std::int64_t>(0, bytes[0] - trial.row_bytes);
   }
   return trial;

@@ -177,4 +177,26 @@ refuse mixing_rows 2 "mixing.onnx' mixes the rows of a batch: .*first at node 'c
   "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/mixing.onnx" --predictions "$OUT/p.h5"
 run mixing_info 0 60 "$SPMD" model info "$WORK/mixing.onnx"
 expect_in "spmd model info says eval would refuse it, and why" "spmd eval refuses it: .*mixes the rows of a batch"
+# Statistics over the whole batch that random rows beside row 0 reveal only by chance (a row
+# whose maximum is below row 0's leaves x / x.max() unchanged): scaled by the batch's maximum,
+# shifted by its minimum (ReduceMax / ReduceMin over every axis), and a dynamic quantization's
+# range written out by hand (Max - Min: the DynamicQuantizeLinear op itself runs an example at a time).
+run batch_statistics 0 60 $PY - "$WORK" <<'PYEOF'
+import sys, numpy as np, onnx
+from onnx import helper, numpy_helper, TensorProto as T
+w = numpy_helper.from_array(np.random.default_rng(1).normal(size=(784, 10)).astype(np.float32), "w")
+n = helper.make_node
+for name, nodes in (("batch_max", [n("ReduceMax", ["f"], ["s"], keepdims=1), n("Div", ["f", "s"], ["h"], name="scale_by_batch")]),
+                    ("batch_min", [n("ReduceMin", ["f"], ["s"], keepdims=1), n("Sub", ["f", "s"], ["h"], name="scale_by_batch")]),
+                    ("batch_range", [n("ReduceMax", ["f"], ["hi"], keepdims=1), n("ReduceMin", ["f"], ["lo"], keepdims=1),
+                                     n("Sub", ["hi", "lo"], ["s"]), n("Div", ["f", "s"], ["h"], name="scale_by_batch")])):
+    g = helper.make_graph([n("Flatten", ["x"], ["f"])] + nodes + [n("MatMul", ["h", "w"], ["y"])], name,
+                          [helper.make_tensor_value_info("x", T.FLOAT, ["batch", 28, 28, 1])],
+                          [helper.make_tensor_value_info("y", T.FLOAT, ["batch", 10])], [w])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), f"{sys.argv[1]}/{name}.onnx")
+PYEOF
+for m in batch_max batch_min batch_range; do
+  refuse "mixing_$m" 2 "$m.onnx' mixes the rows of a batch: .*first at node '(scale_by_batch|s|hi|lo)'" \
+    "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/$m.onnx" --predictions "$OUT/p.h5"
+done
 finish

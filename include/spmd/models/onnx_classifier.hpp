@@ -36,7 +36,7 @@ struct OnnxInputNorm {
   std::vector<float> mean, std;
 };
 
-// Loads and checks the model (OnnxGraph::load, then a trial run of 1 and 2 rows that must
+// Loads and checks the model (OnnxGraph::load, then trial runs of 1 and 3 rows that must
 // give [rows, C] with C >= 2). Throws spmd::Error naming the file, the input and the
 // dimension that is not static, the output's shape, or a mean / std whose count matches no
 // channel axis (or both: an input [3, 32, 3] is ambiguous) or a std that is not positive.
