@@ -69,6 +69,7 @@ class QuantParam {
     length_ = shape[axis];
     for (std::size_t d = axis + 1; d < shape.size(); ++d) inner_ *= shape[d];
   }
+  bool per_axis() const { return length_ != 0; }
   std::int64_t index(std::int64_t e) const { return length_ == 0 ? 0 : (e / inner_) % length_; }
   float scale(std::int64_t e) const { return scale_at(index(e)); }
   std::int64_t zero(std::int64_t e) const { return zero_at(index(e)); }
@@ -79,6 +80,7 @@ class QuantParam {
   // parameter index k: the whole tensor for a per-tensor parameter.
   template <class F>
   void runs(std::int64_t size, F f) const {
+    if (size == 0) return;
     if (length_ == 0) return f(std::int64_t{0}, size, std::int64_t{0});
     for (std::int64_t at = 0, k = 0; at < size; at += inner_, k = k + 1 == length_ ? 0 : k + 1) f(at, inner_, k);
   }
@@ -95,12 +97,19 @@ std::int64_t quant_axis(const OpCall& c) {
 
 const Tensor* zero_point(const OpCall& c, std::size_t k) { return c.has_input(k) ? &integer_input(c, k) : nullptr; }
 
+// ONNX gives a zero point the scale's shape; one per index where the scale is one value would
+// be read as its first value alone.
+void check_pair(const OpCall& c, const QuantParam& scale, const QuantParam& zero) {
+  if (zero.per_axis() && !scale.per_axis()) c.fail("the zero point has one value per index of an axis, the scale one value");
+}
+
 // y = saturate(round(x / scale) + zero_point).
 void quantize_linear(const OpCall& c) {
   const Tensor& x = c.float_input(0);
   const std::int64_t axis = quant_axis(c);
   const QuantParam scale(c, &c.float_input(1), x.shape, axis, "y_scale");
   const QuantParam zero(c, zero_point(c, 2), x.shape, axis, "y_zero_point");
+  check_pair(c, scale, zero);
   const QuantizedRange r = quantized_range(c);
   Tensor& y = *c.out[0];
   y.reset(ElemType::Int64, x.shape);
@@ -118,6 +127,7 @@ void quantize_dequantize(const OpCall& c, std::int64_t axis) {
   const Tensor& x = c.float_input(0);
   const QuantParam scale(c, &c.float_input(1), x.shape, axis, "x_scale");
   const QuantParam zero(c, zero_point(c, 2), x.shape, axis, "x_zero_point");
+  check_pair(c, scale, zero);
   const QuantizedRange r = quantized_range(c);
   Tensor& y = *c.out[0];
   y.reset(ElemType::Float32, x.shape);
@@ -144,6 +154,7 @@ void dequantize_linear(const OpCall& c) {
   const Tensor& x = integer_input(c, 0);
   const QuantParam scale(c, &c.float_input(1), x.shape, axis, "x_scale");
   const QuantParam zero(c, zero_point(c, 2), x.shape, axis, "x_zero_point");
+  check_pair(c, scale, zero);
   Tensor& y = *c.out[0];
   y.reset(ElemType::Float32, x.shape);
   scale.runs(x.size(), [&](std::int64_t at, std::int64_t count, std::int64_t k) {
@@ -200,6 +211,15 @@ float max_abs(const Floats& v) {
 // chunks of K short enough to be exact (exact_terms), the chunks added in int32.
 void exact_gemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, const float* b, std::int32_t* acc, double bound) {
   const std::int64_t chunk = std::min(k, exact_terms(bound));
+  if (chunk < 1) {  // one product past 2^24 (16-bit values): int64 sums, plainly
+    for (std::int64_t i = 0; i < m; ++i)
+      for (std::int64_t j = 0; j < n; ++j) {
+        std::int64_t sum = 0;
+        for (std::int64_t p = 0; p < k; ++p) sum += static_cast<std::int64_t>(a[i * k + p]) * static_cast<std::int64_t>(b[p * n + j]);
+        acc[i * n + j] = static_cast<std::int32_t>(static_cast<std::uint32_t>(sum));
+      }
+    return;
+  }
   thread_local std::vector<float> part;
   part.resize(static_cast<std::size_t>(m * n));
   std::fill(acc, acc + m * n, 0);
@@ -344,7 +364,9 @@ const std::vector<std::int32_t>& integer_conv(const OpCall& c, const Tensor& x, 
     for (std::int64_t e = at; e < at + count; ++e) wf.f[static_cast<std::size_t>(e)] = static_cast<float>(w.i[static_cast<std::size_t>(e)] - wz.zero_at(k));
   });
   const std::int64_t chunk = exact_terms(static_cast<double>(max_abs(xf.f)) * max_abs(wf.f)) / s.taps;  // input channels
-  if (chunk < 1) c.fail("a kernel of " + std::to_string(s.taps) + " taps is more than its sums can hold exactly");
+  if (chunk < 1)
+    c.fail("values this far from their zero points (16-bit quantization) over a kernel of " + std::to_string(s.taps) +
+           " taps: the exact sums this convolution takes are not supported");
   const GraphOpFn conv = find_graph_op("Conv");
   acc.assign(static_cast<std::size_t>(s.n * s.m * s.pixels), 0);
   const auto add = [&](std::int64_t first, std::int64_t channels) {  // part [N, channels, positions] into acc
@@ -407,7 +429,7 @@ void qlinear_conv(const OpCall& c) {
   const QuantizedRange r = quantized_range(c);
   ConvShape s;
   const auto& acc = integer_conv(c, x, zero_point(c, 2), w, zero_point(c, 5), s);
-  const std::int64_t per_channel = w.size() / s.m;  // w's elements per output channel
+  const std::int64_t per_channel = w.size() / std::max<std::int64_t>(1, s.m);  // w's elements per output channel
   Tensor& y = *c.out[0];
   y.reset(ElemType::Int64, s.output_shape());
   for (std::int64_t plane = 0; plane < s.n * s.m; ++plane) {

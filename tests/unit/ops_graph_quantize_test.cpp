@@ -122,4 +122,31 @@ TEST(QuantizedOps, IntegerConvolutionSumsPast2To24Exactly) {
   EXPECT_GT(beyond, 0) << "the test's sums must pass 2^24 to mean anything";
 }
 
+// Where one product passes 2^24 (16-bit values, as opset 21 allows), no float sum is exact:
+// the int32 sums ONNX defines, from int64 arithmetic.
+TEST(QuantizedOps, IntegerMatmulOfSixteenBitValuesIsExact) {
+  spmd::test::TestFolder folder("spmd-quantize");
+  const std::int64_t k = 40, n = 3;
+  OnnxTestGraph g({k});
+  std::vector<std::int32_t> w(static_cast<std::size_t>(k * n));
+  std::mt19937 rng(5);
+  for (auto& v : w) v = std::uniform_int_distribution<int>(-3000, 3000)(rng);
+  g.narrow_ints("w", onnx::TensorProto::INT16, {k, n}, w);
+  OnnxTestGraph::attr(g.node("Cast", {"x"}, {"xq"}), "to", std::int64_t{onnx::TensorProto::INT16});
+  g.node("MatMulInteger", {"xq", "w"}, {"y"});
+  const std::string path = folder.file("matmul_int16.onnx");
+  g.save(path);
+  std::vector<float> x(static_cast<std::size_t>(2 * k));
+  for (auto& v : x) v = static_cast<float>(std::uniform_int_distribution<int>(-30000, 30000)(rng));
+  const auto y = run(spmd::models::OnnxGraph::load(path), {2, k}, x).i;
+  ASSERT_EQ(y.size(), static_cast<std::size_t>(2 * n));
+  for (std::int64_t r = 0; r < 2; ++r)
+    for (std::int64_t j = 0; j < n; ++j) {
+      std::int64_t want = 0;
+      for (std::int64_t p = 0; p < k; ++p)
+        want += static_cast<std::int64_t>(x[static_cast<std::size_t>(r * k + p)]) * w[static_cast<std::size_t>(p * n + j)];
+      EXPECT_EQ(y[static_cast<std::size_t>(r * n + j)], static_cast<std::int32_t>(want)) << r << " " << j;
+    }
+}
+
 }  // namespace
