@@ -103,48 +103,45 @@ void check_pair(const OpCall& c, const QuantParam& scale, const QuantParam& zero
   if (zero.per_axis() && !scale.per_axis()) c.fail("the zero point has one value per index of an axis, the scale one value");
 }
 
-// y = saturate(round(x / scale) + zero_point).
-void quantize_linear(const OpCall& c) {
-  const Tensor& x = c.float_input(0);
-  const std::int64_t axis = quant_axis(c);
-  const QuantParam scale(c, &c.float_input(1), x.shape, axis, "y_scale");
-  const QuantParam zero(c, zero_point(c, 2), x.shape, axis, "y_zero_point");
+// Each x / scale rounded half to even and saturated, as the offset q from the zero point:
+// store(e, q, scale, zero) for element e. Clamping to the integer bounds less the zero point
+// commutes with rounding, and every value is then an integer below 2^22, where adding and taking
+// away 1.5 * 2^23 rounds half to even: a loop the compiler vectorises. NaN saturates low.
+template <class Store>
+void quantized_offsets(const OpCall& c, const Tensor& x, std::int64_t axis, Store store) {
+  const QuantParam scale(c, &c.float_input(1), x.shape, axis, "the scale");
+  const QuantParam zero(c, zero_point(c, 2), x.shape, axis, "the zero point");
   check_pair(c, scale, zero);
   const QuantizedRange r = quantized_range(c);
-  Tensor& y = *c.out[0];
-  y.reset(ElemType::Int64, x.shape);
-  scale.runs(x.size(), [&](std::int64_t at, std::int64_t count, std::int64_t k) {
-    const float s = scale.scale_at(k), z = static_cast<float>(zero.zero_at(k));
-    const float* in = x.f.data() + at;
-    std::int64_t* out = y.i.data() + at;
-    for (std::int64_t e = 0; e < count; ++e) out[e] = saturate(std::nearbyintf(in[e] / s) + z, r);
-  });
-}
-
-// A QuantizeLinear -> DequantizeLinear pair fused at load (models/onnx_fusion.cpp): the float
-// input quantized and dequantized in one pass, the bits of the two ops.
-void quantize_dequantize(const OpCall& c, std::int64_t axis) {
-  const Tensor& x = c.float_input(0);
-  const QuantParam scale(c, &c.float_input(1), x.shape, axis, "x_scale");
-  const QuantParam zero(c, zero_point(c, 2), x.shape, axis, "x_zero_point");
-  check_pair(c, scale, zero);
-  const QuantizedRange r = quantized_range(c);
-  Tensor& y = *c.out[0];
-  y.reset(ElemType::Float32, x.shape);
-  // (clamp(round(x / s) + z) - z) * s = clamp(round(x / s), lo - z, hi - z) * s: integer bounds
-  // commute with rounding, and every value is an integer below 2^22, where adding and taking
-  // away 1.5 * 2^23 rounds half to even. A loop the compiler vectorises; NaN becomes lo - z.
   scale.runs(x.size(), [&](std::int64_t at, std::int64_t count, std::int64_t k) {
     const float s = scale.scale_at(k), z = static_cast<float>(zero.zero_at(k)), lo = r.lo - z, hi = r.hi - z;
     const float* in = x.f.data() + at;
-    float* out = y.f.data() + at;
     for (std::int64_t e = 0; e < count; ++e) {
       float v = in[e] / s;
       v = v >= lo ? v : lo;
       v = v <= hi ? v : hi;
-      out[e] = ((v + kRound) - kRound) * s;
+      store(at + e, (v + kRound) - kRound, s, z);
     }
   });
+}
+
+// y = saturate(round(x / scale) + zero_point).
+void quantize_linear(const OpCall& c) {
+  const Tensor& x = c.float_input(0);
+  Tensor& y = *c.out[0];
+  y.reset(ElemType::Int64, x.shape);
+  quantized_offsets(c, x, quant_axis(c), [&y](std::int64_t e, float q, float, float z) {
+    y.i[static_cast<std::size_t>(e)] = static_cast<std::int32_t>(q + z);
+  });
+}
+
+// A QuantizeLinear -> DequantizeLinear pair fused at load (models/onnx_fusion.cpp): the float
+// input quantized and dequantized in one pass, the bits of the two ops ((q + z) - z is q).
+void quantize_dequantize(const OpCall& c, std::int64_t axis) {
+  const Tensor& x = c.float_input(0);
+  Tensor& y = *c.out[0];
+  y.reset(ElemType::Float32, x.shape);
+  quantized_offsets(c, x, axis, [&y](std::int64_t e, float q, float s, float) { y.f[static_cast<std::size_t>(e)] = q * s; });
 }
 
 // y = (x - zero_point) * scale.
