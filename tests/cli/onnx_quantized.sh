@@ -2,7 +2,7 @@
 # spmd eval --model onnx on quantized models (tests/support/quantized_models.py: a CNN trained
 # briefly in PyTorch, exported, and quantized as onnxruntime's quantize_static writes it, QDQ and
 # QOperator, with calibrated uint8 activations and int8 per-channel weights; an MLP as
-# quantize_dynamic writes it; the CNN quantized by PyTorch itself, eager mode with fbgemm, and
+# quantize_dynamic writes it; the CNN quantized by PyTorch itself, eager mode with fbgemm's qconfig, and
 # exported by torch.onnx.export, and a residual net quantized by PyTorch's FX graph mode (a zero
 # point passed through an Identity): against PyTorch's quantized models too). Against ONNX Runtime (npm's onnxruntime-node, with all its graph
 # optimisations: its integer kernels, and with none: each node as ONNX defines it):
@@ -75,32 +75,52 @@ same = clear == 0 and (mean < mean_tol if mean_tol is not None else diff <= 1e-5
 sys.exit(0 if same == (want == "same") else 1)
 PYEOF
 }
-# PyTorch's quantized models (its fbgemm kernels requantize in their own order): the same classes
-# wherever its top two lie 0.02 apart, on average within MEAN, and (given a float export of the
-# same model) far closer to it than the float model is.
-compare_torch() {  # NAME MEAN [FLOAT_NAME]
+# PyTorch's quantized models, a statistical check only. PyTorch's answer moves with the host (the
+# float model is trained by host-dependent float kernels, and the engine differs: fbgemm, oneDNN,
+# QNNPACK), and its kernels requantize otherwise than the ONNX graph it exports, so a value on a
+# rounding boundary lands one step away and moves a probability by up to ~0.07. Bits and every
+# class are judged against ONNX Runtime and the ops' definitions below
+# (compare_torch_quantized_{all,disabled}: within 1e-5, the same classes). Here: each PyTorch
+# variant (tests/support/quantized_models.py ran those this host has) on average within MEAN of
+# spmd and, given a float export of the same model, ten times closer than the float model is;
+# the classes the same wherever every variant picks one class with its top two 0.02 apart, but
+# for 0.5% of those: over 6 seeds x 3000 images here one such class differed (top two 0.094
+# apart, every variant agreeing), the issue-54 host had one in 1003; a wrong model fails on the
+# mean (compare_torch_refuses_float). The variants' own spread is printed beside it.
+compare_torch() {  # NAME (the PyTorch model) H5 (spmd's predictions) MEAN [FLOAT_H5]
   $PY - "$WORK" "$@" <<'PYEOF'
-import sys, h5py, numpy as np
-work, name, mean_tol = sys.argv[1], sys.argv[2], float(sys.argv[3])
-ref = np.load(f"{work}/{name}.torch.npy")
-with h5py.File(f"{work}/{name}.h5") as f:
+import glob, sys, h5py, numpy as np
+work, name, h5, mean_tol = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+paths = sorted(glob.glob(f"{work}/{name}.torch.*.npy"))
+refs = np.stack([np.load(p) for p in paths])  # [variants, N, C]
+with h5py.File(f"{work}/{h5}.h5") as f:
     probs, predicted = f["probabilities"][...], f["predicted"][...]
-top2 = np.sort(ref, axis=1)[:, -2:]
-wrong = int(((ref.argmax(1) != predicted) & (top2[:, 1] - top2[:, 0] > 0.02)).sum())
-mean = float(np.abs(ref - probs).mean())
+top2 = np.sort(refs, axis=2)[:, :, -2:]
+classes = refs.argmax(2)
+settled = (classes == classes[0]).all(0) & (top2[:, :, 1] - top2[:, :, 0] > 0.02).all(0)
+wrong = int((settled & (classes[0] != predicted)).sum())
+allowed = int(0.005 * settled.sum())
+means = np.abs(refs - probs).mean((1, 2))
 float_mean = None
-if len(sys.argv) > 4:
-    with h5py.File(f"{work}/{sys.argv[4]}.h5") as g:
-        float_mean = float(np.abs(ref - g["probabilities"][...]).mean())
-print(f"{name} vs PyTorch's quantized model: mean |diff| {mean:.2e}" +
-      (f" (the float model's: {float_mean:.2e})" if float_mean is not None else "") +
-      f", max {float(np.abs(ref - probs).max()):.2e}, {wrong} clear classes differ")
-sys.exit(0 if wrong == 0 and mean < mean_tol and (float_mean is None or mean < float_mean / 10) else 1)
+if len(sys.argv) > 5:
+    with h5py.File(f"{work}/{sys.argv[5]}.h5") as g:
+        float_mean = float(np.abs(refs - g["probabilities"][...]).mean((1, 2)).min())
+spread = float(np.abs(refs - refs[0]).max())
+print(f"{h5} vs PyTorch's quantized {name} ({len(paths)} kernel variants: "
+      f"{' '.join(p.split('.torch.')[1][:-4] for p in paths)}; they differ by up to {spread:.2e} among themselves, "
+      f"{int((~(classes == classes[0]).all(0)).sum())} classes move): mean |diff| {means.max():.2e}"
+      + (f" (the float model's: {float_mean:.2e})" if float_mean is not None else "")
+      + f", max {float(np.abs(refs - probs).max()):.2e}, {wrong} of {int(settled.sum())} settled classes differ "
+      f"(at most {allowed})")
+sys.exit(0 if wrong <= allowed and means.max() < mean_tol and (float_mean is None or means.max() < float_mean / 10) else 1)
 PYEOF
 }
-run compare_torch_quantized 0 60 compare_torch torch_quantized 3e-4 float
+run compare_torch_quantized 0 60 compare_torch torch_quantized torch_quantized 3e-4 float
 cat "$LAST_OUT"
-run compare_fx_residual 0 60 compare_torch fx_residual 1e-3
+run compare_fx_residual 0 60 compare_torch fx_residual fx_residual 1e-3
+cat "$LAST_OUT"
+# The check can fail: the float model's predictions are not the quantized model's.
+run compare_torch_refuses_float 1 60 compare_torch torch_quantized float 3e-4
 cat "$LAST_OUT"
 
 if [ -d "$ROOT/tools/onnx/node_modules/onnxruntime-node" ]; then
