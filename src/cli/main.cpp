@@ -22,6 +22,7 @@
 #include "spmd/runtime/io_deadline.hpp"
 #include "spmd/backends/backend.hpp"
 #include "spmd/runtime/check.hpp"
+#include "spmd/runtime/cpu_features.hpp"
 #include "spmd/runtime/error.hpp"
 #include "spmd/runtime/mpi.hpp"
 
@@ -76,13 +77,10 @@ void print_root(const std::string& text) {
 void pick_blas_kernels(int argc, char** argv) {
   if (argc < 3 || std::strcmp(argv[1], "data") != 0 || std::strcmp(argv[2], "make-classification") != 0) return;
   if (std::getenv("OPENBLAS_CORETYPE") || std::getenv("SPMD_BLAS_REEXEC")) return;
-  const char* core = nullptr;
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
-    core = "SkylakeX";
-  else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-    core = "Haswell";
-  if (!core) return;
+  // SPMD_MAX_CPU_ISA caps OpenBLAS too, so that a capped run is an AVX2 host's run throughout.
+  const auto level = spmd::runtime::cpu_level();
+  if (level == spmd::runtime::CpuLevel::portable) return;
+  const char* core = level == spmd::runtime::CpuLevel::avx512 ? "SkylakeX" : "Haswell";
   setenv("OPENBLAS_CORETYPE", core, 1);
   setenv("SPMD_BLAS_REEXEC", "1", 1);
   // The binary's own path, not /proc/self/exe: the process name (ps, top, pkill, Slurm's
@@ -96,6 +94,13 @@ void pick_blas_kernels(int argc, char** argv) {
 }
 
 int main(int argc, char** argv) {
+  // A bad SPMD_MAX_CPU_ISA is refused here, on every rank alike, before any kernel is chosen.
+  try {
+    spmd::runtime::cpu_level();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "spmd: error: %s\n", e.what());
+    return 2;
+  }
   pick_blas_kernels(argc, argv);
   // Large buffers come from the heap and stay there when freed, so a buffer allocated
   // again (the next run of a benchmark, the next epoch) does not page-fault again: page

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "cnn_kernels_variants.hpp"
+#include "spmd/runtime/cpu_features.hpp"
 #include "spmd/runtime/error.hpp"
 
 namespace spmd::models::cnn_cpu {
@@ -39,16 +40,7 @@ void blas_gemm(bool a_transposed, int m, int n, int k, const float* a, long lda,
   }
 }
 
-bool cpu_has_avx512() {
-  // libgcc's check covers both the CPU flags and the OS saving the zmm state (XCR0). The
-  // explicit init makes it safe even when first called from a static initialiser.
-  static const bool has = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw");
-  }();
-  return has;
-}
+bool cpu_has_avx512() { return runtime::cpu_allows(runtime::CpuLevel::avx512); }
 
 }  // namespace
 
@@ -74,7 +66,8 @@ Isa resolve_isa(Isa isa) {
   if (isa == Isa::Auto) return cpu_has_avx512() ? Isa::Avx512 : Isa::Avx2;
   if (!isa_supported(isa))
     throw Error(std::string("CNN CPU kernel set '") + to_string(isa) +
-                "' is not supported by this CPU (needs AVX-512 F/VL/DQ/BW); use 'auto' or 'avx2'");
+                "' is not supported by this CPU (needs AVX-512 F/VL/DQ/BW)" +
+                runtime::cpu_cap_note() + "; use 'auto' or 'avx2'");
   return isa;
 }
 

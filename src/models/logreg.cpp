@@ -14,6 +14,7 @@
 #include "spmd/models/cnn_aligned.hpp"
 #include "spmd/models/logreg_kernel_spec.hpp"
 #include "spmd/models/partial_sum_tree.hpp"
+#include "spmd/runtime/cpu_features.hpp"
 #include "spmd/runtime/error.hpp"
 
 namespace spmd::models {
@@ -159,8 +160,8 @@ LogregPrecision parse_logreg_precision(const std::string& text, const std::strin
 
 bool logreg_kernel_supported(LogregKernel kernel) {
   switch (kernel) {
-    case LogregKernel::avx512: return __builtin_cpu_supports("avx512f");
-    case LogregKernel::avx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case LogregKernel::avx512: return runtime::cpu_allows(runtime::CpuLevel::avx512);
+    case LogregKernel::avx2: return runtime::cpu_allows(runtime::CpuLevel::avx2);
     default: return true;
   }
 }
@@ -175,7 +176,7 @@ LogregWorkspace::LogregWorkspace(LogregKernel kernel)
     : kernel_(kernel == LogregKernel::automatic ? logreg_best_kernel() : kernel),
       buffers_(std::make_unique<Buffers>()) {
   if (!logreg_kernel_supported(kernel_))
-    throw Error(std::string("logreg: kernel '") + to_string(kernel_) + "' is not supported by this CPU");
+    throw Error(std::string("logreg: kernel '") + to_string(kernel_) + "' is not supported by this CPU" + runtime::cpu_cap_note());
 }
 LogregWorkspace::~LogregWorkspace() = default;
 LogregWorkspace::LogregWorkspace(LogregWorkspace&&) noexcept = default;

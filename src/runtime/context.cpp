@@ -8,6 +8,7 @@
 
 #include "spmd/runtime/agree.hpp"
 #include "spmd/runtime/check.hpp"
+#include "spmd/runtime/cpu_features.hpp"
 #include "spmd/runtime/time_account.hpp"
 #include "spmd/runtime/io_deadline.hpp"
 #include "spmd/runtime/watchdog.hpp"
@@ -122,7 +123,8 @@ std::vector<Context::RankRow> Context::gather_rank_table() const {
   std::snprintf(w.host, sizeof w.host, "%s", host_.c_str());
   std::string devs;
   for (const auto& d : devices()) devs += (devs.empty() ? "" : ", ") + d.name;
-  if (platform_->name() == "cpu") devs = std::to_string(devices().size()) + " x cpu (" + cpu_model_name() + ")";
+  if (platform_->name() == "cpu") devs = std::to_string(devices().size()) + " x cpu (" + cpu_model_name() + "; kernels " + to_string(cpu_level()) +
+           (cpu_level() == host_cpu_level() ? "" : ", capped by SPMD_MAX_CPU_ISA") + ")";
   std::snprintf(w.devices, sizeof w.devices, "%s", devs.c_str());
   std::vector<Wire> all(rank_ == 0 ? static_cast<size_t>(size_) : 0);
   TimeScope communication(TimeCategory::Communication);

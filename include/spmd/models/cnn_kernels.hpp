@@ -15,7 +15,8 @@
 namespace spmd::models::cnn_cpu {
 
 enum class Isa {
-  Auto,    // the fastest supported: Avx512 when the CPU and OS support it, else Avx2
+  Auto,    // the fastest supported: Avx512 when the CPU and OS support it (and SPMD_MAX_CPU_ISA
+           // allows: spmd/runtime/cpu_features.hpp), else Avx2
   Avx2,    // AVX2 + FMA (the build's x86-64-v3 baseline; always available)
   Avx512,  // AVX-512 F/VL/DQ/BW, 32 vector registers
   Blas,    // GEMMs by cblas_sgemm (OpenBLAS), other kernels as Avx2
