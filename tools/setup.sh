@@ -36,6 +36,7 @@ if [ "$profile" = all ]; then
     slurm-wlm munge                          # one-node Slurm for the job-script tests
     iproute2                                 # emulated nodes (tools/cluster/) for the multinode tests
     strace                                   # cli.startup_io: which ranks touch the input files
+    bc                                       # the fault tests' deadlines (priority standard: not in minimal images)
     lmod                                     # cli.lmod: the installed prefix's module
     python3-scipy python3-h5py               # references, user-made files
     python3-onnx libonnx-testdata            # the ONNX checker; ONNX's backend node tests

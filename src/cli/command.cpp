@@ -18,6 +18,7 @@
 #include "spmd/backends/backend.hpp"
 #include "spmd/data/file_identity.hpp"
 #include "spmd/data/h5_file.hpp"
+#include "spmd/data/linked_files.hpp"
 #include "spmd/data/output_targets.hpp"
 #include "spmd/runtime/agree.hpp"
 #include "spmd/runtime/io_deadline.hpp"
@@ -45,6 +46,9 @@ po::options_description common_options(bool with_devices) {
       "config", po::value<std::string>(),
       "read options from this INI file (key = value, same names as the long options); the command line wins")(
       "json", po::value<std::string>(), "write a machine-readable summary to this file (rank 0, atomic)")(
+      "allow-outside-files", po::bool_switch(),
+      "let an HDF5 input lead outside its own folder: external links, external raw files and virtual-dataset sources "
+      "elsewhere are refused without it (a file from elsewhere must not make spmd read other files)")(
       "hang-timeout", real_value(300.0),
       "seconds a rank may wait in one collective before the job is stopped with a report naming the "
       "ranks that did not arrive (0 disables; else at least 1)")(
@@ -135,25 +139,23 @@ CommandLine parse_command(const std::string& command, const std::string& usage, 
     }
     if (cl.vm.count("config")) {
       const std::string path = cl.vm["config"].as<std::string>();
-      std::ifstream file(path);
-      if (!file) throw Error("--config: cannot read '" + path + "' (missing or not readable)");
-      std::stringstream in;
-      in << file.rdbuf();
-      refuse_boost_placeholders(in.str(), "--config '" + path + "'");
-      const auto from_file = parse_config(in.str(), path, options);
+      const std::string text = read_config_file(path);
+      refuse_boost_placeholders(text, "--config '" + shortened(path) + "'");
+      const auto from_file = parse_config(text, path, options);
       refuse_negative_unsigned(from_file, options);
       try {
         po::store(from_file, cl.vm);
       } catch (const po::error& e) {
-        throw Error("--config '" + path + "': " + std::string(e.what()));
+        throw Error("--config '" + shortened(path) + "': " + shortened(e.what(), 400));
       }
     }
     po::notify(cl.vm);
     require_finite_reals(cl.vm);
     check_hang_timeout(cl.vm);
     arm_io_deadline(cl.vm);
+    data::set_outside_files_allowed(cl.vm.count("allow-outside-files") && cl.vm["allow-outside-files"].as<bool>());
   } catch (const po::error& e) {
-    throw Error(std::string(e.what()) + " (see spmd " + command + " --help)");
+    throw Error(shortened(e.what(), 400) + " (see spmd " + command + " --help)");
   }
   cl.command = command;
   for (const auto& [name, value] : cl.vm)

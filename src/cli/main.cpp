@@ -9,6 +9,7 @@
 #include <malloc.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -60,10 +61,14 @@ bool is_any_of(const char* arg, std::initializer_list<const char*> names) {
 }  // namespace
 
 namespace spmd::cli {
+// The first failure of a write to stdout, for the end-of-run check in main (errno is gone by then).
+int g_stdout_errno = 0;
+
 void print_root(const std::string& text) {
   if (runtime::world_rank_or_unknown() <= 0) {
-    std::fputs(text.c_str(), stdout);
-    std::fflush(stdout);
+    errno = 0;
+    if ((std::fputs(text.c_str(), stdout) < 0 || std::fflush(stdout) != 0) && g_stdout_errno == 0)
+      g_stdout_errno = errno != 0 ? errno : EIO;
   }
 }
 }  // namespace spmd::cli
@@ -137,7 +142,18 @@ int main(int argc, char** argv) {
   }
   spmd::cli::Args args(argv + 2, argv + argc);
   try {
-    return it->second(args);
+    const int rc = it->second(args);
+    // The report on stdout is the run's result for a user or a script (`spmd eval > log`): a
+    // stdout that could not take it (a full disk, /dev/full, a closed pipe) is a failed run.
+    errno = 0;
+    const bool flush_failed = std::fflush(stdout) != 0;
+    const int err = spmd::cli::g_stdout_errno != 0 ? spmd::cli::g_stdout_errno : errno;
+    if ((flush_failed || std::ferror(stdout)) && rc == 0) {
+      std::fprintf(stderr, "spmd %s: error on rank %d: writing standard output failed (%s): its report is incomplete\n",
+                   command.c_str(), rank, std::strerror(err != 0 ? err : EIO));
+      return 1;
+    }
+    return rc;
   } catch (const spmd::CollectiveError& e) {
     if (rank == 0) std::fprintf(stderr, "spmd %s: error: %s\n", command.c_str(), e.what());
     return 1;

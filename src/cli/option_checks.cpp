@@ -1,5 +1,13 @@
 #include "option_checks.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
 #include <cmath>
 #include <sstream>
 
@@ -61,7 +69,53 @@ void check_hang_timeout(const po::variables_map& vm) {
               "reported as a hang");
 }
 
+std::string shortened(const std::string& text, std::size_t limit) {
+  if (text.size() <= limit) return text;
+  // Both ends kept: Boost's messages name the option after the value.
+  const std::size_t head = limit / 2, tail = limit - head;
+  return text.substr(0, head) + "[... " + std::to_string(text.size() - limit) + " bytes ...]" +
+         text.substr(text.size() - tail);
+}
+
+std::string read_config_file(const std::string& path) {
+  const std::string what = "--config '" + shortened(path) + "'";
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == EISDIR) throw Error(what + " is a directory, not an INI file");
+    throw Error("--config: cannot read '" + shortened(path) + "' (" + std::strerror(errno) + ")");
+  }
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st{};
+  if (::fstat(fd, &st) != 0) throw Error(what + ": cannot stat it (" + std::strerror(errno) + ")");
+  if (S_ISDIR(st.st_mode)) throw Error(what + " is a directory, not an INI file");
+  if (!S_ISREG(st.st_mode))
+    throw Error(what + " is not a regular file (" +
+                (S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device" : "a socket") +
+                "): a config is read from a file of key = value lines");
+  if (static_cast<std::size_t>(st.st_size) > kMaxConfigBytes)
+    throw Error(what + " is " + std::to_string(st.st_size) + " bytes; a config file is at most " +
+                std::to_string(kMaxConfigBytes) + " bytes of key = value lines");
+  std::string text(static_cast<std::size_t>(st.st_size), '\0');
+  std::size_t got = 0;
+  while (got < text.size()) {
+    const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw Error(what + ": read failed (" + std::strerror(errno) + ")");
+    if (n == 0) break;  // shrank since fstat: what is there
+    got += static_cast<std::size_t>(n);
+  }
+  text.resize(got);
+  return text;
+}
+
 po::parsed_options parse_config(const std::string& text, const std::string& path, const po::options_description& options) {
+  if (const auto nul = text.find('\0'); nul != std::string::npos)
+    throw Error("--config '" + shortened(path) + "' line " +
+                std::to_string(1 + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(nul), '\n')) +
+                " holds a NUL byte: not a text file (a value would be cut there)");
   po::parsed_options parsed(&options);
   std::istringstream in(text.rfind("\xEF\xBB\xBF", 0) == 0 ? text.substr(3) : text);
   std::string line, prefix;
@@ -80,13 +134,16 @@ po::parsed_options parse_config(const std::string& text, const std::string& path
       continue;
     }
     const auto eq = line.find('=');
-    if (eq == std::string::npos) throw Error(where + ": expected 'key = value' (got '" + line + "')");
+    if (eq == std::string::npos) throw Error(where + ": expected 'key = value' (got '" + shortened(line) + "')");
     po::option o;
     o.string_key = prefix + trimmed(line.substr(0, eq));
     o.value.push_back(trimmed(line.substr(eq + 1)));
     o.original_tokens = {o.string_key, o.value.back()};
+    if (o.string_key == "config")
+      throw Error(where + ": 'config' names another file, which a config cannot: give each file with --config on the "
+                          "command line, or merge them");
     if (!options.find_nothrow(o.string_key, false))
-      throw Error(where + ": unrecognised option '" + o.string_key + "' (the keys are the long option names)");
+      throw Error(where + ": unrecognised option '" + shortened(o.string_key) + "' (the keys are the long option names)");
     parsed.options.push_back(std::move(o));
   }
   return parsed;

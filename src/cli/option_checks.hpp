@@ -29,6 +29,18 @@ void check_hang_timeout(const po::variables_map& vm);
 // "x = 1  # note"), so a '#' inside a value ("json = run#7.json") stays in it. "[section]"
 // lines prefix the keys ("section.key") as Boost's do. Throws spmd::Error naming `path`,
 // the line and, for an unknown key, the option.
+// A NUL byte is refused (a C string would cut the value there: a path read shorter than
+// written), and so is a "config" key (a file naming another would be silently ignored).
 po::parsed_options parse_config(const std::string& text, const std::string& path, const po::options_description& options);
+
+// The --config file's bytes. It is untrusted and may be anything with a name: only a regular
+// file of at most kMaxConfigBytes is read (a FIFO would block, /dev/zero never end, a
+// directory read as empty); opened without blocking, then checked on the open descriptor.
+inline constexpr std::size_t kMaxConfigBytes = std::size_t{1} << 20;
+std::string read_config_file(const std::string& path);
+
+// `text` cut to its first and last `limit` / 2 bytes, saying how many were left out between: a
+// user's value echoed in an error (an 8 MB value would flood the terminal and every rank's log).
+std::string shortened(const std::string& text, std::size_t limit = 200);
 
 }  // namespace spmd::cli

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "spmd/data/external_files.hpp"
+#include "spmd/data/linked_files.hpp"
 #include "spmd/runtime/agree.hpp"
 #include "spmd/runtime/check.hpp"
 #include "spmd/runtime/context.hpp"
@@ -308,6 +309,7 @@ H5Dataset open_dataset(hid_t file, const std::string& file_path, const std::stri
   const std::string hint = "opening the " + role + " dataset '" + name + "' of '" + file_path + "'";
   H5Dataset dataset(SPMD_CHECK_HDF5(H5Dopen2(file, name.c_str(), H5P_DEFAULT), hint.c_str()));
   const ExternalFiles external = find_external_files(dataset.get(), file_path);
+  if (check == ExternalCheck::require) check_linked_files(file, file_path, name, role, dataset.get(), external);
   if (external.files.empty()) return dataset;
   if (check == ExternalCheck::require && !external.complete())
     throw Error("'" + file_path + "': " + role + " dataset '" + name +

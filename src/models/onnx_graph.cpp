@@ -69,6 +69,11 @@ struct OnnxGraph::Reader {
   // The model's local functions by (domain, name): PyTorch 2's exporter writes modules and
   // aten ops as such; a call is replaced by the function's nodes.
   std::map<std::pair<std::string, std::string>, const onnx::FunctionProto*> functions;
+  // The main graph's inputs that have an initializer and are read as inputs (IR >= 4: the
+  // initializer is only the input's default); the main graph's initializer of that name is
+  // not bound over the input.
+  const onnx::GraphProto* main_graph = nullptr;
+  std::set<std::string> overridable_inputs;
 
   // opset: of the default domain, for the nodes read (a function's body may import another).
   void read_nodes(OnnxGraph& g, const onnx::GraphProto& graph, Scope& s, int opset) {
@@ -76,6 +81,7 @@ struct OnnxGraph::Reader {
       for (const auto& v : *list)
         if (v.type().has_tensor_type()) s.declared_type[v.name()] = v.type().tensor_type().elem_type();
     for (const auto& init : graph.initializer()) {
+      if (&graph == main_graph && overridable_inputs.count(init.name())) continue;
       s.declared_type[init.name()] = init.data_type();
       s.add(init.name(), true, tensor_from(init, what));
       g.parameter_floats_ += s.values.back().size();
@@ -333,8 +339,18 @@ std::shared_ptr<const OnnxGraph> OnnxGraph::load(const std::string& path, const 
   Scope s;
   std::set<std::string> initializers;
   for (const auto& init : graph.initializer()) initializers.insert(init.name());
+  // An input with an initializer is a weight listed as an input (IR < 4 lists every one; PyTorch's
+  // keep_initializers_as_inputs) or, from IR 4, an input whose initializer is its default. The
+  // data come through the inputs without one; where every input has one (IR >= 4), those inputs
+  // are the model's inputs, as ONNX Runtime feeds them.
+  reader.main_graph = &graph;
+  const bool all_have_defaults =
+      model.ir_version() >= 4 && graph.input_size() > 0 &&
+      std::all_of(graph.input().begin(), graph.input().end(), [&](const auto& in) { return initializers.count(in.name()) > 0; });
+  if (all_have_defaults)
+    for (const auto& in : graph.input()) reader.overridable_inputs.insert(in.name());
   for (const auto& in : graph.input()) {
-    if (initializers.count(in.name())) continue;  // an initializer listed as an input (IR < 4)
+    if (initializers.count(in.name()) && !reader.overridable_inputs.count(in.name())) continue;
     // Double and float16 inputs are computed in float32, as such weights are read (tensor_from); integer
     // and bool ones (indices, uint8 images) as int64.
     static const std::map<int, std::string> kInputTypes = {

@@ -128,8 +128,13 @@ OnnxModelInfo describe_onnx_model(const std::string& path) {
     info.parameters += count;
     info.parameter_bytes += t.has_raw_data() ? static_cast<std::int64_t>(t.raw_data().size()) : count * element_bytes(t.data_type());
   }
+  // As OnnxGraph::load reads them: where every input has an initializer (IR >= 4), those are
+  // the inputs' defaults and the inputs are the model's.
+  const bool all_have_defaults =
+      model.ir_version() >= 4 && graph.input_size() > 0 &&
+      std::all_of(graph.input().begin(), graph.input().end(), [&](const auto& in) { return initializer.count(in.name()) > 0; });
   for (const auto& in : graph.input())
-    if (!initializer.count(in.name())) info.inputs.push_back(value_of(in));
+    if (all_have_defaults || !initializer.count(in.name())) info.inputs.push_back(value_of(in));
   for (const auto& out : graph.output()) info.outputs.push_back(value_of(out));
   std::set<std::pair<std::string, std::string>> local_functions;  // inlined at load: their ops are checked there
   for (const auto& f : model.functions()) local_functions.insert({f.domain(), f.name()});

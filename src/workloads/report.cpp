@@ -76,7 +76,11 @@ std::string Table::row(const std::vector<std::string>& cells) const {
   return out + "\n";
 }
 
-std::string json_text(const nlohmann::json& j) { return j.dump(2) + "\n"; }
+// A path or dataset name may hold bytes that are not UTF-8 (Linux names are bytes): JSON cannot
+// hold them, so each is written as U+FFFD rather than failing the run after its work is done.
+std::string json_text(const nlohmann::json& j) {
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
 
 void write_json(const std::string& path, const nlohmann::json& j) { data::write_text_atomic(path, json_text(j)); }
 

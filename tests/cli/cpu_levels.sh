@@ -16,6 +16,8 @@ run inputs 0 60 fashion_subset 600 "$SUB"
 run classification 0 60 "$SPMD" data make-classification --out "$WORK/mc.h5" --samples 3001 --features 37 --informative 6 \
   --classes 5 --seed 3
 
+# Under an outer cap (the suite run as an AVX2 host's: tests/README.md) its level is the top one.
+outer_cap=${SPMD_MAX_CPU_ISA:-}
 host_level=$("$SPMD" logreg --data "$WORK/mc.h5" --maxiter 1 --quiet | sed -n 's/.*x cpu (.*; kernels \([a-z0-9]*\).*/\1/p' | head -1)
 case "$host_level" in
   avx512) levels="avx512 avx2 portable" ;;
@@ -41,7 +43,7 @@ for level in $levels; do
   export SPMD_MAX_CPU_ISA=$level
   run "ensemble_$level" 0 300 mpi 2 "$SPMD" ensemble --train "$DATA/fashion/train.h5" --test "$SUB" --train-limit 768 \
     --epochs 1 --devices 2 --checkpoint "$WORK/ck_$level.h5"
-  if [ "$level" = "$host_level" ]; then
+  if [ "$level" = "$host_level" ] && [ -z "$outer_cap" ]; then
     expect_in "ensemble_$level names the level, uncapped" "x cpu \(.*; kernels $level\)"
   else
     expect_in "ensemble_$level names the level and the cap" "x cpu \(.*; kernels $level, capped by SPMD_MAX_CPU_ISA\)"
@@ -55,8 +57,8 @@ for level in $levels; do
   done
   run "logreg_1rank_$level" 0 120 "$SPMD" logreg --data "$WORK/mc.h5" --maxiter 40 --fit-intercept --l2 0.01 --quiet \
     --weights-out "$WORK/w_1rank_$level.h5"
-  unset SPMD_MAX_CPU_ISA
 done
+if [ -n "$outer_cap" ]; then export SPMD_MAX_CPU_ISA=$outer_cap; else unset SPMD_MAX_CPU_ISA; fi
 
 for level in $levels; do
   [ "$level" = "$host_level" ] && continue

@@ -86,6 +86,29 @@ run remove_data 0 10 rm "$WORK/ext/weights.bin"
 refuse external_missing 2 "cannot read '.*ext/weights.bin', the external data of tensor" \
   "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/ext/model.onnx" --predictions "$OUT/p.h5"
 
+# A graph input that also has an initializer (IR >= 4: the input's default, overridable): fed as
+# the input, as ONNX Runtime does; the same bits as the model without the default.
+run input_default 0 60 $PY - "$WORK" <<'PYEOF'
+import sys, numpy as np, onnx
+from onnx import helper, numpy_helper, TensorProto as T
+work = sys.argv[1]
+w = numpy_helper.from_array(np.random.default_rng(3).normal(size=(784, 10)).astype(np.float32), "w")
+for name, inits in (("no_default", [w]), ("with_default", [w, numpy_helper.from_array(np.zeros((1, 28, 28, 1), np.float32), "x")])):
+    g = helper.make_graph([helper.make_node("Flatten", ["x"], ["f"]), helper.make_node("MatMul", ["f", "w"], ["y"])], name,
+                          [helper.make_tensor_value_info("x", T.FLOAT, ["batch", 28, 28, 1])],
+                          [helper.make_tensor_value_info("y", T.FLOAT, ["batch", 10])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    onnx.save(m, f"{work}/{name}.onnx")
+PYEOF
+for m in no_default with_default; do
+  run "eval_$m" 0 60 "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/$m.onnx" --predictions "$WORK/$m.h5"
+done
+run input_default_same_bits 0 30 same_predictions "$WORK/no_default.h5" "$WORK/with_default.h5"
+run info_input_default 0 60 "$SPMD" model info "$WORK/with_default.onnx"
+expect_not_in "model info: the input with a default is an input" "0 inputs|spmd eval refuses"
+
 run info_opset23 0 60 "$SPMD" model info "$WORK/opset23.onnx"
 expect_in "spmd model info says why eval would refuse it" "spmd eval refuses it: .*imports opset 23"
 finish

@@ -6,7 +6,9 @@
 # exported by torch.onnx.export, and a residual net quantized by PyTorch's FX graph mode (a zero
 # point passed through an Identity): against PyTorch's quantized models too). Against ONNX Runtime (npm's onnxruntime-node, with all its graph
 # optimisations: its integer kernels, and with none: each node as ONNX defines it):
-# probabilities within 1e-5, the same classes; the float export beside them. A dynamically
+# probabilities within 1e-5, the same classes (a QDQ graph optimised, whose fused integer kernels
+# round otherwise than its nodes: a mean within 2e-4, the clear classes; integer kernels that may
+# saturate on a CPU without VNNI skipped there); the float export beside them. A dynamically
 # quantized model takes its scale from the whole batch: eval runs it one example per run and
 # says so, and matches ONNX Runtime run an example at a time (the whole batch at once gives
 # other results: checked, so that the comparison means something). The predictions file is
@@ -28,6 +30,15 @@ for m in float qdq qoperator dynamic torch_quantized fx_residual; do
   run "eval_${m}_3x2" 0 180 mpi 3 "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/$m.onnx" --devices 2 \
     --per-device-batch 37 --strategy infinite-pad --predictions "$WORK/$m.3x2.h5"
   run "${m}_same_bytes" 0 10 cmp "$WORK/$m.h5" "$WORK/$m.3x2.h5"
+done
+# spmd's integer kernels give the same bytes at every instruction-set level this host allows
+# (SPMD_MAX_CPU_ISA; cli.cpu_levels does the float models): the answer of an AVX2-only host.
+for cap in avx2 portable; do
+  for m in qdq qoperator dynamic torch_quantized fx_residual; do
+    SPMD_MAX_CPU_ISA=$cap run "eval_${m}_$cap" 0 120 "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/$m.onnx" \
+      --predictions "$WORK/$m.$cap.h5"
+    run "${m}_${cap}_same_bytes" 0 10 cmp "$WORK/$m.h5" "$WORK/$m.$cap.h5"
+  done
 done
 run start_line_qdq 0 60 "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/qdq.onnx" --dry-run
 expect_not_in "a statically quantized model runs whole batches" "one example per run"
@@ -124,18 +135,47 @@ run compare_torch_refuses_float 1 60 compare_torch torch_quantized float 3e-4
 cat "$LAST_OUT"
 
 if [ -d "$ROOT/tools/onnx/node_modules/onnxruntime-node" ]; then
-  for m in float qdq qoperator torch_quantized; do
+  # ONNX Runtime's uint8 x int8 kernels (MLAS) multiply-add byte pairs with VPMADDUBSW on CPUs
+  # without VNNI (AVX2; AVX-512 before Cascade Lake), which saturates a pair's sum at 32767
+  # (255 x 127 x 2 does not fit): there its integer kernels are not the ops' definitions. On such
+  # a host the runs that take those kernels (every quantized model optimised, the QOperator and
+  # dynamic models at any level) are skipped, visibly; the QDQ graphs unoptimised (float ops
+  # between QuantizeLinear and DequantizeLinear) and spmd's own bytes at every instruction-set
+  # level (above) still hold there.
+  # SPMD_TEST_NO_VNNI=1 takes this branch on any host (tests/README.md: an AVX2 host's run).
+  if grep -qwE 'avx512_vnni|avx_vnni' /proc/cpuinfo && [ "${SPMD_TEST_NO_VNNI:-0}" != 1 ]; then ort_u8s8_exact=1
+  else ort_u8s8_exact=0; fi
+  ort_integer_kernels() {  # NAME LEVEL: whether ONNX Runtime runs NAME at LEVEL by its integer kernels
+    [ "$1" != float ] && { [ "$2" = all ] || [ "$1" = qoperator ] || [ "$1" = dynamic ]; }
+  }
+  skip_saturating() {  # NAME LEVEL: true (and says so) where that run is not exact on this CPU
+    if [ $ort_u8s8_exact = 0 ] && ort_integer_kernels "$1" "$2"; then
+      echo "SKIP compare_$1_$2: this CPU has no VNNI, so ONNX Runtime's U8S8 kernels may saturate (VPMADDUBSW)"
+      return 0
+    fi
+    return 1
+  }
+  # A QDQ graph optimised is ONNX Runtime's integer kernels (the QDQ pairs fused into QLinearConv:
+  # an exact integer sum, then one rescale), where spmd computes each node as ONNX defines it (the
+  # float Conv of dequantized values, then QuantizeLinear): the same wherever no value lies on a
+  # rounding boundary, which depends on the model (here trained by the host's float kernels; an
+  # AVX2-capped OpenBLAS trained one with a single step's difference, 1.6e-4). So those are
+  # judged by the mean and the clear classes; unoptimised, every node is compared exactly.
+  for m in float qdq qoperator torch_quantized fx_residual; do
     for level in all disabled; do
-      run "compare_${m}_$level" 0 60 compare "$m" "$level" 0 same
+      skip_saturating "$m" "$level" && continue
+      if [ $m = fx_residual ] || { [ $level = all ] && [ $m != float ] && [ $m != qoperator ]; }; then
+        run "compare_${m}_$level" 0 60 compare "$m" "$level" 0 same 2e-4 0.01
+      else
+        run "compare_${m}_$level" 0 60 compare "$m" "$level" 0 same
+      fi
       cat "$LAST_OUT"
     done
   done
-  for level in all disabled; do
-    run "compare_fx_residual_$level" 0 60 compare fx_residual "$level" 0 same 2e-4 0.01
+  if ! skip_saturating dynamic all; then
+    run compare_dynamic_per_example 0 120 compare dynamic all 1 same
     cat "$LAST_OUT"
-  done
-  run compare_dynamic_per_example 0 120 compare dynamic all 1 same
-  cat "$LAST_OUT"
+  fi
   run compare_dynamic_whole_batch 0 60 compare dynamic all 0 differs
   cat "$LAST_OUT"
 else

@@ -70,8 +70,11 @@ with h5py.File(sys.argv[1]) as f:
     probs, predicted = f["probabilities"][...], f["predicted"][...]
 ref = np.load(sys.argv[2])
 diff = float(np.abs(ref - probs).max())
-wrong = int((ref.argmax(1) != predicted).sum())
-print(f"{sys.argv[1]} vs PyTorch: max |diff| {diff:.2e}, {wrong} of {len(probs)} classes differ")
+# PyTorch's float kernels sum in a host-dependent order (oneDNN or OpenBLAS by instruction set):
+# a class counts where its top two lie further apart than the probabilities' tolerance.
+top2 = np.sort(ref, axis=1)[:, -2:]
+wrong = int(((ref.argmax(1) != predicted) & (top2[:, 1] - top2[:, 0] > 1e-4)).sum())
+print(f"{sys.argv[1]} vs PyTorch: max |diff| {diff:.2e}, {wrong} of {len(probs)} classes with a top two 1e-4 apart differ")
 sys.exit(1 if diff > 1e-4 or wrong > 0 or len(probs) != len(ref) else 0)
 PYEOF
 }

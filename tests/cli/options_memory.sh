@@ -64,6 +64,23 @@ checks=$((checks + 1))
 printf 'data = x.h5\nbogus = 1\n' >"$WORK/unknown.ini"
 refuse config_unknown 2 "--config '.*unknown.ini' line 2: unrecognised option 'bogus'" \
   bash -c '"$SPMD" eval --config "$0" --json "$OUT/r.json"' "$WORK/unknown.ini"
+# A config is untrusted too: only a regular file of at most 1 MiB is read, without blocking.
+mkfifo "$WORK/cfg.fifo"; mkdir -p "$WORK/cfg.dir"
+head -c 2097152 /dev/zero | tr '\0' '#' >"$WORK/big.ini"
+printf 'data = %s\0.bak\nclasses = 3\n' "$SMALL" >"$WORK/nul.ini"
+printf 'config = %s\n' "$WORK/bom.ini" >"$WORK/nested.ini"
+{ printf 'devices = '; head -c 900000 /dev/zero | tr '\0' '9'; printf '\n'; } >"$WORK/long.ini"
+for c in "fifo:$WORK/cfg.fifo:is not a regular file \(a FIFO\)" "dir:$WORK/cfg.dir:is a directory, not an INI file" \
+         "device:/dev/zero:is not a regular file \(a device\)" "big:$WORK/big.ini:is 2097152 bytes; a config file is at most 1048576" \
+         "nul:$WORK/nul.ini:line 1 holds a NUL byte" "nested:$WORK/nested.ini:line 1: 'config' names another file" \
+         "long_value:$WORK/long.ini:\[\.\.\. 899[0-9]* bytes \.\.\.\].* for option '(--)?devices' is invalid"; do
+  IFS=: read -r name path pattern <<<"$c"
+  refuse "config_$name" 2 "--config '$path'.*$pattern|--config '$path' $pattern" \
+    bash -c '"$SPMD" eval --config "$0" --json "$OUT/r.json"' "$path"
+done
+checks=$((checks + 1))
+[ "$(wc -c <"$LAST_OUT")" -lt 4000 ] && echo "ok   config_long_value: the value is not echoed whole ($(wc -c <"$LAST_OUT") bytes)" ||
+  fail "config_long_value: $(wc -c <"$LAST_OUT") bytes of output"
 
 # --- Past 2^31 rows, sparse: described in bounded memory; memory refused up front ---
 run info_huge 0 120 /usr/bin/time -f "maxrss_kb %M" "$SPMD" data info "$HUGE"

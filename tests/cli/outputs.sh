@@ -132,4 +132,17 @@ if mount -t tmpfs -o size=64k tmpfs "$FULL" 2>/dev/null; then
 else
   echo "SKIP outputs published together: this machine cannot mount a tmpfs (needs root with CAP_SYS_ADMIN)"
 fi
+# A stdout that cannot take the report (a full disk: /dev/full) is a failed run, said on stderr.
+run stdout_full nonzero 60 bash -c '"$0" eval --classes 3 --data x.h5 >/dev/full' "$SPMD"
+expect_in "stdout_full: says so" "writing standard output failed \(No space left on device\)"
+run stdout_full_2_ranks nonzero 60 mpi 2 bash -c '"$0" eval --classes 3 --data x.h5 >/dev/full' "$SPMD"
+expect_in "stdout_full_2_ranks: says so" "error on rank 0: writing standard output failed"
+
+# A name that is not UTF-8 (Linux names are bytes): the run and its JSON are written, the bytes
+# JSON cannot hold as U+FFFD.
+bad_name=$(printf 'out\xff.json')
+run json_non_utf8_name 0 60 "$SPMD" eval --classes 3 --data x.h5 --json "$bad_name" --predictions "$(printf 'p\xfe.h5')"
+run json_non_utf8_valid 0 10 /usr/bin/python3 -c "import json, sys; d = json.load(open(sys.argv[1], 'rb')); print(d['outputs'] if 'outputs' in d else 'ok')" "$bad_name"
+rm -f "$bad_name" "$(printf 'p\xfe.h5')"
+
 finish
