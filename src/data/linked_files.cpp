@@ -173,7 +173,9 @@ bool outside_files_allowed() { return g_outside_allowed; }
 void check_linked_files(hid_t file, const std::string& file_path, const std::string& name, const std::string& role,
                         hid_t dataset, const ExternalFiles& external) {
   Checker c;
-  c.folder = resolved(file_path).parent_path();
+  // The folder, not the file: resolving the file would stat it on every rank (start-up touches
+  // the input once per node), and HDF5 resolves relative links from the path as given.
+  c.folder = resolved(fs::absolute(fs::path(file_path)).parent_path());
   c.culprit = "'" + file_path + "': " + role + " dataset '" + name + "'";
   c.external_links(file, name);
   c.external_raw(external);
