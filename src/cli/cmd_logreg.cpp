@@ -34,7 +34,8 @@ int cmd_logreg(const Args& args) {
   if (!o.weights_out.empty())
     workloads::write_logreg_weights(ctx, o.weights_out, {r.W, r.bias, r.features, r.classes},
                                     {optim::to_string(r.status), r.iterations, r.value, o.data, o.input_scale.text,
-                                     models::to_string(o.precision), r.W64, r.bias64},
+                                     models::to_string(o.precision), r.W64, r.bias64, workloads::to_string(o.penalty),
+                                     o.l1_strength(), o.l2_strength()},
                                     outputs);
   const auto breakdown = s.time_breakdown();
   auto j = workloads::startup_json(ctx);  // collective: every rank

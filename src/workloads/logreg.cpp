@@ -3,10 +3,12 @@
 #include <limits>
 #include <chrono>
 
+#include "spmd/optim/owlqn.hpp"
 #include "spmd/runtime/agree.hpp"
 #include "spmd/runtime/collectives.hpp"
 #include "spmd/runtime/stop_request.hpp"
 #include "spmd/workloads/logreg_objective.hpp"
+#include "spmd/workloads/logreg_weights.hpp"
 #include "spmd/workloads/memory_estimate.hpp"
 #include "spmd/workloads/report.hpp"
 
@@ -52,6 +54,23 @@ LogregResult run_logreg(const runtime::Context& ctx, const LogregOptions& o,
   require_memory_fits(ctx, logreg_memory(rows.size, features, std::max(2, o.classes), o.solver.history, true),
                       "spread the rows over more ranks or nodes; the solver's share (2 x --history + 6 "
                       "vectors of features x classes doubles, on every rank) shrinks only with --history");
+  // A warm start is checked against the data before the rows are read.
+  LogregStart warm;
+  if (!o.init_weights.empty()) {
+    ctx.set_phase("logreg: reading --init-weights");
+    warm = read_logreg_start(ctx, o.init_weights);
+    if (warm.features != shape.sample_size)
+      throw CollectiveError("logreg: --init-weights '" + o.init_weights + "' has W for " +
+                            std::to_string(warm.features) + " features, the data '" + o.data + "' has " +
+                            std::to_string(shape.sample_size) + " per row");
+    if (warm.bias.empty() == o.fit_intercept)
+      throw CollectiveError("logreg: --init-weights '" + o.init_weights + "' " +
+                            (o.fit_intercept ? "has no intercept 'b', and --fit-intercept fits one"
+                                             : "has an intercept 'b', and this run fits none (add --fit-intercept)"));
+    if (o.classes > 0 && warm.classes != o.classes)
+      throw CollectiveError("logreg: --init-weights '" + o.init_weights + "' has " + std::to_string(warm.classes) +
+                            " classes, --classes is " + std::to_string(o.classes));
+  }
   ctx.set_phase("logreg: loading rows");
   const auto shard = data::load_shard(ctx, o.data, o.keys, rows.first, rows.size, o.classes, o.input_scale,
                                       data::FeatureForm::Float32,
@@ -77,15 +96,23 @@ LogregResult run_logreg(const runtime::Context& ctx, const LogregOptions& o,
   r.rows_per_rank.resize(static_cast<size_t>(ctx.size()));
   runtime::allgather_bytes(ctx, &shard.rows, sizeof shard.rows, r.rows_per_rank.data());
 
-  DataParallelLogreg objective(ctx, shard, r.classes, o.l2, o.precision);
+  if (!o.init_weights.empty() && warm.classes != r.classes)
+    throw CollectiveError("logreg: --init-weights '" + o.init_weights + "' has " + std::to_string(warm.classes) +
+                          " classes, the data '" + o.data + "' has " + std::to_string(r.classes) +
+                          " (1 + its largest label; set --classes if the labels leave some out)");
+  DataParallelLogreg objective(ctx, shard, r.classes, o.l2_strength(), o.precision);
 #ifndef NDEBUG
   constexpr bool kVerifyAlways = true;  // a debug build checks what a release build checks on request
 #else
   constexpr bool kVerifyAlways = false;
 #endif
   CheckedObjective checked(objective, ctx, o.verify_replicas || kVerifyAlways);
-  // From zeros (W and b), as sklearn and JAXopt start.
+  // From zeros (W and b), as sklearn and JAXopt start, or from the warm start's W' = [W; b].
   std::vector<double> x0(static_cast<size_t>(objective.features()) * static_cast<size_t>(r.classes), 0.0);
+  if (!o.init_weights.empty()) {
+    std::copy(warm.W.begin(), warm.W.end(), x0.begin());
+    std::copy(warm.bias.begin(), warm.bias.end(), x0.begin() + static_cast<std::ptrdiff_t>(warm.W.size()));
+  }
   auto last = Clock::now();
   const auto solve_start = last;
   auto callback = [&](const optim::LBFGSIteration& it) {
@@ -111,7 +138,13 @@ LogregResult run_logreg(const runtime::Context& ctx, const LogregOptions& o,
   // One more tiny allreduce per iteration (next to an evaluation's reductions) so that every
   // rank stops before the same iteration.
   const auto stop = [&] { return (r.stop_signal = runtime::agreed_stop_signal(ctx)) != 0; };
-  const auto result = optim::lbfgs_minimize<double>(checked, std::span<const double>(x0), solver, callback, stop);
+  // W's entries come first in x (the intercept's row last): only they carry the L1 term.
+  const auto penalised = static_cast<std::size_t>(r.features) * static_cast<std::size_t>(r.classes);
+  const auto result =
+      o.l1_strength() > 0
+          ? optim::owlqn_minimize<double>(checked, std::span<const double>(x0), solver, o.l1_strength(), penalised,
+                                          callback, stop)
+          : optim::lbfgs_minimize<double>(checked, std::span<const double>(x0), solver, callback, stop);
   r.solve_seconds = since(solve_start);
   r.status = result.status;
   r.iterations = result.iterations;

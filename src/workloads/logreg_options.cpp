@@ -3,6 +3,33 @@
 
 namespace spmd::workloads {
 
+const char* to_string(LogregPenalty penalty) {
+  switch (penalty) {
+    case LogregPenalty::l2: return "l2";
+    case LogregPenalty::l1: return "l1";
+    case LogregPenalty::elasticnet: return "elasticnet";
+  }
+  return "?";
+}
+
+LogregPenalty parse_logreg_penalty(const std::string& text) {
+  for (auto p : {LogregPenalty::l2, LogregPenalty::l1, LogregPenalty::elasticnet})
+    if (text == to_string(p)) return p;
+  throw Error("--penalty must be l2, l1 or elasticnet (got '" + text + "')");
+}
+
+double LogregOptions::l1_strength() const {
+  if (penalty == LogregPenalty::l1) return reg;
+  if (penalty == LogregPenalty::elasticnet) return reg * l1_ratio;
+  return 0.0;
+}
+
+double LogregOptions::l2_strength() const {
+  if (penalty == LogregPenalty::l2) return reg > 0 ? reg : l2;
+  if (penalty == LogregPenalty::elasticnet) return reg * (1.0 - l1_ratio);
+  return 0.0;
+}
+
 namespace {
 models::LogregPrecision parse_precision(const std::string& text) { return models::parse_logreg_precision(text, "precision"); }
 }  // namespace
@@ -25,8 +52,21 @@ const std::vector<Option<LogregOptions>>& LogregOptions::declared() {
       {"linesearch", SPMD_TEXT(solver.linesearch, optim::to_string, optim::parse_line_search),
        "zoom (strong Wolfe, c1 1e-4, c2 0.9) or backtracking (Armijo, factor 0.5)"},
       {"max-linesearch", SPMD_MEMBER(solver.max_linesearch), "objective evaluations per line search at most (>= 1)"},
-      {"l2", SPMD_MEMBER(l2), "L2 regularisation: adds l2/2 * ||W||^2 (>= 0; never the intercept). sklearn's C is 1 / (l2 * N)",
+      {"l2", SPMD_MEMBER(l2),
+       "L2 regularisation: adds l2/2 * ||W||^2 (>= 0; never the intercept). sklearn's C is 1 / (l2 * N). The same as "
+       "--penalty l2 --reg L2",
        non_negative},
+      {"penalty", SPMD_TEXT(penalty, to_string, parse_logreg_penalty),
+       "the penalty on W (never the intercept), of strength --reg: l2 (reg/2 ||W||^2), l1 (reg ||W||_1) or elasticnet "
+       "(reg (l1_ratio ||W||_1 + (1 - l1_ratio)/2 ||W||^2)); an L1 part is solved by OWL-QN. sklearn's C = 1 / (reg * N)"},
+      {"reg", SPMD_MEMBER(reg), "the penalty's strength (>= 0; Spark's regParam; sklearn's C = 1 / (reg * N))",
+       non_negative},
+      {"l1-ratio", SPMD_MEMBER(l1_ratio),
+       "--penalty elasticnet: the L1 share in [0, 1] (sklearn's l1_ratio, Spark's elasticNetParam)"},
+      {"init-weights", SPMD_MEMBER(init_weights),
+       "start from this weights file (a --weights-out of the same features, classes and intercept) instead of zeros "
+       "(warm start)",
+       input_file},
       {"fit-intercept", SPMD_MEMBER(fit_intercept),
        "logits x W + b with an intercept b [C] fitted too (sklearn's fit_intercept=True): b starts at 0 and is not "
        "penalised by --l2"},
@@ -44,6 +84,20 @@ const std::vector<Option<LogregOptions>>& LogregOptions::declared() {
   return list;
 }
 
-void LogregOptions::validate() const { optim::validate(solver); }
+void LogregOptions::validate() const {
+  optim::validate(solver);
+  if (!(l1_ratio >= 0 && l1_ratio <= 1))
+    throw Error("--l1-ratio must be in [0, 1] (got " + std::to_string(l1_ratio) + ")");
+  if (l2 > 0 && reg > 0)
+    throw Error("--l2 and --reg both set: --l2 L is --penalty l2 --reg L; give the strength once");
+  if (l2 > 0 && penalty != LogregPenalty::l2)
+    throw Error(std::string("--l2 is the strength of --penalty l2; with --penalty ") + to_string(penalty) +
+                " give the strength as --reg");
+  if (l1_ratio != 0.5 && penalty != LogregPenalty::elasticnet)
+    throw Error(std::string("--l1-ratio applies to --penalty elasticnet only (the penalty is ") + to_string(penalty) +
+                ")");
+  if (l1_strength() > 0 && solver.stepsize > 0)
+    throw Error("--stepsize (a fixed step) and an L1 penalty: OWL-QN needs its projected line search; leave --stepsize 0");
+}
 
 }  // namespace spmd::workloads

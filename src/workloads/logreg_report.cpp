@@ -36,6 +36,11 @@ std::string summary_text(const LogregResult& r, const LogregOptions& o, const ru
     out += format("# stopped by %s after iteration %d of at most %d: the weights and results are that "
                   "iterate's (status stopped)\n",
                   runtime::signal_name(r.stop_signal).c_str(), r.iterations, o.solver.maxiter);
+  else if (r.status == optim::LBFGSStatus::linesearch_failed && o.l1_strength() > 0)
+    out += format(
+        "# linesearch_failed: no step along OWL-QN's projected path lowered the objective within "
+        "--max-linesearch %d evaluations (pseudo-gradient norm %.3e); try a larger --max-linesearch.\n",
+        o.solver.max_linesearch, r.error);
   else if (r.status == optim::LBFGSStatus::linesearch_failed)
     out += format(
         "# linesearch_failed: no step along the search direction met the Wolfe conditions within "
@@ -65,7 +70,13 @@ nlohmann::json to_json(const LogregResult& r, const LogregOptions& o) {
   j["history_size"] = o.solver.history;
   j["maxiter"] = o.solver.maxiter;
   j["tol"] = o.solver.tol;
-  j["l2"] = o.l2;
+  j["solver"] = o.l1_strength() > 0 ? "owlqn" : "lbfgs";
+  j["penalty"] = to_string(o.penalty);
+  j["reg"] = o.penalty == LogregPenalty::l2 && o.reg == 0 ? o.l2 : o.reg;
+  if (o.penalty == LogregPenalty::elasticnet) j["l1_ratio"] = o.l1_ratio;
+  j["l1"] = o.l1_strength();  // what the objective adds: l1 ||W||_1 + l2/2 ||W||^2
+  j["l2"] = o.l2_strength();
+  if (!o.init_weights.empty()) j["init_weights"] = o.init_weights;
   j["fit_intercept"] = o.fit_intercept;
   j["precision"] = models::to_string(o.precision);
   nlohmann::json h = nlohmann::json::array();
@@ -84,11 +95,30 @@ std::string metrics_csv(const LogregResult& r) {
   return out;
 }
 
+namespace {
+std::string penalty_text(const LogregOptions& o) {
+  switch (o.penalty) {
+    case LogregPenalty::l2: return format("l2 %g", o.l2_strength());
+    case LogregPenalty::l1: return format("l1 %g", o.l1_strength());
+    case LogregPenalty::elasticnet:
+      return format("elasticnet reg %g, l1_ratio %g (l1 %g, l2 %g)", o.reg, o.l1_ratio, o.l1_strength(),
+                    o.l2_strength());
+  }
+  return "?";
+}
+}  // namespace
+
 std::string run_header(const LogregOptions& o) {
-  return format("# data %s  solver L-BFGS history %d, line search %s, maxiter %d, tol %g, l2 %g, intercept %s, precision %s\n",
-                o.data.c_str(), o.solver.history,
-                o.solver.stepsize > 0 ? "none (fixed step)" : optim::to_string(o.solver.linesearch), o.solver.maxiter,
-                o.solver.tol, o.l2, o.fit_intercept ? "fitted (not penalised)" : "none", models::to_string(o.precision));
+  const bool owlqn = o.l1_strength() > 0;
+  const char* search = owlqn ? "projected backtracking"
+                       : o.solver.stepsize > 0 ? "none (fixed step)"
+                                               : optim::to_string(o.solver.linesearch);
+  return format("# data %s  solver %s history %d, line search %s, maxiter %d, tol %g, penalty %s, intercept %s, "
+                "precision %s%s\n",
+                o.data.c_str(), owlqn ? "OWL-QN" : "L-BFGS", o.solver.history, search, o.solver.maxiter, o.solver.tol,
+                penalty_text(o).c_str(), o.fit_intercept ? "fitted (not penalised)" : "none",
+                models::to_string(o.precision),
+                o.init_weights.empty() ? "" : (", from " + o.init_weights).c_str());
 }
 
 LogregProgressDisplay::LogregProgressDisplay(const runtime::Context& ctx, const LogregOptions& o)

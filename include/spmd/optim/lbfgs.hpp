@@ -138,6 +138,22 @@ bool decrease_unrepresentable(Scalar value, double slope, Scalar first_trial, do
   return -slope * static_cast<double>(first_trial) <= resolution;
 }
 
+// Records an accepted iterate in result, tells the callback, and returns whether it meets
+// tol (then status is converged).
+template <class Scalar, class Callback>
+bool accept_iterate(LBFGSResult<Scalar>& result, int iteration, Scalar value, double error, Scalar step, Scalar tol,
+                    const Callback& callback) {
+  result.iterations = iteration;
+  result.value = value;
+  result.error = static_cast<Scalar>(error);
+  if (callback)
+    callback(LBFGSIteration{iteration, static_cast<double>(value), error, static_cast<double>(step),
+                            result.evaluations});
+  if (!(error <= static_cast<double>(tol))) return false;
+  result.status = LBFGSStatus::converged;
+  return true;
+}
+
 }  // namespace detail
 
 // L-BFGS with a compile-time line-search policy (LineSearchZoom, LineSearchBacktracking or
@@ -224,16 +240,7 @@ LBFGSResult<Scalar> lbfgs_minimize_with(F& f, std::span<const Scalar> x0, const 
     std::swap(grad, grad_new);
     value = value_new;
     error = detail::l2_norm<Scalar>(grad);
-    result.iterations = iteration;
-    result.value = value;
-    result.error = static_cast<Scalar>(error);
-    if (callback)
-      callback(LBFGSIteration{iteration, static_cast<double>(value), error, static_cast<double>(step),
-                              result.evaluations});
-    if (error <= static_cast<double>(params.tol)) {
-      result.status = LBFGSStatus::converged;
-      return result;
-    }
+    if (detail::accept_iterate(result, iteration, value, error, step, params.tol, callback)) return result;
   }
   result.status = LBFGSStatus::max_iterations;
   return result;

@@ -32,6 +32,15 @@
 
 namespace spmd::workloads {
 
+// The penalty on W (never on the intercept b), with strength reg (Spark's regParam and
+// elasticNetParam; sklearn's C = 1 / (reg * N), l1_ratio = l1_ratio):
+//   l2          reg / 2 ||W||^2
+//   l1          reg ||W||_1                                     (solved by OWL-QN)
+//   elasticnet  reg (l1_ratio ||W||_1 + (1 - l1_ratio) / 2 ||W||^2)   (OWL-QN when l1_ratio > 0)
+enum class LogregPenalty { l2, l1, elasticnet };
+const char* to_string(LogregPenalty penalty);
+LogregPenalty parse_logreg_penalty(const std::string& text);  // throws spmd::Error naming --penalty
+
 // Defaults are the member initializers (the solver's: optim::LBFGSParams); constraints and
 // help are in the declarations (logreg_options.cpp, workloads/option_list.hpp).
 struct LogregOptions {
@@ -40,7 +49,11 @@ struct LogregOptions {
   int classes = 0;  // 0: max label + 1 over the whole file
   data::FeatureScale input_scale;  // auto: uint8 / 255, other types as stored (not images)
   optim::LBFGSParams<double> solver;
-  double l2 = 0.0;  // adds l2/2 * ||W||^2 (never b: sklearn's C = 1 / (l2 * rows))
+  double l2 = 0.0;  // adds l2/2 * ||W||^2 (never b: sklearn's C = 1 / (l2 * rows)); = --penalty l2 --reg l2
+  LogregPenalty penalty = LogregPenalty::l2;
+  double reg = 0.0;       // the penalty's strength (0: none)
+  double l1_ratio = 0.5;  // elasticnet's share of L1 (sklearn's l1_ratio, Spark's elasticNetParam)
+  std::string init_weights;  // "": start from zeros; else a --weights-out file of the same shape
   bool fit_intercept = false;  // logits x W + b with b fitted too
   std::string weights_out;     // "": not written
   std::string metrics_csv;     // "": not written
@@ -49,6 +62,10 @@ struct LogregOptions {
   // The objective's arithmetic; float64 reaches float64's optimum (the features are still
   // read as float32) at about twice the time per evaluation.
   models::LogregPrecision precision = models::LogregPrecision::float32;
+
+  // The strengths the objective adds: l1 ||W||_1 + l2/2 ||W||^2.
+  double l1_strength() const;
+  double l2_strength() const;
 
   static const std::vector<Option<LogregOptions>>& declared();
   void validate() const;  // the rules between members; throws spmd::Error naming the option

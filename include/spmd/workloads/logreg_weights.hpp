@@ -27,6 +27,8 @@ struct LogregWeightsInfo {
   // precision float64: W and b as solved, written as float64 instead of the parameters'
   // float32 values (same shapes; b empty without an intercept).
   std::vector<double> W64, bias64;
+  std::string penalty = "l2";  // LogregOptions::penalty, and the strengths the objective added
+  double l1 = 0, l2 = 0;
 };
 
 // Collective; rank 0 writes the file to its temporary and hands it to `outputs` (published
@@ -38,5 +40,13 @@ void write_logreg_weights(const runtime::Context& ctx, const std::string& path, 
 // file that is not HDF5, a missing "W", a W that is not 2-D, a "b" that is not [classes] or
 // a non-finite value ends every rank with a message naming the file.
 models::LogregParameters read_logreg_weights(const runtime::Context& ctx, const std::string& path);
+
+// A weights file as the starting point of a solve (--init-weights): W and b in double, as
+// stored (a float64 file's bits; a float32 file's values widened). Checks as above.
+struct LogregStart {
+  std::vector<double> W, bias;  // bias empty: the file has no intercept
+  int features = 0, classes = 0;
+};
+LogregStart read_logreg_start(const runtime::Context& ctx, const std::string& path);
 
 }  // namespace spmd::workloads
