@@ -1,5 +1,7 @@
 #include "option_checks.hpp"
 
+#include "spmd/runtime/small_text_file.hpp"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -78,37 +80,8 @@ std::string shortened(const std::string& text, std::size_t limit) {
 }
 
 std::string read_config_file(const std::string& path) {
-  const std::string what = "--config '" + shortened(path) + "'";
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == EISDIR) throw Error(what + " is a directory, not an INI file");
-    throw Error("--config: cannot read '" + shortened(path) + "' (" + std::strerror(errno) + ")");
-  }
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  struct stat st{};
-  if (::fstat(fd, &st) != 0) throw Error(what + ": cannot stat it (" + std::strerror(errno) + ")");
-  if (S_ISDIR(st.st_mode)) throw Error(what + " is a directory, not an INI file");
-  if (!S_ISREG(st.st_mode))
-    throw Error(what + " is not a regular file (" +
-                (S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device" : "a socket") +
-                "): a config is read from a file of key = value lines");
-  if (static_cast<std::size_t>(st.st_size) > kMaxConfigBytes)
-    throw Error(what + " is " + std::to_string(st.st_size) + " bytes; a config file is at most " +
-                std::to_string(kMaxConfigBytes) + " bytes of key = value lines");
-  std::string text(static_cast<std::size_t>(st.st_size), '\0');
-  std::size_t got = 0;
-  while (got < text.size()) {
-    const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw Error(what + ": read failed (" + std::strerror(errno) + ")");
-    if (n == 0) break;  // shrank since fstat: what is there
-    got += static_cast<std::size_t>(n);
-  }
-  text.resize(got);
-  return text;
+  return runtime::read_small_text_file(path, "--config '" + shortened(path) + "'", kMaxConfigBytes,
+                                       "a config is read from a file of key = value lines");
 }
 
 po::parsed_options parse_config(const std::string& text, const std::string& path, const po::options_description& options) {

@@ -2,6 +2,8 @@
 // shapes, owns the workspace, picks the kernel variant and runs the chunk driver (tiles of
 // rows through logits -> softmax -> gradient while they are in cache, float gradient blocks
 // folded into double chunk sums).
+#pragma GCC optimize("fp-contract=off")  // the weighted loss w * loss, then +: two roundings, as on the GPU
+
 #include "spmd/models/logreg.hpp"
 
 #include <algorithm>
@@ -102,8 +104,8 @@ void check_labels(const std::int32_t* labels, std::int64_t first, std::int64_t c
 
 // One chunk with W already transposed into the workspace (T: the kernels' precision).
 template <class T, class Ops>
-void chunk_partials_prepared(const Ops& ops, const float* X, const std::int32_t* labels, std::int64_t rows,
-                             const TileShape& s, const T* wt, Buffers& b, double* out) {
+void chunk_partials_prepared(const Ops& ops, const float* X, const std::int32_t* labels, const double* row_weights,
+                             std::int64_t rows, const TileShape& s, const T* wt, Buffers& b, double* out) {
   const std::size_t grad_size = static_cast<std::size_t>(s.classes) * s.padded_features;
   KernelArrays<T>& a = b.arrays<T>();
   T* z = a.logits.reserve(static_cast<std::size_t>(kTileRows) * s.padded_classes);
@@ -113,6 +115,7 @@ void chunk_partials_prepared(const Ops& ops, const float* X, const std::int32_t*
   std::fill(gd, gd + grad_size, 0.0);
   std::fill(gf, gf + grad_size, T(0));
   double loss = 0.0;
+  double row_loss[kTileRows];
   for (std::int64_t block = 0; block < rows; block += kLogregGradFloatBlockRows) {
     const std::int64_t block_end = std::min(rows, block + kLogregGradFloatBlockRows);
     check_labels(labels, block, block_end - block, s.classes);
@@ -122,7 +125,15 @@ void chunk_partials_prepared(const Ops& ops, const float* X, const std::int32_t*
       const float* x = X + tile * s.features;
       const float* next_x = x + static_cast<std::int64_t>(n) * s.features;
       ops.logits(x, n, s, wt, z, next_x, next);
-      ops.softmax(z, labels + tile, n, s, d, loss);
+      ops.softmax(z, labels + tile, n, s, d, row_loss);
+      if (row_weights == nullptr) {
+        for (int i = 0; i < n; ++i) loss += row_loss[i];
+      } else {
+        const double* w = row_weights + tile;
+        for (int c = 0; c < s.classes; ++c)
+          for (int i = 0; i < n; ++i) d[c * kTileRows + i] = d[c * kTileRows + i] * static_cast<T>(w[i]);
+        for (int i = 0; i < n; ++i) loss += w[i] * row_loss[i];
+      }
       ops.gradient(x, d, n, s, gf, next_x, next);
     }
     for (std::size_t k = 0; k < grad_size; ++k) {  // lanes f >= F are junk, folded but never read
@@ -184,16 +195,17 @@ LogregWorkspace& LogregWorkspace::operator=(LogregWorkspace&&) noexcept = defaul
 
 template <class T>
 void logreg_chunk_partials(const float* X, const std::int32_t* labels, std::int64_t rows, int features, int classes,
-                           const T* W, double* out, LogregWorkspace& workspace) {
+                           const T* W, double* out, LogregWorkspace& workspace, const double* row_weights) {
   const TileShape s = checked_shape<T>(rows, features, classes);
   auto& b = LogregWorkspaceAccess::buffers(workspace);
   const T* wt = prepare_weights(W, s, b);
-  chunk_partials_prepared(ops_for<T>(workspace.kernel()), X, labels, rows, s, wt, b, out);
+  chunk_partials_prepared(ops_for<T>(workspace.kernel()), X, labels, row_weights, rows, s, wt, b, out);
 }
 
 template <class T>
 void logreg_range_partials(const float* X, const std::int32_t* labels, std::int64_t rows, int features, int classes,
-                           const T* W, std::int64_t chunk_rows, double* out, LogregWorkspace& workspace) {
+                           const T* W, std::int64_t chunk_rows, double* out, LogregWorkspace& workspace,
+                           const double* row_weights) {
   const TileShape s = checked_shape<T>(rows, features, classes);
   if (chunk_rows < 1) throw Error("logreg: chunk_rows must be >= 1 (got " + std::to_string(chunk_rows) + ")");
   auto& b = LogregWorkspaceAccess::buffers(workspace);
@@ -201,8 +213,9 @@ void logreg_range_partials(const float* X, const std::int32_t* labels, std::int6
   const auto ops = ops_for<T>(workspace.kernel());
   const std::size_t record = logreg_partials_size(features, classes);
   for (std::int64_t first = 0, k = 0; first < rows; first += chunk_rows, ++k)
-    chunk_partials_prepared(ops, X + first * features, labels + first, std::min(chunk_rows, rows - first), s, wt, b,
-                            out + k * record);
+    chunk_partials_prepared(ops, X + first * features, labels + first,
+                            row_weights == nullptr ? nullptr : row_weights + first, std::min(chunk_rows, rows - first),
+                            s, wt, b, out + k * record);
 }
 
 void logreg_sum_partials(const double* partials, std::int64_t num_chunks, int features, int classes,
@@ -266,8 +279,8 @@ double logreg_value_and_grad(const float* X, const std::int32_t* labels, std::in
   PartialSumTree& tree = *b.tree;
   tree.reset(0);
   for (std::int64_t first = 0; first < rows; first += kLogregChunkRows) {
-    chunk_partials_prepared(ops, X + first * features, labels + first, std::min(kLogregChunkRows, rows - first), s,
-                            wt, b, tree.leaf_slot());
+    chunk_partials_prepared(ops, X + first * features, labels + first, nullptr, std::min(kLogregChunkRows, rows - first),
+                            s, wt, b, tree.leaf_slot());
     tree.commit_leaf();
   }
   const double* total = tree.root();
@@ -351,9 +364,9 @@ std::int64_t LogregFixedPredictor::predict(const float* X, std::int64_t rows, st
 // The float32 and float64 entry points (logreg.hpp).
 #define SPMD_INSTANTIATE(T)                                                                                        \
   template void logreg_chunk_partials<T>(const float*, const std::int32_t*, std::int64_t, int, int, const T*,      \
-                                         double*, LogregWorkspace&);                                               \
+                                         double*, LogregWorkspace&, const double*);                                \
   template void logreg_range_partials<T>(const float*, const std::int32_t*, std::int64_t, int, int, const T*,      \
-                                         std::int64_t, double*, LogregWorkspace&);                                 \
+                                         std::int64_t, double*, LogregWorkspace&, const double*);                  \
   template double logreg_finalize<T>(const double*, std::int64_t, int, int, const T*, double, int, double*);      \
   template double logreg_value_and_grad<T>(const float*, const std::int32_t*, std::int64_t, int, int, const T*,    \
                                            double, double*, LogregWorkspace&);

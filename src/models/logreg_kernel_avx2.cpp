@@ -136,7 +136,7 @@ void logits_group(const float* X, int rows, const TileShape& shape, const float*
 
 // 8 rows per vector: lane j is row r0 + j; class columns gathered from the row-major Z.
 void softmax_avx2(const float* Z, const std::int32_t* labels, int rows, const TileShape& shape, float* D,
-                  double& loss) {
+                  double* row_loss) {
   const int C = shape.classes, Cpad = shape.padded_classes;
   const __m256i ids = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   const __m256i row_offsets = _mm256_mullo_epi32(ids, _mm256_set1_epi32(Cpad));
@@ -176,7 +176,7 @@ void softmax_avx2(const float* Z, const std::int32_t* labels, int rows, const Ti
     _mm256_store_pd(log_lanes + 4, log4(_mm256_cvtps_pd(_mm_load_ps(s_lanes + 4))));
     const int live_rows = rows - r0 < 8 ? rows - r0 : 8;
     for (int j = 0; j < live_rows; ++j)
-      loss += (static_cast<double>(m_lanes[j]) + log_lanes[j]) - static_cast<double>(z[j * Cpad + labels[r0 + j]]);
+      row_loss[r0 + j] = (static_cast<double>(m_lanes[j]) + log_lanes[j]) - static_cast<double>(z[j * Cpad + labels[r0 + j]]);
   }
 }
 

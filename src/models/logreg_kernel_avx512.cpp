@@ -179,7 +179,7 @@ void logits_avx512(const float* X, int rows, const TileShape& shape, const float
 
 // 16 rows per vector: lane j is row r0 + j; class columns gathered from the row-major Z.
 void softmax_avx512(const float* Z, const std::int32_t* labels, int rows, const TileShape& shape, float* D,
-                    double& loss) {
+                    double* row_loss) {
   const int C = shape.classes, Cpad = shape.padded_classes;
   const __m512i row_offsets = _mm512_mullo_epi32(
       _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_epi32(Cpad));
@@ -220,7 +220,7 @@ void softmax_avx512(const float* Z, const std::int32_t* labels, int rows, const 
     _mm512_store_pd(log_lanes + 8, log8(_mm512_cvtps_pd(_mm256_load_ps(s_lanes + 8))));
     const int live_rows = rows - r0 < 16 ? rows - r0 : 16;
     for (int j = 0; j < live_rows; ++j)
-      loss += (static_cast<double>(m_lanes[j]) + log_lanes[j]) - static_cast<double>(z[j * Cpad + labels[r0 + j]]);
+      row_loss[r0 + j] = (static_cast<double>(m_lanes[j]) + log_lanes[j]) - static_cast<double>(z[j * Cpad + labels[r0 + j]]);
   }
 }
 

@@ -33,7 +33,7 @@ void logits_portable(const float* X, int rows, const TileShape& shape, const T* 
 }
 
 template <class T>
-void softmax_portable(const T* Z, const std::int32_t* labels, int rows, const TileShape& shape, T* D, double& loss) {
+void softmax_portable(const T* Z, const std::int32_t* labels, int rows, const TileShape& shape, T* D, double* row_loss) {
   const int C = shape.classes;
   for (int i = 0; i < rows; ++i) {
     const T* z = Z + i * shape.padded_classes;
@@ -51,7 +51,7 @@ void softmax_portable(const T* Z, const std::int32_t* labels, int rows, const Ti
       T& d = D[c * kTileRows + i];
       d = d * inverse - (c == y ? T(1) : T(0));
     }
-    loss += (static_cast<double>(m) + log_spec(static_cast<double>(s))) - static_cast<double>(z[y]);
+    row_loss[i] = (static_cast<double>(m) + log_spec(static_cast<double>(s))) - static_cast<double>(z[y]);
   }
 }
 

@@ -8,6 +8,7 @@
 #include "spmd/runtime/collectives.hpp"
 #include "spmd/runtime/stop_request.hpp"
 #include "spmd/workloads/logreg_objective.hpp"
+#include "spmd/workloads/logreg_row_weights.hpp"
 #include "spmd/workloads/logreg_weights.hpp"
 #include "spmd/workloads/memory_estimate.hpp"
 #include "spmd/workloads/report.hpp"
@@ -100,7 +101,12 @@ LogregResult run_logreg(const runtime::Context& ctx, const LogregOptions& o,
     throw CollectiveError("logreg: --init-weights '" + o.init_weights + "' has " + std::to_string(warm.classes) +
                           " classes, the data '" + o.data + "' has " + std::to_string(r.classes) +
                           " (1 + its largest label; set --classes if the labels leave some out)");
-  DataParallelLogreg objective(ctx, shard, r.classes, o.l2_strength(), o.precision);
+  ctx.set_phase("logreg: row weights");
+  const RowWeights row_weights = logreg_row_weights(ctx, o.data, o.sample_weight_key, o.class_weight, shard);
+  r.weighting = row_weights.description;
+  r.class_weights = row_weights.class_weights;
+  r.weight_total = row_weights.total;
+  DataParallelLogreg objective(ctx, shard, r.classes, o.l2_strength(), o.precision, row_weights.rows);
 #ifndef NDEBUG
   constexpr bool kVerifyAlways = true;  // a debug build checks what a release build checks on request
 #else

@@ -36,7 +36,7 @@ sharding::RowRange logreg_rank_rows(std::int64_t global_rows, int rank, int rank
 }
 
 DataParallelLogreg::DataParallelLogreg(const runtime::Context& ctx, const data::LoadedShard& shard, int classes, double l2,
-                                       models::LogregPrecision precision)
+                                       models::LogregPrecision precision, std::span<const double> row_weights)
     : ctx_(ctx), shard_(shard), features_(static_cast<int>(shard.row_size())), classes_(classes),
       penalised_features_(static_cast<int>(shard.sample_size)), l2_(l2), precision_(precision) {
   const std::int64_t R = models::kLogregChunkRows;
@@ -47,6 +47,9 @@ DataParallelLogreg::DataParallelLogreg(const runtime::Context& ctx, const data::
   if (shard.first_row % R != 0 && shard.rows > 0)
     throw Error("logreg: rank " + std::to_string(ctx.rank()) + "'s rows start at row " +
                 std::to_string(shard.first_row) + ", not at a chunk boundary (a multiple of " + std::to_string(R) + ")");
+  if (!row_weights.empty() && static_cast<std::int64_t>(row_weights.size()) != shard.rows)
+    throw Error("logreg: " + std::to_string(row_weights.size()) + " row weights for rank " + std::to_string(ctx.rank()) +
+                "'s " + std::to_string(shard.rows) + " rows");
   const std::int64_t my_chunks = chunk_count(shard.rows, R);
   const int d = ctx.devices_per_rank();
   for (int i = 0; i < d; ++i) device_chunks_.push_back(balanced_chunk_range(shard.rows, R, i, d));
@@ -62,10 +65,12 @@ DataParallelLogreg::DataParallelLogreg(const runtime::Context& ctx, const data::
     const auto& device = ctx.devices()[static_cast<size_t>(i)];
     const float* X = shard.features.data() + first_row * features_;
     const std::int32_t* labels = shard.labels.data() + first_row;
+    const double* weights = row_weights.empty() ? nullptr : row_weights.data() + first_row;
     if (f64)
-      devices64_[static_cast<size_t>(i)] = models::make_logreg_shard64(device, X, labels, rows, features_, classes_, R);
+      devices64_[static_cast<size_t>(i)] =
+          models::make_logreg_shard64(device, X, labels, rows, features_, classes_, R, weights);
     else
-      devices_[static_cast<size_t>(i)] = models::make_logreg_shard(device, X, labels, rows, features_, classes_, R);
+      devices_[static_cast<size_t>(i)] = models::make_logreg_shard(device, X, labels, rows, features_, classes_, R, weights);
   });
   for (const auto& c : device_chunks_)
     device_nodes_.push_back(models::PartialSumTree::canonical_nodes(first_chunk_ + c.first, first_chunk_ + c.end(), global_chunks_));

@@ -63,6 +63,12 @@ const std::vector<Option<LogregOptions>>& LogregOptions::declared() {
        non_negative},
       {"l1-ratio", SPMD_MEMBER(l1_ratio),
        "--penalty elasticnet: the L1 share in [0, 1] (sklearn's l1_ratio, Spark's elasticNetParam)"},
+      {"sample-weight-key", SPMD_MEMBER(sample_weight_key),
+       "weight each row by this dataset [N] of the data file (sklearn's sample_weight; finite, >= 0). The loss is "
+       "still divided by N, so sklearn's C = 1 / (reg * N) holds"},
+      {"class-weight", SPMD_MEMBER(class_weight),
+       "weight each row by its class's weight: balanced (sklearn's: N / (K * count of the class)), a list W0,W1,... "
+       "or a text file of one weight per class; multiplies --sample-weight-key's"},
       {"init-weights", SPMD_MEMBER(init_weights),
        "start from this weights file (a --weights-out of the same features, classes and intercept) instead of zeros "
        "(warm start)",

@@ -17,7 +17,10 @@ std::string summary_text(const LogregResult& r, const LogregOptions& o, const ru
                                  format("%.2f", r.seconds_per_evaluation * 1e3)}) +
                     format("# %lld rows x %d features%s, %d classes, over %d rank(s) x %d device(s)\n",
                            static_cast<long long>(r.rows), r.features, o.fit_intercept ? " + intercept" : "", r.classes,
-                           ctx.size(), ctx.devices_per_rank());
+                           ctx.size(), ctx.devices_per_rank()) +
+                    (r.weighting.empty() ? std::string()
+                                         : format("# rows weighted by %s (weights sum to %.6g over %lld rows)\n",
+                                                  r.weighting.c_str(), r.weight_total, static_cast<long long>(r.rows)));
   if (r.status == optim::LBFGSStatus::precision_limit && o.precision == models::LogregPrecision::float32)
     out += format(
         "# precision_limit: no step can lower the objective by an amount float32 represents at this value "
@@ -77,6 +80,9 @@ nlohmann::json to_json(const LogregResult& r, const LogregOptions& o) {
   j["l1"] = o.l1_strength();  // what the objective adds: l1 ||W||_1 + l2/2 ||W||^2
   j["l2"] = o.l2_strength();
   if (!o.init_weights.empty()) j["init_weights"] = o.init_weights;
+  if (!o.sample_weight_key.empty()) j["sample_weight_key"] = o.sample_weight_key;
+  if (!r.class_weights.empty()) j["class_weights"] = r.class_weights;
+  j["weight_total"] = r.weight_total;
   j["fit_intercept"] = o.fit_intercept;
   j["precision"] = models::to_string(o.precision);
   nlohmann::json h = nlohmann::json::array();
@@ -118,7 +124,11 @@ std::string run_header(const LogregOptions& o) {
                 o.data.c_str(), owlqn ? "OWL-QN" : "L-BFGS", o.solver.history, search, o.solver.maxiter, o.solver.tol,
                 penalty_text(o).c_str(), o.fit_intercept ? "fitted (not penalised)" : "none",
                 models::to_string(o.precision),
-                o.init_weights.empty() ? "" : (", from " + o.init_weights).c_str());
+                o.init_weights.empty() ? "" : (", from " + o.init_weights).c_str()) +
+         (o.sample_weight_key.empty() && o.class_weight.empty()
+              ? std::string()
+              : "# weights  rows" + (o.sample_weight_key.empty() ? "" : " x sample weight '" + o.sample_weight_key + "'") +
+                    (o.class_weight.empty() ? "" : " x class weight " + o.class_weight) + "\n");
 }
 
 LogregProgressDisplay::LogregProgressDisplay(const runtime::Context& ctx, const LogregOptions& o)

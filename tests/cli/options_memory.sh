@@ -70,8 +70,8 @@ head -c 2097152 /dev/zero | tr '\0' '#' >"$WORK/big.ini"
 printf 'data = %s\0.bak\nclasses = 3\n' "$SMALL" >"$WORK/nul.ini"
 printf 'config = %s\n' "$WORK/bom.ini" >"$WORK/nested.ini"
 { printf 'devices = '; head -c 900000 /dev/zero | tr '\0' '9'; printf '\n'; } >"$WORK/long.ini"
-for c in "fifo:$WORK/cfg.fifo:is not a regular file \(a FIFO\)" "dir:$WORK/cfg.dir:is a directory, not an INI file" \
-         "device:/dev/zero:is not a regular file \(a device\)" "big:$WORK/big.ini:is 2097152 bytes; a config file is at most 1048576" \
+for c in "fifo:$WORK/cfg.fifo:is not a regular file \(a FIFO\)" "dir:$WORK/cfg.dir:is a directory, not a file" \
+         "device:/dev/zero:is not a regular file \(a device\)" "big:$WORK/big.ini:is 2097152 bytes; at most 1048576" \
          "nul:$WORK/nul.ini:line 1 holds a NUL byte" "nested:$WORK/nested.ini:line 1: 'config' names another file" \
          "long_value:$WORK/long.ini:\[\.\.\. 899[0-9]* bytes \.\.\.\].* for option '(--)?devices' is invalid"; do
   IFS=: read -r name path pattern <<<"$c"

@@ -78,13 +78,14 @@ void expect_matches_reference(const Problem& p, std::int64_t chunk_rows, const s
 // float, or in double for the float64 kernels.
 template <class T>
 void expect_same_bits_as_cpu(const Problem& p, const std::vector<T>& W, std::int64_t chunk_rows,
-                             const std::vector<double>& gpu, const std::string& context) {
+                             const std::vector<double>& gpu, const std::string& context,
+                             const double* row_weights = nullptr) {
   const std::size_t record = logreg_partials_size(p.features, p.classes);
   const std::int64_t chunks = (p.rows + chunk_rows - 1) / chunk_rows;
   std::vector<double> cpu(static_cast<std::size_t>(chunks) * record);
   spmd::models::LogregWorkspace ws;
   spmd::models::logreg_range_partials(p.X.data(), p.y.data(), p.rows, p.features, p.classes, W.data(), chunk_rows,
-                                      cpu.data(), ws);
+                                      cpu.data(), ws, row_weights);
   for (std::size_t i = 0; i < cpu.size(); ++i)
     ASSERT_EQ(std::memcmp(&gpu[i], &cpu[i], sizeof(double)), 0)
         << context << ": chunk " << i / record << " entry " << i % record << ": GPU " << gpu[i] << " CPU " << cpu[i];
@@ -150,6 +151,33 @@ TEST(CudaLogregShard, Float64PartialsMatchCpuBitwiseOnManyShapes) {
       shard->chunk_partials(W.data(), out.data());
       expect_same_bits_as_cpu(p, W, s.chunk_rows, out, context + " scale " + std::to_string(scale));
     }
+  }
+}
+
+// Weighted rows (sample x class weights, zeros among them): the CPU's weighted bits, float32
+// and float64.
+TEST(CudaLogregShard, WeightedRowsMatchCpuBitwise) {
+  SKIP_WITHOUT_GPU();
+  std::uint32_t seed = 301;
+  for (const Shape& s : kShapes) {
+    const Problem p = make_problem(s.rows, s.features, s.classes, seed++);
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<double> weight(0.0, 4.0);
+    std::vector<double> w(static_cast<std::size_t>(p.rows));
+    for (auto& v : w) v = rng() % 5 == 0 ? 0.0 : weight(rng);
+    const std::int64_t chunks = (p.rows + s.chunk_rows - 1) / s.chunk_rows;
+    std::vector<double> out(static_cast<std::size_t>(chunks) * logreg_partials_size(p.features, p.classes));
+    const std::string context = "weighted rows " + std::to_string(s.rows) + " F " + std::to_string(s.features) +
+                                " C " + std::to_string(s.classes);
+    auto shard = spmd::models::make_logreg_shard(spmd::test::cuda_device(0), p.X.data(), p.y.data(), p.rows, p.features,
+                                                 p.classes, s.chunk_rows, w.data());
+    shard->chunk_partials(p.W.data(), out.data());
+    expect_same_bits_as_cpu(p, p.W, s.chunk_rows, out, context, w.data());
+    auto shard64 = spmd::models::make_logreg_shard64(spmd::test::cuda_device(0), p.X.data(), p.y.data(), p.rows,
+                                                     p.features, p.classes, s.chunk_rows, w.data());
+    const std::vector<double> W64(p.W.begin(), p.W.end());
+    shard64->chunk_partials(W64.data(), out.data());
+    expect_same_bits_as_cpu(p, W64, s.chunk_rows, out, context + " float64", w.data());
   }
 }
 

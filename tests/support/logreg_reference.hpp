@@ -1,7 +1,8 @@
 #pragma once
 // The logistic-regression tests' plain double-precision reference: the same partials as
 // models::logreg_chunk_partials (logreg.hpp), computed with double logits, std::exp and
-// std::log, rows in order; no tiles, no float, no fixed exp. W is float or double.
+// std::log, rows in order; no tiles, no float, no fixed exp. W is float or double; row i
+// weighted by row_weights[i] when given.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -15,7 +16,7 @@ namespace spmd::models {
 
 template <class T>
 void logreg_reference_partials(const float* X, const std::int32_t* labels, std::int64_t rows, int features,
-                               int classes, const T* W, double* out) {
+                               int classes, const T* W, double* out, const double* row_weights = nullptr) {
   if (features < 1 || classes < 1 || rows < 0)
     throw Error("logreg reference: needs features >= 1, classes >= 1, rows >= 0");
   const std::size_t size = logreg_partials_size(features, classes);
@@ -34,9 +35,10 @@ void logreg_reference_partials(const float* X, const std::int32_t* labels, std::
     const double m = *std::max_element(z.begin(), z.end());
     double s = 0.0;
     for (int c = 0; c < classes; ++c) s += std::exp(z[c] - m);
-    out[0] += m + std::log(s) - z[y];
+    const double w = row_weights == nullptr ? 1.0 : row_weights[i];
+    out[0] += w * (m + std::log(s) - z[y]);
     for (int c = 0; c < classes; ++c) {
-      const double delta = std::exp(z[c] - m) / s - (c == y ? 1.0 : 0.0);
+      const double delta = w * (std::exp(z[c] - m) / s - (c == y ? 1.0 : 0.0));
       for (int f = 0; f < features; ++f)
         out[1 + static_cast<std::size_t>(f) * classes + c] += static_cast<double>(x[f]) * delta;
     }

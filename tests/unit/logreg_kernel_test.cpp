@@ -113,6 +113,57 @@ TEST(LogregKernel, VariantsGiveIdenticalBits) {
   }
 }
 
+// Row weights (sample x class weights): near the weighted double reference, the same bits in
+// every variant and precision, and weights of 1 give the unweighted bits (no other rounding).
+std::vector<double> random_row_weights(std::int64_t rows, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> weight(0.0, 3.0);
+  std::vector<double> w(static_cast<std::size_t>(rows));
+  for (auto& v : w) v = weight(rng);
+  if (rows > 3) w[2] = 0.0;  // a zero weight drops its row
+  return w;
+}
+
+template <class T>
+std::vector<double> weighted_partials(const Problem& p, const std::vector<T>& W, LogregKernel kernel,
+                                      const double* row_weights) {
+  LogregWorkspace ws(kernel);
+  std::vector<double> out(logreg_partials_size(p.features, p.classes), -1.0);
+  logreg_range_partials(p.X.data(), p.labels.data(), p.rows, p.features, p.classes, W.data(), 300, out.data(), ws,
+                        row_weights);
+  return out;
+}
+
+TEST(LogregKernel, RowWeightsMatchTheWeightedReferenceInEveryVariant) {
+  for (const Shape& s : boundary_shapes()) {
+    if (s.rows == 0 || s.rows > 300) continue;  // one chunk of the range call (none for 0 rows)
+    const Problem p = make_problem(s.rows, s.features, s.classes, 7u * s.features + s.classes);
+    const auto w = random_row_weights(s.rows, 3u + static_cast<unsigned>(s.features));
+    std::vector<double> ref(logreg_partials_size(p.features, p.classes));
+    logreg_reference_partials(p.X.data(), p.labels.data(), p.rows, p.features, p.classes, p.W.data(), ref.data(),
+                              w.data());
+    const auto portable = weighted_partials(p, p.W, LogregKernel::portable, w.data());
+    const double tol = 6e-6 * static_cast<double>(s.rows) + 1e-9;
+    for (std::size_t i = 0; i < ref.size(); ++i)
+      ASSERT_NEAR(portable[i], ref[i], tol * (i == 0 ? 10.0 : 1.0)) << describe(s) << " index " << i;
+    const std::vector<double> W64(p.W.begin(), p.W.end());
+    const auto portable64 = weighted_partials(p, W64, LogregKernel::portable, w.data());
+    for (std::size_t i = 0; i < ref.size(); ++i)
+      ASSERT_NEAR(portable64[i], ref[i], 1e-12 * (1.0 + std::abs(ref[i]))) << "float64 " << describe(s) << " " << i;
+    for (auto k : supported_kernels()) {
+      EXPECT_TRUE(same_bits(weighted_partials(p, p.W, k, w.data()), portable)) << to_string(k) << " " << describe(s);
+      EXPECT_TRUE(same_bits(weighted_partials(p, W64, k, w.data()), portable64)) << "float64 " << to_string(k);
+    }
+    const std::vector<double> ones(static_cast<std::size_t>(s.rows), 1.0);
+    EXPECT_TRUE(same_bits(weighted_partials(p, p.W, LogregKernel::automatic, ones.data()),
+                          weighted_partials(p, p.W, LogregKernel::automatic, nullptr)))
+        << describe(s);
+    EXPECT_TRUE(same_bits(weighted_partials(p, W64, LogregKernel::automatic, ones.data()),
+                          weighted_partials(p, W64, LogregKernel::automatic, nullptr)))
+        << "float64 " << describe(s);
+  }
+}
+
 // The row loss's log is the spec's own (so a GPU can compute it with the same bits), not
 // libm's: within 3 ulps of it over the sums a softmax gives ([1, C]) and beyond, and the
 // special values a diverging run can produce propagate.

@@ -70,7 +70,7 @@ class LogregShard64 {
 
 // The kinds of device implementation the models need, one per interface above: a kind names
 // itself (for messages) and the signature of its factory. X [rows, features], labels [rows]
-// on the host: a CPU shard views them (they must outlive it), a GPU shard copies them to its
+// (and a logreg shard's row_weights [rows], or nullptr: unweighted) on the host: a CPU shard views them (they must outlive it), a GPU shard copies them to its
 // device once. A logreg predictor keeps its own copy of the parameters. A new model kind is
 // its interface and one such struct; each backend that accelerates it adds one
 // provide<Kind>() line (a backend that lacks a kind refuses it, naming both).
@@ -83,13 +83,13 @@ struct LogregShardKind {
   static constexpr const char* name = "logistic-regression shard (spmd logreg)";
   using Make = std::unique_ptr<LogregShard> (*)(const runtime::DeviceInfo& device, const float* X,
                                                 const std::int32_t* labels, std::int64_t rows, int features,
-                                                int classes, std::int64_t chunk_rows);
+                                                int classes, std::int64_t chunk_rows, const double* row_weights);
 };
 struct LogregShard64Kind {
   static constexpr const char* name = "logistic-regression shard in float64 (spmd logreg --precision float64)";
   using Make = std::unique_ptr<LogregShard64> (*)(const runtime::DeviceInfo& device, const float* X,
                                                   const std::int32_t* labels, std::int64_t rows, int features,
-                                                  int classes, std::int64_t chunk_rows);
+                                                  int classes, std::int64_t chunk_rows, const double* row_weights);
 };
 struct LogregPredictorKind {
   static constexpr const char* name = "logistic-regression predictor (eval --model logreg)";
@@ -136,13 +136,15 @@ inline std::unique_ptr<CnnMember> make_cnn_member(const runtime::DeviceInfo& dev
 }
 inline std::unique_ptr<LogregShard> make_logreg_shard(const runtime::DeviceInfo& device, const float* X,
                                                       const std::int32_t* labels, std::int64_t rows, int features,
-                                                      int classes, std::int64_t chunk_rows) {
-  return make_on_device<LogregShardKind>(device, X, labels, rows, features, classes, chunk_rows);
+                                                      int classes, std::int64_t chunk_rows,
+                                                      const double* row_weights = nullptr) {
+  return make_on_device<LogregShardKind>(device, X, labels, rows, features, classes, chunk_rows, row_weights);
 }
 inline std::unique_ptr<LogregShard64> make_logreg_shard64(const runtime::DeviceInfo& device, const float* X,
                                                           const std::int32_t* labels, std::int64_t rows, int features,
-                                                          int classes, std::int64_t chunk_rows) {
-  return make_on_device<LogregShard64Kind>(device, X, labels, rows, features, classes, chunk_rows);
+                                                          int classes, std::int64_t chunk_rows,
+                                                          const double* row_weights = nullptr) {
+  return make_on_device<LogregShard64Kind>(device, X, labels, rows, features, classes, chunk_rows, row_weights);
 }
 inline std::unique_ptr<DevicePredictor> make_logreg_predictor(const runtime::DeviceInfo& device,
                                                               const LogregParameters& parameters,

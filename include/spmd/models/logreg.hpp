@@ -1,8 +1,11 @@
 #pragma once
 // Multiclass logistic regression (the objective of JAXopt's data-parallel LBFGS example):
 //
-//   f(W) = (1/n) sum_i [ logsumexp(x_i W) - (x_i W)_{y_i} ]  +  (l2 / 2) ||W||_F^2
-//   grad = (1/n) X^T (softmax(X W) - onehot(y))              +  l2 W
+//   f(W) = (1/n) sum_i w_i [ logsumexp(x_i W) - (x_i W)_{y_i} ]  +  (l2 / 2) ||W||_F^2
+//   grad = (1/n) X^T diag(w) (softmax(X W) - onehot(y))          +  l2 W
+//
+// w_i = 1 unless the rows are weighted (sample and class weights: sklearn's sample_weight x
+// class_weight[y_i]); n is the row count either way, so sklearn's C keeps its mapping.
 //
 // X [n, F] float32 row-major, W [F, C] float32 row-major, labels int32 in [0, C). At W = 0
 // f = ln C. That example has no regularisation (l2 = 0); l2 > 0 is the usual "weight decay"
@@ -91,10 +94,13 @@ class LogregWorkspace {
 // the rows of x[f] * (p[c] - [c == y]); out has logreg_partials_size(F, C) entries and is
 // overwritten. rows may be 0 (all zeros). X holds rows * F floats (any alignment), labels
 // rows ints in [0, C) (else spmd::Error naming the row), W F * C floats. Throws
-// spmd::Error for F < 1, C < 1, rows < 0.
+// spmd::Error for F < 1, C < 1, rows < 0. row_weights: nullptr, or [rows] weights w_i >= 0
+// (sample x class weights): row i's loss and its gradient term are multiplied by w_i (the
+// softmax residual in T, the loss in double; logreg_kernel_spec.hpp).
 template <class T>
 void logreg_chunk_partials(const float* X, const std::int32_t* labels, std::int64_t rows, int features,
-                           int classes, const T* W, double* out, LogregWorkspace& workspace);
+                           int classes, const T* W, double* out, LogregWorkspace& workspace,
+                           const double* row_weights = nullptr);
 
 // The partials of consecutive chunks of chunk_rows rows (the last one shorter) of one
 // contiguous range, chunk k at out[k * logreg_partials_size(F, C)]: the same bits as
@@ -103,7 +109,7 @@ void logreg_chunk_partials(const float* X, const std::int32_t* labels, std::int6
 template <class T>
 void logreg_range_partials(const float* X, const std::int32_t* labels, std::int64_t rows, int features,
                            int classes, const T* W, std::int64_t chunk_rows, double* out,
-                           LogregWorkspace& workspace);
+                           LogregWorkspace& workspace, const double* row_weights = nullptr);
 
 // total = the sum of the num_chunks records in the fixed tree order of PartialSumTree
 // (total overwritten; all zeros when num_chunks is 0). This order is the contract that

@@ -16,6 +16,10 @@
 //   s = (...((e_0 + e_1) + e_2)... + e_{C-1});        d_c = e_c * (1/s) - [c == y]
 //   row loss (double) = ((double)m + log_spec((double)s)) - (double)z_y, added to the chunk's
 //   double loss in row order.
+// Row weights w (sample x class weights, double; only when the run has them): after the
+// softmax d_c = d_c * (T)w (T: the kernel's float type) and the row's loss is w * row loss
+// (double) before it is added. Without weights neither multiplication happens (w = 1 would
+// give the same bits anyway).
 // Gradient, per class c and feature f, rows in order: g = fma(d_c, x_f, g) in float; the
 // float sums restart every kLogregGradFloatBlockRows rows of the chunk and are added to the
 // double chunk sums (in block order).
@@ -107,8 +111,9 @@ template <class T>
 struct KernelOpsOf {
   void (*logits)(const float* X, int rows, const TileShape& shape, const T* WT, T* Z, const float* next_X,
                  int next_rows);
-  // Softmax of each Z row into D; adds each row's loss to `loss` in row order.
-  void (*softmax)(const T* Z, const std::int32_t* labels, int rows, const TileShape& shape, T* D, double& loss);
+  // Softmax of each Z row into D; row i's loss (double) into row_loss[i] (the caller adds
+  // them in row order, weighted when the rows have weights).
+  void (*softmax)(const T* Z, const std::int32_t* labels, int rows, const TileShape& shape, T* D, double* row_loss);
   // Gf[c * Fpad + f] = fma(d(i, c), X[i][f], Gf[c * Fpad + f]) for the tile's rows in order
   // (lanes f >= F hold junk and are never read).
   // Logits and gradient both take the next tile's rows (next_X, next_rows; may be 0) and

@@ -54,6 +54,8 @@ struct LogregOptions {
   double reg = 0.0;       // the penalty's strength (0: none)
   double l1_ratio = 0.5;  // elasticnet's share of L1 (sklearn's l1_ratio, Spark's elasticNetParam)
   std::string init_weights;  // "": start from zeros; else a --weights-out file of the same shape
+  std::string sample_weight_key;  // "": unweighted; else a dataset [N] of the data file (logreg_row_weights.hpp)
+  std::string class_weight;       // "": none; "balanced", "W0,W1,..." or a text file of them
   bool fit_intercept = false;  // logits x W + b with b fitted too
   std::string weights_out;     // "": not written
   std::string metrics_csv;     // "": not written
@@ -96,6 +98,9 @@ struct LogregResult {
   std::vector<float> bias;  // [classes] with fit_intercept, else empty
   std::vector<double> W64, bias64;  // the same as solved, in double (what float64 writes)
   std::vector<std::string> warnings;  // about the data (data::LoadedShard::warnings)
+  std::string weighting;              // how rows are weighted ("" unweighted)
+  std::vector<double> class_weights;  // --class-weight's, as applied (empty: none)
+  double weight_total = 0;            // sum of the row weights (N when unweighted)
 };
 
 // Collective. on_warning runs on every rank with each warning about the data as soon as it

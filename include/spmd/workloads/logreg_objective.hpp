@@ -34,8 +34,11 @@ class DataParallelLogreg {
   // only W's sample_size rows, never b.
   // precision: the kernels' arithmetic (float32: x rounded to float for them; float64: x
   // as it is); the sums are in the same order, so either is the same bits on every layout.
+  // row_weights: empty, or [shard.rows] weights of this rank's rows (sample x class weights;
+  // they must outlive this object).
   DataParallelLogreg(const runtime::Context& ctx, const data::LoadedShard& shard, int classes, double l2,
-                     models::LogregPrecision precision = models::LogregPrecision::float32);
+                     models::LogregPrecision precision = models::LogregPrecision::float32,
+                     std::span<const double> row_weights = {});
 
   // Objective for optim::lbfgs_minimize: x = W [features * classes] (double), grad same.
   // Collective: every rank must call it with the same x. Returns the same bits everywhere.

@@ -49,11 +49,12 @@ template <class Base, class Scalar>
 class CpuLogregShard final : public Base {
  public:
   CpuLogregShard(const float* X, const std::int32_t* labels, std::int64_t rows, int features, int classes,
-                 std::int64_t chunk_rows)
-      : X_(X), labels_(labels), rows_(rows), features_(features), classes_(classes), chunk_rows_(chunk_rows) {}
+                 std::int64_t chunk_rows, const double* row_weights)
+      : X_(X), labels_(labels), row_weights_(row_weights), rows_(rows), features_(features), classes_(classes),
+        chunk_rows_(chunk_rows) {}
   void chunk_partials(const Scalar* W, double* out) override {
     if (rows_ == 0) return;
-    logreg_range_partials(X_, labels_, rows_, features_, classes_, W, chunk_rows_, out, ws_);
+    logreg_range_partials(X_, labels_, rows_, features_, classes_, W, chunk_rows_, out, ws_, row_weights_);
   }
   // The chunks' records summed to the nodes here too (the GPU's path, so the CPU tests it).
   const double* node_partials(const Scalar* W, std::int64_t first_chunk, std::int64_t global_chunks) override {
@@ -75,6 +76,7 @@ class CpuLogregShard final : public Base {
  private:
   const float* X_;
   const std::int32_t* labels_;
+  const double* row_weights_;  // nullptr: unweighted
   std::int64_t rows_;
   int features_, classes_;
   std::int64_t chunk_rows_;
@@ -109,13 +111,15 @@ class CpuBackend final : public Backend {
     });
     provide<LogregShardKind>([](const runtime::DeviceInfo&, const float* X, const std::int32_t* labels,
                                 std::int64_t rows, int features, int classes,
-                                std::int64_t chunk_rows) -> std::unique_ptr<LogregShard> {
-      return std::make_unique<CpuLogregShard<LogregShard, float>>(X, labels, rows, features, classes, chunk_rows);
+                                std::int64_t chunk_rows, const double* row_weights) -> std::unique_ptr<LogregShard> {
+      return std::make_unique<CpuLogregShard<LogregShard, float>>(X, labels, rows, features, classes, chunk_rows,
+                                                                  row_weights);
     });
     provide<LogregShard64Kind>([](const runtime::DeviceInfo&, const float* X, const std::int32_t* labels,
                                   std::int64_t rows, int features, int classes,
-                                  std::int64_t chunk_rows) -> std::unique_ptr<LogregShard64> {
-      return std::make_unique<CpuLogregShard<LogregShard64, double>>(X, labels, rows, features, classes, chunk_rows);
+                                  std::int64_t chunk_rows, const double* row_weights) -> std::unique_ptr<LogregShard64> {
+      return std::make_unique<CpuLogregShard<LogregShard64, double>>(X, labels, rows, features, classes, chunk_rows,
+                                                                     row_weights);
     });
     provide<LogregPredictorKind>([](const runtime::DeviceInfo&, const LogregParameters& parameters,
                                     std::int64_t) -> std::unique_ptr<DevicePredictor> {

@@ -247,8 +247,10 @@ __global__ void logits_kernel(const float* X, std::int64_t rows, int features, i
 
 // Per row: z <- softmax(z) - onehot(label) (the spec's softmax, in place) and the row's loss
 // in double, ((double)m + log_spec((double)s)) - (double)z[label], as the CPU kernels.
+// Weighted rows (row_weights not null): d_c * (T)w and w * loss, the CPU's two products.
 template <class T>
-__global__ void softmax_kernel(T* z, const std::int32_t* labels, std::int64_t rows, int classes, double* row_loss) {
+__global__ void softmax_kernel(T* z, const std::int32_t* labels, const double* row_weights, std::int64_t rows, int classes,
+                               double* row_loss) {
   for (std::int64_t r = grid_start(); r < rows; r += grid_stride()) {
     T* zr = z + r * classes;
     const std::int32_t y = labels[r];
@@ -263,7 +265,16 @@ __global__ void softmax_kernel(T* z, const std::int32_t* labels, std::int64_t ro
     }
     const T inverse = div_rn(T(1), s);
     for (int c = 0; c < classes; ++c) zr[c] = sub_rn(mul_rn(zr[c], inverse), c == y ? T(1) : T(0));
-    row_loss[r] = __dsub_rn(__dadd_rn(static_cast<double>(m), log_spec(static_cast<double>(s))), static_cast<double>(z_label));
+    const double loss =
+        __dsub_rn(__dadd_rn(static_cast<double>(m), log_spec(static_cast<double>(s))), static_cast<double>(z_label));
+    if (row_weights == nullptr) {
+      row_loss[r] = loss;
+    } else {
+      const double w = row_weights[r];
+      const T wt = static_cast<T>(w);
+      for (int c = 0; c < classes; ++c) zr[c] = mul_rn(zr[c], wt);
+      row_loss[r] = __dmul_rn(w, loss);
+    }
   }
 }
 
@@ -281,9 +292,9 @@ struct Kernels {
         X, rows, features, spec::round_up(features, kLanes), WT, classes, z);
     SPMD_CHECK_CUDA_LAUNCH(kFloat ? "logreg logits kernel" : "logreg float64 logits kernel");
   }
-  static void softmax(T* z, const std::int32_t* labels, std::int64_t rows, int classes, double* row_loss,
-                      cudaStream_t stream) {
-    softmax_kernel<T><<<blocks_for(rows), kThreadsPerBlock, 0, stream>>>(z, labels, rows, classes, row_loss);
+  static void softmax(T* z, const std::int32_t* labels, const double* row_weights, std::int64_t rows, int classes,
+                      double* row_loss, cudaStream_t stream) {
+    softmax_kernel<T><<<blocks_for(rows), kThreadsPerBlock, 0, stream>>>(z, labels, row_weights, rows, classes, row_loss);
     SPMD_CHECK_CUDA_LAUNCH(kFloat ? "logreg softmax kernel" : "logreg float64 softmax kernel");
   }
 };
@@ -372,18 +383,18 @@ class CudaLogregPredictor final : public DevicePredictor {
 
 std::unique_ptr<LogregShard> make_logreg_shard_cuda(const runtime::DeviceInfo& device, const float* X,
                                                     const std::int32_t* labels, std::int64_t rows, int features,
-                                                    int classes, std::int64_t chunk_rows) {
+                                                    int classes, std::int64_t chunk_rows, const double* row_weights) {
   check_shard_shape(features, classes, rows, chunk_rows, "CUDA logreg shard");
   return std::make_unique<CudaLogregShardOf<Kernels<float>, LogregShard>>(device, X, labels, rows, features, classes,
-                                                                          chunk_rows);
+                                                                          chunk_rows, row_weights);
 }
 
 std::unique_ptr<LogregShard64> make_logreg_shard64_cuda(const runtime::DeviceInfo& device, const float* X,
                                                         const std::int32_t* labels, std::int64_t rows, int features,
-                                                        int classes, std::int64_t chunk_rows) {
+                                                        int classes, std::int64_t chunk_rows, const double* row_weights) {
   check_shard_shape(features, classes, rows, chunk_rows, "CUDA logreg float64 shard");
   return std::make_unique<CudaLogregShardOf<Kernels<double>, LogregShard64>>(device, X, labels, rows, features,
-                                                                             classes, chunk_rows);
+                                                                             classes, chunk_rows, row_weights);
 }
 
 std::unique_ptr<DevicePredictor> make_logreg_predictor_cuda(const runtime::DeviceInfo& device,

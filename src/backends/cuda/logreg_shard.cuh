@@ -221,14 +221,15 @@ void upload_transposed(const T* W, int features, int classes, int lanes, cuda::P
 
 // Kernels: Scalar (T, the arithmetic), kLanes (of the logits), and
 //   static void logits(const float* X, std::int64_t rows, int F, const T* WT, int C, T* Z, cudaStream_t);
-//   static void softmax(T* Z, const std::int32_t* labels, std::int64_t rows, int C, double* row_loss, cudaStream_t);
+//   static void softmax(T* Z, const std::int32_t* labels, const double* row_weights (nullptr: none), std::int64_t rows,
+//                       int C, double* row_loss, cudaStream_t);
 template <class Kernels, class Base>
 class CudaLogregShardOf final : public Base {
  public:
   using T = typename Kernels::Scalar;
 
   CudaLogregShardOf(const runtime::DeviceInfo& device, const float* X, const std::int32_t* labels, std::int64_t rows,
-                    int features, int classes, std::int64_t chunk_rows)
+                    int features, int classes, std::int64_t chunk_rows, const double* row_weights)
       : ordinal_((cuda::use_cuda_device(device, "CUDA logreg shard"), device.ordinal)),
         features_(features),
         classes_(classes),
@@ -237,6 +238,7 @@ class CudaLogregShardOf final : public Base {
         geometry_{rows, chunk_rows, (std::min(chunk_rows, rows) + kBlockRows - 1) / kBlockRows, 0},
         X_(static_cast<std::size_t>(rows) * features, "logreg rows X"),
         labels_(static_cast<std::size_t>(rows), "logreg labels"),
+        row_weights_(row_weights == nullptr ? 0 : static_cast<std::size_t>(rows), "logreg row weights"),
         WT_(transposed_size(), "logreg weights (transposed)"),
         Z_(static_cast<std::size_t>(rows) * classes, "logreg logits / softmax residuals"),
         row_loss_(static_cast<std::size_t>(rows), "logreg per-row losses"),
@@ -253,6 +255,7 @@ class CudaLogregShardOf final : public Base {
     const cudaStream_t s = stream_.get();
     X_.upload(X, X_.size(), s);
     labels_.upload(labels, labels_.size(), s);
+    if (row_weights != nullptr) row_weights_.upload(row_weights, row_weights_.size(), s);
     // The caller's X may go once the copies are done.
     stream_.synchronize_copies("copying the logreg rows to the GPU");
   }
@@ -306,7 +309,8 @@ class CudaLogregShardOf final : public Base {
     const std::int64_t rows = geometry_.rows;
     upload_transposed(W, features_, classes_, Kernels::kLanes, WT_host_, WT_, s);
     Kernels::logits(X_.data(), rows, features_, WT_.data(), classes_, Z_.data(), s);
-    Kernels::softmax(Z_.data(), labels_.data(), rows, classes_, row_loss_.data(), s);
+    Kernels::softmax(Z_.data(), labels_.data(), row_weights_.size() == 0 ? nullptr : row_weights_.data(), rows, classes_,
+                     row_loss_.data(), s);
     chunk_loss_kernel<<<static_cast<unsigned>(std::min<std::int64_t>(chunks_, cuda::kMaxBlocks)), kThreadsPerBlock, 0, s>>>(
         row_loss_.data(), rows, geometry_.chunk_rows, chunks_, record_, out_.data());
     SPMD_CHECK_CUDA_LAUNCH("logreg chunk loss kernel");
@@ -344,6 +348,7 @@ class CudaLogregShardOf final : public Base {
   cuda::Stream stream_;
   cuda::DeviceBuffer<float> X_;              // [rows, F]
   cuda::DeviceBuffer<std::int32_t> labels_;  // [rows]
+  cuda::DeviceBuffer<double> row_weights_;   // [rows], or empty: unweighted
   cuda::DeviceBuffer<T> WT_;                 // [C, Fpad]
   cuda::DeviceBuffer<T> Z_;                  // [rows, C]: logits, then P - Y
   cuda::DeviceBuffer<double> row_loss_;      // [rows]

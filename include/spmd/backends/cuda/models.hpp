@@ -22,12 +22,14 @@ std::unique_ptr<models::CnnMember> make_cnn_member_cuda(const runtime::DeviceInf
 // Defined in logreg.cu. X and labels are copied to the GPU once.
 std::unique_ptr<models::LogregShard> make_logreg_shard_cuda(const runtime::DeviceInfo& device, const float* X,
                                                     const std::int32_t* labels, std::int64_t rows, int features,
-                                                    int classes, std::int64_t chunk_rows);
+                                                    int classes, std::int64_t chunk_rows,
+                                                    const double* row_weights = nullptr);
 
 // Defined in logreg.cu: the same in float64 (the float64 kernels of models/logreg.hpp).
 std::unique_ptr<models::LogregShard64> make_logreg_shard64_cuda(const runtime::DeviceInfo& device, const float* X,
                                                                 const std::int32_t* labels, std::int64_t rows,
-                                                                int features, int classes, std::int64_t chunk_rows);
+                                                                int features, int classes, std::int64_t chunk_rows,
+                                                                const double* row_weights = nullptr);
 
 // W [features, classes] copied to the device's GPU once. predict() takes up to max_rows
 // host rows per call and works through them in tiles, so GPU memory stays bounded whatever
