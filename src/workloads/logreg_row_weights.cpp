@@ -1,9 +1,7 @@
 #include "spmd/workloads/logreg_row_weights.hpp"
 
-#include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <filesystem>
 #include <span>
 
 #include "spmd/data/h5_file.hpp"
