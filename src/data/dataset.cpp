@@ -16,6 +16,7 @@
 #include "spmd/runtime/context.hpp"
 #include "spmd/runtime/watchdog.hpp"
 #include "spmd/runtime/time_account.hpp"
+#include "label_checks.hpp"
 #include "row_read.hpp"
 
 namespace spmd::data {
@@ -331,12 +332,6 @@ constexpr std::int64_t kCheckPieceBytes = std::int64_t{16} << 20;
 // row), with the facts the loader's checks need, found on the way.
 constexpr std::int64_t kLabelPieceRows = std::int64_t{1} << 20;
 
-struct LabelScan {
-  std::int64_t above_row = -1, above_value = 0;      // first label >= bound (an id, not a class)
-  std::int64_t outside_row = -1, outside_value = 0;  // first label < 0, or >= classes when classes > 0
-  std::int64_t largest = -1;                         // of the labels in [0, bound)
-};
-
 // Collective (every rank calls it, whatever its rows). Reads rows [first_row, first_row +
 // rows) into out (resized); a label outside int32 is stored as -1, and reported in the scan.
 LabelScan read_labels_int32(const runtime::Context& ctx, ShardReader& reader, std::int64_t first_row, std::int64_t rows,
@@ -356,17 +351,7 @@ LabelScan read_labels_int32(const runtime::Context& ctx, ShardReader& reader, st
     const std::int64_t at = std::min(done, std::max<std::int64_t>(rows, 0));
     reader.read_labels(first_row + at, n, std::span<std::int64_t>(piece.data(), static_cast<std::size_t>(n)));
     std::int32_t* dst = out.data() + at;
-    for (std::int64_t i = 0; i < n; ++i) {
-      const std::int64_t v = piece[static_cast<std::size_t>(i)];
-      if (v >= bound && scan.above_row < 0) scan = {first_row + done + i, v, scan.outside_row, scan.outside_value, scan.largest};
-      if ((v < 0 || v >= limit) && scan.outside_row < 0) {
-        scan.outside_row = first_row + done + i;
-        scan.outside_value = v;
-      }
-      const bool fits = v >= 0 && v < bound && v <= std::numeric_limits<std::int32_t>::max();
-      if (fits) scan.largest = std::max(scan.largest, v);
-      dst[i] = fits ? static_cast<std::int32_t>(v) : -1;
-    }
+    for (std::int64_t i = 0; i < n; ++i) dst[i] = scan.see(first_row + done + i, piece[static_cast<std::size_t>(i)], bound, limit);
   }
   return scan;
 }
@@ -409,47 +394,12 @@ LoadedShard load(const runtime::Context& ctx, ShardReader& reader, std::int64_t 
   if (reader.keys().labels.empty()) return shard;
 
   const std::string where = "'" + reader.path() + "': labels dataset '" + reader.keys().labels + "'";
-  // A label is an index into the classes (a weight matrix [features, classes], per-class
-  // counts): one far above the number of examples is an id to remap, not a class. With
-  // classes given, the range check below says it more precisely.
-  const std::int64_t bound = classes > 0 ? std::numeric_limits<std::int64_t>::max() : label_bound(shape.rows);
-  const LabelScan scan = read_labels_int32(ctx, reader, first_row, rows, bound, classes, shard.labels);
-  std::string error;
-  if (scan.above_row >= 0)
-    error = rank_prefix(ctx) + where + ": row " + std::to_string(scan.above_row) + " has label " +
-            std::to_string(scan.above_value) + ", above the largest class index this program accepts for " +
-            std::to_string(shape.rows) + " examples (" + std::to_string(bound - 1) +
-            "): labels must be class indices 0..C-1; remap ids first (numpy: ids, y = np.unique(y, "
-            "return_inverse=True))";
-  runtime::agree_or_throw(ctx.comm(), error);
-  std::string how;
-  std::int64_t limit = classes;
-  if (classes <= 0) {
-    std::int64_t largest = scan.largest;
-    runtime::allreduce_max(ctx, std::span<std::int64_t>(&largest, 1));
-    limit = std::max<std::int64_t>(largest + 1, 0);
-    how = "classes inferred as " + std::to_string(limit) + " = 1 + the largest label";
-  } else {
-    how = "classes = " + std::to_string(classes);
-  }
-  if (scan.outside_row >= 0)
-    error = rank_prefix(ctx) + where + ": row " + std::to_string(scan.outside_row) + " has label " +
-            std::to_string(scan.outside_value) + ", outside [0, " + std::to_string(limit) + ") (" + how + ")";
-  runtime::agree_or_throw(ctx.comm(), error);
-  // Examples per class over all ranks: inferred classes that no example has (ids such as
-  // 1001..1004 make 1005 classes) are worth a warning, as they cost a weight column each.
-  if (limit > 0) {
-    shard.class_counts.assign(static_cast<std::size_t>(limit), 0);
-    for (auto label : shard.labels) ++shard.class_counts[static_cast<std::size_t>(label)];
-    runtime::allreduce_sum(ctx, std::span<std::int64_t>(shard.class_counts));
-    const auto empty = std::count(shard.class_counts.begin(), shard.class_counts.end(), 0);
-    if (empty > 0 && classes <= 0)
-      shard.warnings.push_back(where + ": " + std::to_string(empty) + " of the " + std::to_string(limit) +
-                               " inferred classes (1 + the largest label) have no example; each still costs a "
-                               "weight column. Set --classes if they are real classes absent from this data, or "
-                               "remap the labels to 0..K-1 (numpy: np.unique(y, return_inverse=True))");
-  }
-  shard.classes = static_cast<int>(limit);
+  const LabelScan scan =
+      read_labels_int32(ctx, reader, first_row, rows, scan_bound(shape.rows, classes), classes, shard.labels);
+  CheckedLabels checked = agree_on_labels(ctx, where, shape.rows, classes, scan, shard.labels);
+  shard.class_counts = std::move(checked.class_counts);
+  shard.warnings.insert(shard.warnings.end(), checked.warnings.begin(), checked.warnings.end());
+  shard.classes = checked.classes;
   return shard;
 }
 }  // namespace

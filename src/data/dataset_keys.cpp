@@ -1,12 +1,14 @@
 #include "spmd/data/dataset_keys.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <iomanip>
 #include <sstream>
 #include <vector>
 
 #include "spmd/data/element_type.hpp"
 #include "spmd/data/h5_file.hpp"
+#include "spmd/data/h5_reader.hpp"
 #include "spmd/runtime/agree.hpp"
 #include "spmd/runtime/check.hpp"
 #include "spmd/runtime/collectives.hpp"
@@ -244,8 +246,45 @@ ResolvedKeys resolved_keys_from_json(const nlohmann::json& j) {
   return r;
 }
 
+namespace {
+// An AnnData file's categorical obs columns ("obs/cell_type"), for the messages that ask for one.
+std::string anndata_label_columns(hid_t file) {
+  std::string list;
+  for (const auto& name : list_datasets(file)) {
+    const std::string suffix = "/codes";
+    if (name.rfind("/obs/", 0) == 0 && name.size() > suffix.size() &&
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+      list += (list.empty() ? "" : ", ") + name.substr(1, name.size() - 1 - suffix.size());
+  }
+  return list.empty() ? "" : " (its categorical columns: " + list + ")";
+}
+
+// Keys that name groups (a sparse matrix's, an AnnData categorical column's) are the sparse
+// loaders' to check: both must be given. Returns nothing when neither key is a group and
+// the file is not AnnData's with keys to find.
+std::optional<ResolvedKeys> resolve_group_keys(const std::string& path, const KeyRequest& request) {
+  const H5Reader in(path, "the features and labels");
+  const auto is_group = [&](const std::string& name) { return !name.empty() && !in.has_dataset(name) && in.has_group(name); };
+  const KeyChoice& f = request.features;
+  const KeyChoice& l = request.labels;
+  const bool anndata = in.has_attribute("/", "encoding-type") &&
+                       in.attribute("/", "encoding-type").kind == AttributeValue::Kind::Text &&
+                       in.attribute("/", "encoding-type").text == "anndata";
+  if (!is_group(f.name) && !is_group(l.name) && !(anndata && (f.name.empty() || l.name.empty()))) return std::nullopt;
+  if (f.name.empty() || l.name.empty())
+    throw Error("'" + path + "'" + (anndata ? " is an AnnData file" : "") + ": " +
+                (f.name.empty() ? "set " + f.option + (anndata ? " (AnnData's matrix is X)" : "")
+                                : "set " + l.option + anndata_label_columns(in.file())) +
+                "; a sparse matrix and a label column are not found by name");
+  ResolvedKeys r;
+  r.keys = {f.name, l.name};
+  return r;
+}
+}  // namespace
+
 ResolvedKeys resolve_dataset_keys(const std::string& path, const KeyRequest& request) {
   runtime::TimeScope io(runtime::TimeCategory::Io);
+  if (auto groups = resolve_group_keys(path, request)) return *groups;
   H5File file = open_file_serial(path, "the features and labels");
   std::vector<Entry> entries;
   for (const auto& name : list_datasets(file.get())) entries.push_back(examine(file.get(), name));

@@ -24,7 +24,7 @@ H5T_conv_ret_t refuse_lossy_conversion(H5T_conv_except_t except, hid_t, hid_t ds
 
 H5PropList strict_transfer() {
   H5PropList xfer(SPMD_CHECK_HDF5(H5Pcreate(H5P_DATASET_XFER), "creating a transfer property list"));
-  SPMD_CHECK_HDF5(H5Pset_type_conv_cb(xfer.get(), refuse_lossy_conversion, nullptr), "setting a conversion check");
+  refuse_lossy_conversions(xfer.get());
   return xfer;
 }
 
@@ -50,6 +50,81 @@ herr_t collect_attribute_name(hid_t, const char* name, const H5A_info_t*, void* 
 std::string object_or_root(const std::string& object) { return object.empty() ? "/" : object; }
 
 }  // namespace
+
+void refuse_lossy_conversions(hid_t xfer) {
+  SPMD_CHECK_HDF5(H5Pset_type_conv_cb(xfer, refuse_lossy_conversion, nullptr), "setting a conversion check");
+}
+
+bool H5Reader::has_group(const std::string& name) const {
+  runtime::TimeScope io(runtime::TimeCategory::Io);
+  if (name.empty() || name == "/") return true;
+  // H5Oget_info fails on a missing intermediate group: every prefix must exist first.
+  for (std::size_t at = name.find('/', 1); ; at = name.find('/', at + 1)) {
+    const std::string prefix = name.substr(0, at);
+    if (!prefix.empty() && prefix != "/" && H5Lexists(file_.get(), prefix.c_str(), H5P_DEFAULT) <= 0) {
+      H5Eclear2(H5E_DEFAULT);
+      return false;
+    }
+    if (at == std::string::npos) break;
+  }
+  H5O_info_t info;
+  if (H5Oget_info_by_name2(file_.get(), name.c_str(), &info, H5O_INFO_BASIC, H5P_DEFAULT) < 0) {
+    H5Eclear2(H5E_DEFAULT);
+    return false;
+  }
+  return info.type == H5O_TYPE_GROUP;
+}
+
+std::int64_t H5Reader::read_int64_at(const std::string& name, std::int64_t index) const {
+  runtime::TimeScope io(runtime::TimeCategory::Io);
+  const auto dims = shape(name);
+  if (dims.size() != 1 || index < 0 || index >= dims[0])
+    throw Error("'" + path_ + "': dataset '" + name + "' (shape " + format_shape(dims) + ") has no element " +
+                std::to_string(index));
+  H5Dataset dataset = open_dataset(file_.get(), path_, name, "requested dataset");
+  H5Dataspace file_space(SPMD_CHECK_HDF5(H5Dget_space(dataset.get()), "reading a dataset's space"));
+  const H5Dataspace memory = select_rows(file_space.get(), index, 1, "selecting one element of a dataset");
+  H5PropList xfer = strict_transfer();
+  std::int64_t value = 0;
+  if (H5Dread(dataset.get(), H5T_NATIVE_INT64, memory.get(), file_space.get(), xfer.get(), &value) < 0) {
+    H5Eclear2(H5E_DEFAULT);
+    throw Error("'" + path_ + "': element " + std::to_string(index) + " of dataset '" + name +
+                "' cannot be read as int64 (not an integer, or the file is damaged)");
+  }
+  return value;
+}
+
+std::vector<std::string> H5Reader::read_strings(const std::string& name) const {
+  runtime::TimeScope io(runtime::TimeCategory::Io);
+  const auto dims = shape(name);
+  if (dims.size() != 1) throw Error("'" + path_ + "': dataset '" + name + "' is not 1-D (shape " + format_shape(dims) + ")");
+  H5Dataset dataset = open_dataset(file_.get(), path_, name, "requested dataset");
+  const std::string hint = "reading the strings of '" + name + "' in '" + path_ + "'";
+  H5Datatype type(SPMD_CHECK_HDF5(H5Dget_type(dataset.get()), hint.c_str()));
+  if (H5Tget_class(type.get()) != H5T_STRING)
+    throw Error("'" + path_ + "': dataset '" + name + "' has dtype " + describe_hdf5_type(type.get()) + ", not strings");
+  const auto n = static_cast<std::size_t>(dims[0]);
+  std::vector<std::string> out;
+  out.reserve(n);
+  if (H5Tis_variable_str(type.get()) > 0) {
+    H5Datatype mem(SPMD_CHECK_HDF5(H5Tcopy(H5T_C_S1), hint.c_str()));
+    SPMD_CHECK_HDF5(H5Tset_size(mem.get(), H5T_VARIABLE), hint.c_str());
+    SPMD_CHECK_HDF5(H5Tset_cset(mem.get(), H5Tget_cset(type.get())), hint.c_str());
+    std::vector<char*> strings(n, nullptr);
+    if (n > 0) SPMD_CHECK_HDF5(H5Dread(dataset.get(), mem.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, strings.data()), hint.c_str());
+    for (char* s : strings) out.emplace_back(s ? s : "");
+    if (n > 0) {
+      H5Dataspace space(SPMD_CHECK_HDF5(H5Dget_space(dataset.get()), hint.c_str()));
+      H5Dvlen_reclaim(mem.get(), space.get(), H5P_DEFAULT, strings.data());
+    }
+  } else {
+    const std::size_t size = H5Tget_size(type.get());
+    std::vector<char> bytes(n * size);
+    if (n > 0) SPMD_CHECK_HDF5(H5Dread(dataset.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, bytes.data()), hint.c_str());
+    for (std::size_t i = 0; i < n; ++i) out.push_back(trim_fixed_string(bytes.data() + i * size, size));
+  }
+  return out;
+}
 
 H5Reader::H5Reader(std::string path, const std::string& what) : path_(std::move(path)) {
   runtime::TimeScope io(runtime::TimeCategory::Io);

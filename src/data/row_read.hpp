@@ -35,6 +35,10 @@ H5Dataspace select_rows(hid_t file_space, std::int64_t row0, std::int64_t rows, 
 void read_rows(const runtime::Context& ctx, hid_t dataset, hid_t mem_type, hid_t xfer, std::int64_t row0,
                std::int64_t rows, void* buffer);
 
+// Makes HDF5's conversions through transfer list xfer fail instead of clamping a value that
+// the memory type cannot hold (H5Reader's strict reads; the sparse loader's indices).
+void refuse_lossy_conversions(hid_t xfer);
+
 // "rank R: ", what messages about one rank's data start with.
 std::string rank_prefix(const runtime::Context& ctx);
 

@@ -1,8 +1,13 @@
 #include "spmd/workloads/logreg.hpp"
 
-#include <limits>
 #include <chrono>
+#include <cmath>
+#include <limits>
+#include <optional>
 
+#include "spmd/data/label_column.hpp"
+#include "spmd/data/sparse_matrix.hpp"
+#include "spmd/models/logreg_sparse.hpp"
 #include "spmd/optim/owlqn.hpp"
 #include "spmd/runtime/agree.hpp"
 #include "spmd/runtime/collectives.hpp"
@@ -49,10 +54,36 @@ LogregResult run_logreg(const runtime::Context& ctx, const LogregOptions& o,
                         const std::function<void(const std::string&)>& on_warning) {
   const auto start = Clock::now();
   optim::validate(o.solver);
-  const auto shape = data::probe_shape(ctx, o.data, o.keys);
-  const auto rows = logreg_rank_rows(shape.rows, ctx.rank(), ctx.size());
-  const std::int64_t features = shape.sample_size + (o.fit_intercept ? 1 : 0);
-  require_memory_fits(ctx, logreg_memory(rows.size, features, std::max(2, o.classes), o.solver.history, true),
+  // A group of data/indices/indptr under the features key is a sparse matrix; else dense rows.
+  const auto sparse = data::probe_sparse_matrix(ctx, o.data, o.keys.features);
+  if (sparse && o.keys.labels.empty())
+    throw CollectiveError("logreg: '" + o.data + "': the features '" + o.keys.features +
+                          "' are a sparse matrix; name its labels with --labels-key (an integer dataset [N] or an "
+                          "AnnData categorical column such as obs/cell_type)");
+  const data::DatasetShape shape = sparse ? data::DatasetShape{} : data::probe_shape(ctx, o.data, o.keys);
+  const std::int64_t global_rows = sparse ? sparse->rows : shape.rows;
+  const std::int64_t sample_size = sparse ? sparse->columns : shape.sample_size;
+  const std::int64_t features = sample_size + (o.fit_intercept ? 1 : 0);
+  // A sparse problem's chunks hold about F entries each (models/logreg_sparse.hpp).
+  const std::int64_t chunk_rows =
+      sparse ? models::logreg_sparse_chunk_rows(global_rows, features,
+                                                sparse->nonzeros + (o.fit_intercept ? global_rows : 0))
+             : models::kLogregChunkRows;
+  const auto rows = logreg_rank_rows(global_rows, ctx.rank(), ctx.size(), chunk_rows);
+  const auto memory = [&](int classes, bool with_data) {
+    if (!sparse) return logreg_memory(rows.size, features, classes, o.solver.history, with_data);
+    MemoryEstimate e = logreg_memory(rows.size, features, classes, o.solver.history, false);
+    e.parts.pop_back();  // chunk records: a sparse shard streams them through ~log2(chunks) + 2 tree records
+    const double weights = static_cast<double>(features) * classes;
+    const double chunks = std::ceil(static_cast<double>(global_rows) / static_cast<double>(chunk_rows));
+    e.parts.emplace_back("tree records", 8 * (1 + weights) * (std::log2(std::max(1.0, chunks)) + 2));
+    if (with_data)
+      e.parts.emplace_back("sparse rows", 8 * (static_cast<double>(sparse->nonzeros) * static_cast<double>(rows.size) /
+                                                   static_cast<double>(global_rows) +
+                                               static_cast<double>(rows.size) * 2));
+    return e;
+  };
+  require_memory_fits(ctx, memory(std::max(2, o.classes), true),
                       "spread the rows over more ranks or nodes; the solver's share (2 x --history + 6 "
                       "vectors of features x classes doubles, on every rank) shrinks only with --history");
   // A warm start is checked against the data before the rows are read.
@@ -60,10 +91,10 @@ LogregResult run_logreg(const runtime::Context& ctx, const LogregOptions& o,
   if (!o.init_weights.empty()) {
     ctx.set_phase("logreg: reading --init-weights");
     warm = read_logreg_start(ctx, o.init_weights);
-    if (warm.features != shape.sample_size)
+    if (warm.features != sample_size)
       throw CollectiveError("logreg: --init-weights '" + o.init_weights + "' has W for " +
                             std::to_string(warm.features) + " features, the data '" + o.data + "' has " +
-                            std::to_string(shape.sample_size) + " per row");
+                            std::to_string(sample_size) + " per row");
     if (warm.bias.empty() == o.fit_intercept)
       throw CollectiveError("logreg: --init-weights '" + o.init_weights + "' " +
                             (o.fit_intercept ? "has no intercept 'b', and --fit-intercept fits one"
@@ -73,16 +104,36 @@ LogregResult run_logreg(const runtime::Context& ctx, const LogregOptions& o,
                             " classes, --classes is " + std::to_string(o.classes));
   }
   ctx.set_phase("logreg: loading rows");
-  const auto shard = data::load_shard(ctx, o.data, o.keys, rows.first, rows.size, o.classes, o.input_scale,
-                                      data::FeatureForm::Float32,
-                                      o.fit_intercept ? data::OnesColumn::append : data::OnesColumn::none);
+  const auto ones = o.fit_intercept ? data::OnesColumn::append : data::OnesColumn::none;
+  data::LoadedShard shard;
+  data::SparseShard sparse_rows;
+  data::LabelColumn label_column;
+  if (sparse) {
+    label_column = data::load_label_column(ctx, o.data, o.keys.labels, global_rows, rows.first, rows.size, o.classes);
+    sparse_rows = data::load_sparse_rows(ctx, o.data, *sparse, rows.first, rows.size, ones);
+    shard.classes = label_column.classes;
+    shard.class_counts = label_column.class_counts;
+    shard.warnings = label_column.warnings;
+  } else {
+    shard = data::load_shard(ctx, o.data, o.keys, rows.first, rows.size, o.classes, o.input_scale,
+                             data::FeatureForm::Float32, ones);
+  }
+  const std::span<const std::int32_t> labels = sparse ? std::span<const std::int32_t>(label_column.labels)
+                                                      : std::span<const std::int32_t>(shard.labels);
   LogregResult r;
   r.load_seconds = since(start);
   allreduce_max(ctx, std::span<double>(&r.load_seconds, 1));
-  r.rows = shape.rows;
-  r.features = static_cast<int>(shard.sample_size);
+  r.rows = global_rows;
+  r.features = static_cast<int>(sample_size);
   r.classes = shard.classes;
   r.warnings = shard.warnings;
+  r.chunk_rows = chunk_rows;
+  if (sparse) {
+    r.sparse = sparse->describe();
+    r.nonzeros = sparse->nonzeros;
+    r.labels = label_column.description;
+    r.class_names = label_column.class_names;
+  }
   if (on_warning)
     for (const auto& warning : r.warnings) on_warning(warning);
   if (r.classes < 2)
@@ -90,23 +141,32 @@ LogregResult run_logreg(const runtime::Context& ctx, const LogregOptions& o,
                           " class(es); multiclass logistic regression needs at least 2 (set --classes)");
   // Inferred classes are known only now; the shard is in memory already.
   if (o.classes <= 0)
-    require_memory_fits(ctx, logreg_memory(rows.size, features, r.classes, o.solver.history, false),
+    require_memory_fits(ctx, memory(r.classes, false),
                         "the weights are features x classes (" + std::to_string(r.classes) +
                             " classes = 1 + the largest label): remap ids to 0..K-1 (numpy: np.unique(y, "
                             "return_inverse=True)) or lower --history");
   r.rows_per_rank.resize(static_cast<size_t>(ctx.size()));
-  runtime::allgather_bytes(ctx, &shard.rows, sizeof shard.rows, r.rows_per_rank.data());
+  const std::int64_t my_rows = rows.size;
+  runtime::allgather_bytes(ctx, &my_rows, sizeof my_rows, r.rows_per_rank.data());
 
   if (!o.init_weights.empty() && warm.classes != r.classes)
     throw CollectiveError("logreg: --init-weights '" + o.init_weights + "' has " + std::to_string(warm.classes) +
                           " classes, the data '" + o.data + "' has " + std::to_string(r.classes) +
                           " (1 + its largest label; set --classes if the labels leave some out)");
   ctx.set_phase("logreg: row weights");
-  const RowWeights row_weights = logreg_row_weights(ctx, o.data, o.sample_weight_key, o.class_weight, shard);
+  const RowWeights row_weights = logreg_row_weights(
+      ctx, o.data, o.sample_weight_key, o.class_weight,
+      WeightedRows{global_rows, rows.first, labels, shard.class_counts, r.classes});
   r.weighting = row_weights.description;
   r.class_weights = row_weights.class_weights;
   r.weight_total = row_weights.total;
-  DataParallelLogreg objective(ctx, shard, r.classes, o.l2_strength(), o.precision, row_weights.rows);
+  std::optional<DataParallelLogreg> objective_storage;
+  if (sparse)
+    objective_storage.emplace(ctx, sparse_rows, labels, chunk_rows, r.classes, o.l2_strength(), o.precision,
+                              row_weights.rows);
+  else
+    objective_storage.emplace(ctx, shard, r.classes, o.l2_strength(), o.precision, row_weights.rows);
+  DataParallelLogreg& objective = *objective_storage;
 #ifndef NDEBUG
   constexpr bool kVerifyAlways = true;  // a debug build checks what a release build checks on request
 #else

@@ -28,31 +28,77 @@ sharding::RowRange balanced_chunk_range(std::int64_t rows, std::int64_t chunk_ro
   return {first, part_boundary(rows, chunk_rows, part + 1, parts) - first};
 }
 
-sharding::RowRange logreg_rank_rows(std::int64_t global_rows, int rank, int ranks) {
-  const auto chunks = balanced_chunk_range(global_rows, models::kLogregChunkRows, rank, ranks);
-  const std::int64_t first = std::min(global_rows, chunks.first * models::kLogregChunkRows);
-  const std::int64_t end = std::min(global_rows, chunks.end() * models::kLogregChunkRows);
+sharding::RowRange logreg_rank_rows(std::int64_t global_rows, int rank, int ranks, std::int64_t chunk_rows) {
+  const auto chunks = balanced_chunk_range(global_rows, chunk_rows, rank, ranks);
+  const std::int64_t first = std::min(global_rows, chunks.first * chunk_rows);
+  const std::int64_t end = std::min(global_rows, chunks.end() * chunk_rows);
   return {first, end - first};
 }
 
 DataParallelLogreg::DataParallelLogreg(const runtime::Context& ctx, const data::LoadedShard& shard, int classes, double l2,
                                        models::LogregPrecision precision, std::span<const double> row_weights)
-    : ctx_(ctx), shard_(shard), features_(static_cast<int>(shard.row_size())), classes_(classes),
-      penalised_features_(static_cast<int>(shard.sample_size)), l2_(l2), precision_(precision) {
-  const std::int64_t R = models::kLogregChunkRows;
-  global_chunks_ = chunk_count(shard.global_rows, R);
+    : DataParallelLogreg(
+          ctx, shard.global_rows, shard.first_row, shard.rows, static_cast<int>(shard.row_size()),
+          static_cast<int>(shard.sample_size), models::kLogregChunkRows, classes, l2, precision, row_weights,
+          ShardMakers{[&shard, classes](const runtime::DeviceInfo& device, std::int64_t first, std::int64_t rows,
+                                        const double* weights) {
+                        const auto F = shard.row_size();
+                        return models::make_logreg_shard(device, shard.features.data() + first * F,
+                                                         shard.labels.data() + first, rows, static_cast<int>(F),
+                                                         classes, models::kLogregChunkRows, weights);
+                      },
+                      [&shard, classes](const runtime::DeviceInfo& device, std::int64_t first, std::int64_t rows,
+                                        const double* weights) {
+                        const auto F = shard.row_size();
+                        return models::make_logreg_shard64(device, shard.features.data() + first * F,
+                                                           shard.labels.data() + first, rows, static_cast<int>(F),
+                                                           classes, models::kLogregChunkRows, weights);
+                      }}) {}
+
+DataParallelLogreg::DataParallelLogreg(const runtime::Context& ctx, const data::SparseShard& shard,
+                                       std::span<const std::int32_t> labels, std::int64_t chunk_rows, int classes,
+                                       double l2, models::LogregPrecision precision,
+                                       std::span<const double> row_weights)
+    : DataParallelLogreg(
+          ctx, shard.global_rows, shard.first_row, shard.rows, static_cast<int>(shard.row_size()),
+          static_cast<int>(shard.sample_size()), chunk_rows, classes, l2, precision, row_weights,
+          ShardMakers{[&shard, labels, classes, chunk_rows](const runtime::DeviceInfo& device, std::int64_t first,
+                                                            std::int64_t rows, const double* weights) {
+                        const models::CsrRows X{shard.row_start.data(), shard.columns.data(), shard.values.data()};
+                        return models::make_logreg_sparse_shard(device, X.from(first), labels.data() + first, rows,
+                                                                static_cast<int>(shard.row_size()), classes,
+                                                                chunk_rows, weights);
+                      },
+                      [&shard, labels, classes, chunk_rows](const runtime::DeviceInfo& device, std::int64_t first,
+                                                            std::int64_t rows, const double* weights) {
+                        const models::CsrRows X{shard.row_start.data(), shard.columns.data(), shard.values.data()};
+                        return models::make_logreg_sparse_shard64(device, X.from(first), labels.data() + first, rows,
+                                                                  static_cast<int>(shard.row_size()), classes,
+                                                                  chunk_rows, weights);
+                      }}) {}
+
+DataParallelLogreg::DataParallelLogreg(const runtime::Context& ctx, std::int64_t global_rows, std::int64_t first_row,
+                                       std::int64_t rank_rows, int features, int penalised_features,
+                                       std::int64_t chunk_rows, int classes, double l2,
+                                       models::LogregPrecision precision, std::span<const double> row_weights,
+                                       const ShardMakers& makers)
+    : ctx_(ctx), global_rows_(global_rows), chunk_rows_(chunk_rows), features_(features), classes_(classes),
+      penalised_features_(penalised_features), l2_(l2), precision_(precision) {
+  const std::int64_t R = chunk_rows;
+  if (R < 1) throw Error("logreg: chunk rows must be >= 1 (got " + std::to_string(R) + ")");
+  global_chunks_ = chunk_count(global_rows, R);
   if (global_chunks_ < 1) throw Error("logreg: the data has no rows (global rows = 0)");
   partial_size_ = models::logreg_partials_size(features_, classes_);
-  first_chunk_ = shard.first_row / R;
-  if (shard.first_row % R != 0 && shard.rows > 0)
+  first_chunk_ = first_row / R;
+  if (first_row % R != 0 && rank_rows > 0)
     throw Error("logreg: rank " + std::to_string(ctx.rank()) + "'s rows start at row " +
-                std::to_string(shard.first_row) + ", not at a chunk boundary (a multiple of " + std::to_string(R) + ")");
-  if (!row_weights.empty() && static_cast<std::int64_t>(row_weights.size()) != shard.rows)
+                std::to_string(first_row) + ", not at a chunk boundary (a multiple of " + std::to_string(R) + ")");
+  if (!row_weights.empty() && static_cast<std::int64_t>(row_weights.size()) != rank_rows)
     throw Error("logreg: " + std::to_string(row_weights.size()) + " row weights for rank " + std::to_string(ctx.rank()) +
-                "'s " + std::to_string(shard.rows) + " rows");
-  const std::int64_t my_chunks = chunk_count(shard.rows, R);
+                "'s " + std::to_string(rank_rows) + " rows");
+  const std::int64_t my_chunks = chunk_count(rank_rows, R);
   const int d = ctx.devices_per_rank();
-  for (int i = 0; i < d; ++i) device_chunks_.push_back(balanced_chunk_range(shard.rows, R, i, d));
+  for (int i = 0; i < d; ++i) device_chunks_.push_back(balanced_chunk_range(rank_rows, R, i, d));
   const bool f64 = precision == models::LogregPrecision::float64;
   if (f64)
     devices64_.resize(static_cast<size_t>(d));
@@ -60,17 +106,14 @@ DataParallelLogreg::DataParallelLogreg(const runtime::Context& ctx, const data::
     devices_.resize(static_cast<size_t>(d));
   ctx.pool().run([&](int i) {
     const auto& c = device_chunks_[static_cast<size_t>(i)];
-    const std::int64_t first_row = std::min(shard.rows, c.first * R);
-    const std::int64_t rows = std::min(shard.rows, c.end() * R) - first_row;
+    const std::int64_t first = std::min(rank_rows, c.first * R);
+    const std::int64_t rows = std::min(rank_rows, c.end() * R) - first;
     const auto& device = ctx.devices()[static_cast<size_t>(i)];
-    const float* X = shard.features.data() + first_row * features_;
-    const std::int32_t* labels = shard.labels.data() + first_row;
-    const double* weights = row_weights.empty() ? nullptr : row_weights.data() + first_row;
+    const double* weights = row_weights.empty() ? nullptr : row_weights.data() + first;
     if (f64)
-      devices64_[static_cast<size_t>(i)] =
-          models::make_logreg_shard64(device, X, labels, rows, features_, classes_, R, weights);
+      devices64_[static_cast<size_t>(i)] = makers.make64(device, first, rows, weights);
     else
-      devices_[static_cast<size_t>(i)] = models::make_logreg_shard(device, X, labels, rows, features_, classes_, R, weights);
+      devices_[static_cast<size_t>(i)] = makers.make32(device, first, rows, weights);
   });
   for (const auto& c : device_chunks_)
     device_nodes_.push_back(models::PartialSumTree::canonical_nodes(first_chunk_ + c.first, first_chunk_ + c.end(), global_chunks_));
@@ -79,7 +122,7 @@ DataParallelLogreg::DataParallelLogreg(const runtime::Context& ctx, const data::
 
   // Every rank's chunk range, as logreg_rank_rows gives it: the tree sum's layout.
   std::vector<std::int64_t> rank_bounds;
-  for (int r = 0; r < ctx.size(); ++r) rank_bounds.push_back(balanced_chunk_range(shard.global_rows, R, r, ctx.size()).first);
+  for (int r = 0; r < ctx.size(); ++r) rank_bounds.push_back(balanced_chunk_range(global_rows, R, r, ctx.size()).first);
   rank_bounds.push_back(global_chunks_);
   const auto rank = static_cast<std::size_t>(ctx.rank());
   if (my_chunks > 0 && (first_chunk_ != rank_bounds[rank] || first_chunk_ + my_chunks != rank_bounds[rank + 1]))
@@ -114,9 +157,9 @@ double DataParallelLogreg::value_and_grad(std::span<const double> x, std::span<d
   const double* total = exchange_->total(mine);
   if (total == nullptr) throw Error("logreg: internal error: the partial sums do not cover every chunk");
   const double value =
-      f64 ? models::logreg_finalize(total, shard_.global_rows, features_, classes_, x.data(), l2_, penalised_features_,
+      f64 ? models::logreg_finalize(total, global_rows_, features_, classes_, x.data(), l2_, penalised_features_,
                                     grad.data())
-          : models::logreg_finalize(total, shard_.global_rows, features_, classes_, W_.data(), l2_, penalised_features_,
+          : models::logreg_finalize(total, global_rows_, features_, classes_, W_.data(), l2_, penalised_features_,
                                     grad.data());
   ++evaluations_;
   return value;

@@ -50,7 +50,7 @@ std::string number_text(double v) { return format("%.17g", v); }
 
 }  // namespace
 
-std::vector<double> parse_class_weights(const std::string& text, const std::vector<std::int64_t>& class_counts,
+std::vector<double> parse_class_weights(const std::string& text, std::span<const std::int64_t> class_counts,
                                         int classes) {
   std::vector<double> w;
   if (text == "balanced") {
@@ -91,7 +91,7 @@ std::vector<double> parse_class_weights(const std::string& text, const std::vect
 
 RowWeights logreg_row_weights(const runtime::Context& ctx, const std::string& data_path,
                               const std::string& sample_weight_key, const std::string& class_weight,
-                              const data::LoadedShard& shard) {
+                              const WeightedRows& shard) {
   RowWeights r;
   if (sample_weight_key.empty() && class_weight.empty()) {
     r.total = static_cast<double>(shard.global_rows);
@@ -111,7 +111,7 @@ RowWeights logreg_row_weights(const runtime::Context& ctx, const std::string& da
         throw Error(name + " has shape " + data::format_shape(shape) + "; it must be [" +
                     std::to_string(shard.global_rows) + "], one weight per row of the features");
     });
-    r.rows = data::read_rows_parallel<double>(ctx, data_path, sample_weight_key, shard.first_row, shard.rows);
+    r.rows = data::read_rows_parallel<double>(ctx, data_path, sample_weight_key, shard.first_row, static_cast<std::int64_t>(shard.labels.size()));
     runtime::agree_on(ctx.comm(), [&] {
       for (std::size_t i = 0; i < r.rows.size(); ++i)
         if (!(r.rows[i] >= 0) || !std::isfinite(r.rows[i]))
@@ -122,7 +122,7 @@ RowWeights logreg_row_weights(const runtime::Context& ctx, const std::string& da
   }
   if (!class_weight.empty()) {
     r.class_weights = parse_class_weights(class_weight, shard.class_counts, shard.classes);
-    if (r.rows.empty()) r.rows.assign(static_cast<std::size_t>(shard.rows), 1.0);
+    if (r.rows.empty()) r.rows.assign(shard.labels.size(), 1.0);
     for (std::size_t i = 0; i < r.rows.size(); ++i) r.rows[i] *= r.class_weights[static_cast<std::size_t>(shard.labels[i])];
     std::string list;
     for (std::size_t c = 0; c < r.class_weights.size() && c < 8; ++c)

@@ -53,6 +53,12 @@ class H5Reader {
   void read_int64_pieces(const std::string& name, std::int64_t piece_rows,
                          const std::function<void(std::span<const std::int64_t>)>& consume) const;
 
+  bool has_group(const std::string& name) const;  // a group (not a dataset) of that name
+  // Element `index` of a 1-D dataset, strictly as int64 (as read<T>).
+  std::int64_t read_int64_at(const std::string& name, std::int64_t index) const;
+  // A 1-D dataset of strings (variable or fixed length, as h5py and AnnData write them).
+  std::vector<std::string> read_strings(const std::string& name) const;
+
   // Attributes of `object` ("/" or "" for the file, else a dataset or group name).
   std::vector<std::string> attribute_names(const std::string& object) const;
   bool has_attribute(const std::string& object, const std::string& name) const;

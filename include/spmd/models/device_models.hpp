@@ -15,6 +15,7 @@
 #include "spmd/models/classifier.hpp"
 #include "spmd/models/cnn_params.hpp"
 #include "spmd/models/logreg_parameters.hpp"
+#include "spmd/models/logreg_sparse.hpp"
 #include "spmd/optim/sgd.hpp"
 #include "spmd/runtime/devices.hpp"
 
@@ -91,6 +92,20 @@ struct LogregShard64Kind {
                                                   const std::int32_t* labels, std::int64_t rows, int features,
                                                   int classes, std::int64_t chunk_rows, const double* row_weights);
 };
+// The same shards over CSR rows (models/logreg_sparse.hpp): row_start [rows + 1], columns
+// and values viewed on the host as X is.
+struct LogregSparseShardKind {
+  static constexpr const char* name = "sparse (CSR) logistic-regression shard (spmd logreg on a sparse matrix)";
+  using Make = std::unique_ptr<LogregShard> (*)(const runtime::DeviceInfo& device, const CsrRows& X,
+                                                const std::int32_t* labels, std::int64_t rows, int features,
+                                                int classes, std::int64_t chunk_rows, const double* row_weights);
+};
+struct LogregSparseShard64Kind {
+  static constexpr const char* name = "sparse (CSR) logistic-regression shard in float64";
+  using Make = std::unique_ptr<LogregShard64> (*)(const runtime::DeviceInfo& device, const CsrRows& X,
+                                                  const std::int32_t* labels, std::int64_t rows, int features,
+                                                  int classes, std::int64_t chunk_rows, const double* row_weights);
+};
 struct LogregPredictorKind {
   static constexpr const char* name = "logistic-regression predictor (eval --model logreg)";
   using Make = std::unique_ptr<DevicePredictor> (*)(const runtime::DeviceInfo& device,
@@ -145,6 +160,18 @@ inline std::unique_ptr<LogregShard64> make_logreg_shard64(const runtime::DeviceI
                                                           int classes, std::int64_t chunk_rows,
                                                           const double* row_weights = nullptr) {
   return make_on_device<LogregShard64Kind>(device, X, labels, rows, features, classes, chunk_rows, row_weights);
+}
+inline std::unique_ptr<LogregShard> make_logreg_sparse_shard(const runtime::DeviceInfo& device, const CsrRows& X,
+                                                             const std::int32_t* labels, std::int64_t rows,
+                                                             int features, int classes, std::int64_t chunk_rows,
+                                                             const double* row_weights) {
+  return make_on_device<LogregSparseShardKind>(device, X, labels, rows, features, classes, chunk_rows, row_weights);
+}
+inline std::unique_ptr<LogregShard64> make_logreg_sparse_shard64(const runtime::DeviceInfo& device, const CsrRows& X,
+                                                                 const std::int32_t* labels, std::int64_t rows,
+                                                                 int features, int classes, std::int64_t chunk_rows,
+                                                                 const double* row_weights) {
+  return make_on_device<LogregSparseShard64Kind>(device, X, labels, rows, features, classes, chunk_rows, row_weights);
 }
 inline std::unique_ptr<DevicePredictor> make_logreg_predictor(const runtime::DeviceInfo& device,
                                                               const LogregParameters& parameters,

@@ -101,6 +101,11 @@ struct LogregResult {
   std::string weighting;              // how rows are weighted ("" unweighted)
   std::vector<double> class_weights;  // --class-weight's, as applied (empty: none)
   double weight_total = 0;            // sum of the row weights (N when unweighted)
+  std::int64_t chunk_rows = 0;        // the rows' global chunk size (the sums' order)
+  std::string sparse;                 // a sparse matrix's description ("" dense rows)
+  std::int64_t nonzeros = 0;          // its stored entries
+  std::string labels;                 // a sparse matrix's label column, described
+  std::vector<std::string> class_names;  // an AnnData categorical column's categories
 };
 
 // Collective. on_warning runs on every rank with each warning about the data as soon as it

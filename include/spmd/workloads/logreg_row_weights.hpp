@@ -8,6 +8,7 @@
 //   --class-weight balanced      N / (K * count_c), K the classes that have rows (sklearn's)
 //   --class-weight W0,W1,...     one weight per class (C of them), or a text file of them
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -23,18 +24,27 @@ struct RowWeights {
   std::string description;            // for the start-up lines ("" unweighted)
 };
 
-// Collective. Reads this rank's sample weights (rows [first_row, first_row + shard.rows) of
+// The rows to weigh: this rank's labels (rows [first_row, first_row + labels.size()) of
+// global_rows) and the classes' global counts.
+struct WeightedRows {
+  std::int64_t global_rows = 0, first_row = 0;
+  std::span<const std::int32_t> labels;
+  std::span<const std::int64_t> class_counts;
+  int classes = 0;
+};
+
+// Collective. Reads this rank's sample weights (rows [first_row, first_row + rows) of
 // sample_weight_key in data_path; "" none) and applies class_weight ("" none). A weight that
 // is negative, NaN or infinite, a dataset of the wrong shape or type, a class-weight list of
 // the wrong length and all-zero weights end every rank with an error naming the dataset and
 // row, or the option.
 RowWeights logreg_row_weights(const runtime::Context& ctx, const std::string& data_path,
                               const std::string& sample_weight_key, const std::string& class_weight,
-                              const data::LoadedShard& shard);
+                              const WeightedRows& rows);
 
 // The class weights of --class-weight (balanced needs the classes' global counts). Throws
 // spmd::Error naming the option.
-std::vector<double> parse_class_weights(const std::string& text, const std::vector<std::int64_t>& class_counts,
+std::vector<double> parse_class_weights(const std::string& text, std::span<const std::int64_t> class_counts,
                                         int classes);
 
 }  // namespace spmd::workloads

@@ -3,10 +3,12 @@
 #include "spmd/backends/cpu/cpu_backend.hpp"
 
 #include <algorithm>
+#include <optional>
 
 #include "spmd/models/partial_sum_tree.hpp"
 #include "spmd/models/cnn_cpu.hpp"
 #include "spmd/models/logreg.hpp"
+#include "spmd/models/logreg_sparse.hpp"
 #include "spmd/runtime/error.hpp"
 
 namespace spmd::backends::cpu {
@@ -86,6 +88,49 @@ class CpuLogregShard final : public Base {
   std::vector<double> records_, nodes_;  // [chunks][record], [nodes][record]
 };
 
+// CSR rows: each chunk's record is F x C (large for wide sparse data), so the chunks stream
+// through a PartialSumTree (a few records live at once) instead of one record per chunk.
+template <class Base, class Scalar>
+class CpuLogregSparseShard final : public Base {
+ public:
+  CpuLogregSparseShard(const CsrRows& X, const std::int32_t* labels, std::int64_t rows, int features, int classes,
+                       std::int64_t chunk_rows, const double* row_weights)
+      : X_(X), labels_(labels), row_weights_(row_weights), rows_(rows), features_(features), classes_(classes),
+        chunk_rows_(chunk_rows) {}
+  void chunk_partials(const Scalar* W, double* out) override {
+    const auto record = logreg_partials_size(features_, classes_);
+    for (std::int64_t first = 0, k = 0; first < rows_; first += chunk_rows_, ++k) chunk(W, first, out + k * record);
+  }
+  const double* node_partials(const Scalar* W, std::int64_t first_chunk, std::int64_t global_chunks) override {
+    if (rows_ == 0) return nullptr;
+    if (!tree_ || tree_chunks_ != global_chunks) {
+      tree_.emplace(global_chunks, logreg_partials_size(features_, classes_));
+      tree_chunks_ = global_chunks;
+    }
+    tree_->reset(first_chunk);
+    for (std::int64_t first = 0; first < rows_; first += chunk_rows_) {
+      chunk(W, first, tree_->leaf_slot());
+      tree_->commit_leaf();
+    }
+    return tree_->data();
+  }
+
+ private:
+  void chunk(const Scalar* W, std::int64_t first, double* out) {
+    logreg_sparse_chunk_partials(X_.from(first), labels_ + first, std::min(chunk_rows_, rows_ - first), features_,
+                                 classes_, W, out, ws_, row_weights_ ? row_weights_ + first : nullptr);
+  }
+  CsrRows X_;
+  const std::int32_t* labels_;
+  const double* row_weights_;
+  std::int64_t rows_;
+  int features_, classes_;
+  std::int64_t chunk_rows_;
+  LogregSparseWorkspace ws_;
+  std::optional<PartialSumTree> tree_;
+  std::int64_t tree_chunks_ = -1;
+};
+
 class CpuLogregPredictor final : public DevicePredictor {
  public:
   explicit CpuLogregPredictor(const LogregParameters& p)
@@ -120,6 +165,18 @@ class CpuBackend final : public Backend {
                                   std::int64_t chunk_rows, const double* row_weights) -> std::unique_ptr<LogregShard64> {
       return std::make_unique<CpuLogregShard<LogregShard64, double>>(X, labels, rows, features, classes, chunk_rows,
                                                                      row_weights);
+    });
+    provide<LogregSparseShardKind>([](const runtime::DeviceInfo&, const CsrRows& X, const std::int32_t* labels,
+                                      std::int64_t rows, int features, int classes, std::int64_t chunk_rows,
+                                      const double* row_weights) -> std::unique_ptr<LogregShard> {
+      return std::make_unique<CpuLogregSparseShard<LogregShard, float>>(X, labels, rows, features, classes, chunk_rows,
+                                                                        row_weights);
+    });
+    provide<LogregSparseShard64Kind>([](const runtime::DeviceInfo&, const CsrRows& X, const std::int32_t* labels,
+                                        std::int64_t rows, int features, int classes, std::int64_t chunk_rows,
+                                        const double* row_weights) -> std::unique_ptr<LogregShard64> {
+      return std::make_unique<CpuLogregSparseShard<LogregShard64, double>>(X, labels, rows, features, classes,
+                                                                           chunk_rows, row_weights);
     });
     provide<LogregPredictorKind>([](const runtime::DeviceInfo&, const LogregParameters& parameters,
                                     std::int64_t) -> std::unique_ptr<DevicePredictor> {
