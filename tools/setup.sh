@@ -42,6 +42,7 @@ if [ "$profile" = all ]; then
     python3-onnx libonnx-testdata            # the ONNX checker; ONNX's backend node tests
     python3-torch                            # PyTorch: models exported as users export them
     python3-sklearn                          # cli.logreg_float64: scikit-learn's optimum
+    python3-anndata                          # cli.logreg_sparse: .h5ad files as AnnData writes them
   )
 fi
 missing=()

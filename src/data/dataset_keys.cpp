@@ -271,11 +271,13 @@ std::optional<ResolvedKeys> resolve_group_keys(const std::string& path, const Ke
                        in.attribute("/", "encoding-type").kind == AttributeValue::Kind::Text &&
                        in.attribute("/", "encoding-type").text == "anndata";
   if (!is_group(f.name) && !is_group(l.name) && !(anndata && (f.name.empty() || l.name.empty()))) return std::nullopt;
-  if (f.name.empty() || l.name.empty())
-    throw Error("'" + path + "'" + (anndata ? " is an AnnData file" : "") + ": " +
-                (f.name.empty() ? "set " + f.option + (anndata ? " (AnnData's matrix is X)" : "")
-                                : "set " + l.option + anndata_label_columns(in.file())) +
+  if (f.name.empty() || l.name.empty()) {
+    std::string ask;
+    if (f.name.empty()) ask = "set " + f.option + (anndata ? " (AnnData's matrix is X)" : "");
+    if (l.name.empty()) ask += (ask.empty() ? "set " : " and ") + l.option + anndata_label_columns(in.file());
+    throw Error("'" + path + "'" + (anndata ? " is an AnnData file" : "") + ": " + ask +
                 "; a sparse matrix and a label column are not found by name");
+  }
   ResolvedKeys r;
   r.keys = {f.name, l.name};
   return r;

@@ -18,6 +18,10 @@ std::string summary_text(const LogregResult& r, const LogregOptions& o, const ru
                     format("# %lld rows x %d features%s, %d classes, over %d rank(s) x %d device(s)\n",
                            static_cast<long long>(r.rows), r.features, o.fit_intercept ? " + intercept" : "", r.classes,
                            ctx.size(), ctx.devices_per_rank()) +
+                    (r.sparse.empty() ? std::string()
+                                      : format("# sparse features %s; labels %s; chunks of %lld rows\n",
+                                               r.sparse.c_str(), r.labels.c_str(),
+                                               static_cast<long long>(r.chunk_rows))) +
                     (r.weighting.empty() ? std::string()
                                          : format("# rows weighted by %s (weights sum to %.6g over %lld rows)\n",
                                                   r.weighting.c_str(), r.weight_total, static_cast<long long>(r.rows)));
@@ -69,6 +73,13 @@ nlohmann::json to_json(const LogregResult& r, const LogregOptions& o) {
   j["features"] = r.features;
   j["classes"] = r.classes;
   j["rows_per_rank"] = r.rows_per_rank;
+  j["chunk_rows"] = r.chunk_rows;
+  if (!r.sparse.empty()) {
+    j["sparse"] = r.sparse;
+    j["nonzeros"] = r.nonzeros;
+    j["labels"] = r.labels;
+    if (!r.class_names.empty()) j["class_names"] = r.class_names;
+  }
   j["linesearch"] = optim::to_string(o.solver.linesearch);
   j["history_size"] = o.solver.history;
   j["maxiter"] = o.solver.maxiter;
