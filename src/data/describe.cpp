@@ -1,5 +1,7 @@
 #include "spmd/data/describe.hpp"
 
+#include "spmd/data/sparse_matrix.hpp"
+
 #include <algorithm>
 #include <filesystem>
 #include <iomanip>
@@ -258,6 +260,32 @@ FileDescription describe_file(const std::string& path) {
     }
     file.datasets.push_back(std::move(d));
   }
+  // Sparse matrices (a group with indptr) and AnnData categorical columns (a group with codes).
+  for (const auto& d : file.datasets) {
+    const auto slash = d.name.rfind('/');
+    const std::string group = d.name.substr(0, slash), leaf = d.name.substr(slash + 1);
+    if (group.empty() || (leaf != "indptr" && leaf != "codes")) continue;
+    std::string what;
+    try {
+      if (leaf == "indptr") {
+        const auto info = probe_sparse_matrix(reader, group);
+        if (!info) continue;
+        what = info->describe() + "; usable as features (logreg)";
+      } else {
+        if (!reader.has_attribute(group, "encoding-type") ||
+            reader.attribute(group, "encoding-type").text != "categorical" || !reader.has_dataset(group + "/categories"))
+          continue;
+        std::string names;
+        const auto categories = reader.read_strings(group + "/categories");
+        for (std::size_t c = 0; c < categories.size() && c < 8; ++c) names += (c ? ", " : "") + categories[c];
+        what = "categorical, " + std::to_string(categories.size()) + " categories: " + names +
+               (categories.size() > 8 ? ", ..." : "") + "; usable as labels (logreg on a sparse matrix)";
+      }
+    } catch (const Error& e) {
+      what = std::string("not usable: ") + e.what();
+    }
+    file.groups.emplace_back(group.substr(1), what);
+  }
   return file;
 }
 
@@ -270,6 +298,8 @@ nlohmann::json to_json(const FileDescription& f) {
   nlohmann::json j = {{"path", f.path}, {"file_bytes", f.file_bytes}, {"attributes", attributes_json(f.attributes)},
                       {"broken_links", nlohmann::json::array()}, {"datasets", nlohmann::json::array()}};
   for (const auto& b : f.broken_links) j["broken_links"].push_back({{"name", b.name}, {"target", b.target}});
+  j["groups"] = nlohmann::json::array();
+  for (const auto& [name, what] : f.groups) j["groups"].push_back({{"name", name}, {"description", what}});
   for (const auto& d : f.datasets) {
     nlohmann::json dj = {{"name", d.name}, {"shape", d.shape}, {"dtype", d.dtype}, {"bytes", d.bytes},
                          {"layout", d.storage.layout}, {"chunk", d.storage.chunk},
@@ -308,6 +338,7 @@ std::string to_text(const FileDescription& f) {
     for (const auto& note : d.notes) os << "    note: " << note << "\n";
     for (const auto& a : d.attributes) os << "    @" << a.name << " = " << a.value << "\n";
   }
+  for (const auto& [name, what] : f.groups) os << "group " << name << ": " << what << "\n";
   for (const auto& b : f.broken_links)
     os << "note: link " << b.name << " leads nowhere (" << b.target << ": the file or the object is missing)\n";
   for (const auto& d : f.datasets) {

@@ -60,6 +60,17 @@ else
   echo "SKIP AnnData's writer: python3-anndata is not installed (tools/setup.sh installs it)"
 fi
 
+# spmd data info describes the matrices and the categorical columns.
+run data_info 0 30 "$SPMD" data info "$D"
+expect_in "data_info describes the CSR group" "group X: CSR \[20011 x 300\], 180099 non-zeros.*usable as features"
+expect_in "data_info describes the h5sparse group" "group X_h5sparse: CSR .*h5sparse csr"
+expect_in "data_info says why CSC is not usable" "group X_csc: not usable: .*column-compressed"
+if [ $have_anndata = 1 ]; then
+  run data_info_h5ad 0 30 "$SPMD" data info "$A"
+  expect_in "data_info_h5ad describes X" "group X: CSR .*AnnData csr_matrix"
+  expect_in "data_info_h5ad describes the column" "group obs/cell_type: categorical, 3 categories: B cell, T cell, NK cell"
+fi
+
 cat >"$WORK/objective.py" <<EOF
 import numpy as np, scipy.sparse as sp
 X = sp.load_npz('$WORK/X.npz'); y = np.load('$WORK/y.npy'); n = len(y)

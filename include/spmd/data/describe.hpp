@@ -51,6 +51,9 @@ struct FileDescription {
   std::vector<AttributeDescription> attributes;  // of the file (root group)
   std::vector<DatasetDescription> datasets;      // recursively, sorted by name
   std::vector<BrokenLink> broken_links;          // soft and external links to nothing
+  // Groups holding a sparse matrix (data/sparse_matrix.hpp) or an AnnData categorical column:
+  // {group, what it is: "CSR [...]" / "categorical, 7 categories: B, T, ..." / "not usable: why"}.
+  std::vector<std::pair<std::string, std::string>> groups;
 };
 
 // Throws spmd::Error for a missing or non-HDF5 file.
