@@ -1,5 +1,6 @@
 #include "spmd/workloads/logreg.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -14,6 +15,7 @@
 #include "spmd/runtime/stop_request.hpp"
 #include "spmd/workloads/logreg_objective.hpp"
 #include "spmd/workloads/logreg_row_weights.hpp"
+#include "spmd/workloads/logreg_standardize.hpp"
 #include "spmd/workloads/logreg_weights.hpp"
 #include "spmd/workloads/memory_estimate.hpp"
 #include "spmd/workloads/report.hpp"
@@ -25,11 +27,34 @@ using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // The objective as the solver sees it; also checks, when asked, that every rank holds the
-// same iterate (replicated state must never drift).
+// same iterate (replicated state must never drift). With standardized features the solver's
+// x is W' (the scaled features' weights): f runs on W = W' * inv row by row, its gradient is
+// mapped back, and the L2 term (which f then leaves out) is on W' (logreg_standardize.hpp).
 class CheckedObjective {
  public:
-  CheckedObjective(DataParallelLogreg& f, const runtime::Context& ctx, bool verify) : f_(f), ctx_(ctx), verify_(verify) {}
+  CheckedObjective(DataParallelLogreg& f, const runtime::Context& ctx, bool verify, std::vector<double> inverse_scales,
+                   double l2, std::size_t penalised)
+      : f_(f), ctx_(ctx), verify_(verify), inv_(std::move(inverse_scales)), l2_(l2), penalised_(penalised) {}
   double value_and_grad(std::span<const double> x, std::span<double> grad) {
+    check_replicas(x);
+    if (inv_.empty()) return f_.value_and_grad(x, grad);
+    const auto C = static_cast<std::size_t>(f_.classes());
+    W_.resize(x.size());
+    for (std::size_t k = 0; k < x.size(); ++k) W_[k] = x[k] * inv_[k / C];
+    double value = f_.value_and_grad(W_, grad);
+    double squares = 0;
+    for (std::size_t k = 0; k < x.size(); ++k) {
+      grad[k] *= inv_[k / C];
+      if (k < penalised_ && l2_ > 0) {
+        squares += x[k] * x[k];
+        grad[k] += l2_ * x[k];
+      }
+    }
+    return value + 0.5 * l2_ * squares;
+  }
+
+ private:
+  void check_replicas(std::span<const double> x) {
     if (verify_) {
       std::string bytes(reinterpret_cast<const char*>(x.data()), x.size_bytes());
       const auto h = static_cast<std::int64_t>(runtime::stable_hash(bytes) >> 1);
@@ -39,13 +64,15 @@ class CheckedObjective {
         throw CollectiveError("logreg: the replicated iterate differs between ranks at evaluation " +
                               std::to_string(f_.evaluations() + 1) + " (a non-deterministic reduction?)");
     }
-    return f_.value_and_grad(x, grad);
   }
 
- private:
   DataParallelLogreg& f_;
   const runtime::Context& ctx_;
   bool verify_;
+  std::vector<double> inv_;  // empty: not standardized; else [features] (1 for the intercept's row)
+  double l2_;
+  std::size_t penalised_;
+  std::vector<double> W_;
 };
 }  // namespace
 
@@ -160,24 +187,38 @@ LogregResult run_logreg(const runtime::Context& ctx, const LogregOptions& o,
   r.weighting = row_weights.description;
   r.class_weights = row_weights.class_weights;
   r.weight_total = row_weights.total;
+  // Standardized, the L2 term is on the scaled weights: CheckedObjective adds it, not f.
+  const double data_l2 = o.standardize ? 0.0 : o.l2_strength();
   std::optional<DataParallelLogreg> objective_storage;
   if (sparse)
-    objective_storage.emplace(ctx, sparse_rows, labels, chunk_rows, r.classes, o.l2_strength(), o.precision,
-                              row_weights.rows);
+    objective_storage.emplace(ctx, sparse_rows, labels, chunk_rows, r.classes, data_l2, o.precision, row_weights.rows);
   else
-    objective_storage.emplace(ctx, shard, r.classes, o.l2_strength(), o.precision, row_weights.rows);
+    objective_storage.emplace(ctx, shard, r.classes, data_l2, o.precision, row_weights.rows);
   DataParallelLogreg& objective = *objective_storage;
+  std::vector<double> inverse_scales;
+  if (o.standardize) {
+    ctx.set_phase("logreg: feature scales (--standardize)");
+    inverse_scales = sparse ? logreg_inverse_scales(ctx, sparse_rows, chunk_rows, row_weights.rows)
+                            : logreg_inverse_scales(ctx, shard, chunk_rows, row_weights.rows);
+    r.constant_features = std::count(inverse_scales.begin(), inverse_scales.begin() + r.features, 0.0);
+  }
 #ifndef NDEBUG
   constexpr bool kVerifyAlways = true;  // a debug build checks what a release build checks on request
 #else
   constexpr bool kVerifyAlways = false;
 #endif
-  CheckedObjective checked(objective, ctx, o.verify_replicas || kVerifyAlways);
+  CheckedObjective checked(objective, ctx, o.verify_replicas || kVerifyAlways, inverse_scales, o.l2_strength(),
+                           static_cast<std::size_t>(r.features) * static_cast<std::size_t>(r.classes));
   // From zeros (W and b), as sklearn and JAXopt start, or from the warm start's W' = [W; b].
   std::vector<double> x0(static_cast<size_t>(objective.features()) * static_cast<size_t>(r.classes), 0.0);
   if (!o.init_weights.empty()) {
     std::copy(warm.W.begin(), warm.W.end(), x0.begin());
     std::copy(warm.bias.begin(), warm.bias.end(), x0.begin() + static_cast<std::ptrdiff_t>(warm.W.size()));
+    // Standardized, the solver's weights are W * std (0 for a constant feature).
+    for (std::size_t k = 0; k < x0.size() && !inverse_scales.empty(); ++k) {
+      const double inv = inverse_scales[k / static_cast<std::size_t>(r.classes)];
+      x0[k] = inv > 0 ? x0[k] / inv : 0.0;
+    }
   }
   auto last = Clock::now();
   const auto solve_start = last;
@@ -219,10 +260,14 @@ LogregResult run_logreg(const runtime::Context& ctx, const LogregOptions& o,
   r.evaluations = result.evaluations;
   r.seconds_per_evaluation = r.evaluations ? r.solve_seconds / static_cast<double>(r.evaluations) : 0;
   if (r.setup_seconds == 0) r.setup_seconds = since(start);
-  // x is W' = [W; b] row-major: W's rows first, then the intercept's.
+  // x is W' = [W; b] row-major: W's rows first, then the intercept's; standardized, in the
+  // scaled features' units, reported in the original ones.
+  auto x = result.x;
+  for (std::size_t k = 0; k < x.size() && !inverse_scales.empty(); ++k)
+    x[k] *= inverse_scales[k / static_cast<std::size_t>(r.classes)];
   const size_t weights = static_cast<size_t>(r.features) * static_cast<size_t>(r.classes);
-  r.W64.assign(result.x.begin(), result.x.begin() + static_cast<std::ptrdiff_t>(weights));
-  if (o.fit_intercept) r.bias64.assign(result.x.begin() + static_cast<std::ptrdiff_t>(weights), result.x.end());
+  r.W64.assign(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(weights));
+  if (o.fit_intercept) r.bias64.assign(x.begin() + static_cast<std::ptrdiff_t>(weights), x.end());
   r.W.assign(r.W64.begin(), r.W64.end());
   r.bias.assign(r.bias64.begin(), r.bias64.end());
   return r;

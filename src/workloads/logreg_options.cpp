@@ -76,6 +76,10 @@ const std::vector<Option<LogregOptions>>& LogregOptions::declared() {
       {"fit-intercept", SPMD_MEMBER(fit_intercept),
        "logits x W + b with an intercept b [C] fitted too (sklearn's fit_intercept=True): b starts at 0 and is not "
        "penalised by --l2"},
+      {"standardize", SPMD_MEMBER(standardize),
+       "solve on each feature divided by its standard deviation (not centred: sparse stays sparse), so that the "
+       "penalty treats features alike whatever their units, as Spark's standardization; W is reported in the "
+       "original scale, 0 for a constant feature"},
       {"weights-out", SPMD_MEMBER(weights_out),
        "write W [F, C] (and b [C] with --fit-intercept) here (HDF5, atomic) for spmd eval --model logreg", output_file},
       {"metrics-csv", SPMD_MEMBER(metrics_csv), "per-iteration CSV: iteration,value,error,stepsize,evaluations,seconds",

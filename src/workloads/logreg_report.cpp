@@ -95,6 +95,8 @@ nlohmann::json to_json(const LogregResult& r, const LogregOptions& o) {
   if (!r.class_weights.empty()) j["class_weights"] = r.class_weights;
   j["weight_total"] = r.weight_total;
   j["fit_intercept"] = o.fit_intercept;
+  j["standardize"] = o.standardize;
+  if (o.standardize) j["constant_features"] = r.constant_features;
   j["precision"] = models::to_string(o.precision);
   nlohmann::json h = nlohmann::json::array();
   for (const auto& it : r.history)
@@ -131,10 +133,10 @@ std::string run_header(const LogregOptions& o) {
                        : o.solver.stepsize > 0 ? "none (fixed step)"
                                                : optim::to_string(o.solver.linesearch);
   return format("# data %s  solver %s history %d, line search %s, maxiter %d, tol %g, penalty %s, intercept %s, "
-                "precision %s%s\n",
+                "precision %s%s%s\n",
                 o.data.c_str(), owlqn ? "OWL-QN" : "L-BFGS", o.solver.history, search, o.solver.maxiter, o.solver.tol,
                 penalty_text(o).c_str(), o.fit_intercept ? "fitted (not penalised)" : "none",
-                models::to_string(o.precision),
+                models::to_string(o.precision), o.standardize ? ", standardized features" : "",
                 o.init_weights.empty() ? "" : (", from " + o.init_weights).c_str()) +
          (o.sample_weight_key.empty() && o.class_weight.empty()
               ? std::string()

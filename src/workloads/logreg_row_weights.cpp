@@ -121,7 +121,11 @@ RowWeights logreg_row_weights(const runtime::Context& ctx, const std::string& da
     parts.push_back("sample weights '" + sample_weight_key + "'");
   }
   if (!class_weight.empty()) {
-    r.class_weights = parse_class_weights(class_weight, shard.class_counts, shard.classes);
+    // Rank 0 reads a class-weight file (one open per run, not per rank) and sends the weights.
+    runtime::agree_on(ctx.comm(), [&] {
+      if (ctx.is_root()) r.class_weights = parse_class_weights(class_weight, shard.class_counts, shard.classes);
+    });
+    runtime::broadcast(ctx, r.class_weights);
     if (r.rows.empty()) r.rows.assign(shard.labels.size(), 1.0);
     for (std::size_t i = 0; i < r.rows.size(); ++i) r.rows[i] *= r.class_weights[static_cast<std::size_t>(shard.labels[i])];
     std::string list;

@@ -48,7 +48,7 @@ EOF
 for case in "l1_001:l1:0.01:1" "l1_003:l1:0.03:1" "en_001:elasticnet:0.01:0.4"; do
   IFS=: read -r name penalty reg ratio <<<"$case"
   ratio_opt=(); [ "$penalty" = elasticnet ] && ratio_opt=(--l1-ratio "$ratio")
-  run "sklearn_$name" 0 300 "$PY" "$WORK/sklearn_fit.py" "$D" "$reg" "$ratio" "$WORK/sk_$name.json"
+  run "sklearn_$name" 0 600 "$PY" "$WORK/sklearn_fit.py" "$D" "$reg" "$ratio" "$WORK/sk_$name.json"
   run "fit_$name" 0 180 "$SPMD" logreg --data "$D" --fit-intercept --penalty "$penalty" --reg "$reg" "${ratio_opt[@]}" \
     --precision float64 --maxiter 3000 --tol 1e-10 --weights-out "$WORK/w_$name.h5" --json "$WORK/fit_$name.json"
   expect_in "fit_$name: the start-up line names OWL-QN and the penalty" "solver OWL-QN .*penalty $penalty"

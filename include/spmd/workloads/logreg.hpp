@@ -57,6 +57,7 @@ struct LogregOptions {
   std::string sample_weight_key;  // "": unweighted; else a dataset [N] of the data file (logreg_row_weights.hpp)
   std::string class_weight;       // "": none; "balanced", "W0,W1,..." or a text file of them
   bool fit_intercept = false;  // logits x W + b with b fitted too
+  bool standardize = false;    // solve on features / their std (Spark's standardization; logreg_standardize.hpp)
   std::string weights_out;     // "": not written
   std::string metrics_csv;     // "": not written
   bool verify_replicas = false;  // compare the iterate's hash over ranks every iteration (always in debug builds)
@@ -106,6 +107,7 @@ struct LogregResult {
   std::int64_t nonzeros = 0;          // its stored entries
   std::string labels;                 // a sparse matrix's label column, described
   std::vector<std::string> class_names;  // an AnnData categorical column's categories
+  std::int64_t constant_features = 0;    // --standardize: features of std 0 (their weights stay 0)
 };
 
 // Collective. on_warning runs on every rank with each warning about the data as soon as it
