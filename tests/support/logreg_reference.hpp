@@ -14,6 +14,14 @@
 
 namespace spmd::models {
 
+// The kernel variants this CPU runs (portable always).
+inline std::vector<LogregKernel> supported_logreg_kernels() {
+  std::vector<LogregKernel> kernels;
+  for (auto k : {LogregKernel::portable, LogregKernel::avx2, LogregKernel::avx512})
+    if (logreg_kernel_supported(k)) kernels.push_back(k);
+  return kernels;
+}
+
 template <class T>
 void logreg_reference_partials(const float* X, const std::int32_t* labels, std::int64_t rows, int features,
                                int classes, const T* W, double* out, const double* row_weights = nullptr) {

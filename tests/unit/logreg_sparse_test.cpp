@@ -46,13 +46,6 @@ Csr random_csr(std::int64_t rows, int features, int classes, int max_entries, un
   return m;
 }
 
-std::vector<LogregKernel> supported_kernels() {
-  std::vector<LogregKernel> kernels;
-  for (auto k : {LogregKernel::portable, LogregKernel::avx2, LogregKernel::avx512})
-    if (logreg_kernel_supported(k)) kernels.push_back(k);
-  return kernels;
-}
-
 template <class T>
 std::vector<double> sparse_partials(const Csr& m, int features, int classes, const std::vector<T>& W,
                                     LogregKernel kernel, const double* weights = nullptr) {
@@ -77,7 +70,7 @@ void expect_close_to_reference(int features, int classes, double tolerance, bool
   std::vector<double> ref(logreg_partials_size(features, classes));
   logreg_reference_partials(m.dense.data(), m.labels.data(), rows, features, classes, W.data(), ref.data(), wp);
   std::vector<double> first;
-  for (auto k : supported_kernels()) {
+  for (auto k : supported_logreg_kernels()) {
     const auto got = sparse_partials(m, features, classes, W, k, wp);
     double scale = 0;
     for (double v : ref) scale = std::max(scale, std::abs(v));
