@@ -31,12 +31,16 @@ int cmd_logreg(const Args& args) {
   print_root(workloads::summary_text(r, o, ctx));
   // The weights, the CSV and the JSON appear together at the end, or none of them does.
   data::OutputSet outputs(ctx);
-  if (!o.weights_out.empty())
-    workloads::write_logreg_weights(ctx, o.weights_out, {r.W, r.bias, r.features, r.classes},
-                                    {optim::to_string(r.status), r.iterations, r.value, o.data, o.input_scale.text,
-                                     models::to_string(o.precision), r.W64, r.bias64, workloads::to_string(o.penalty),
-                                     o.l1_strength(), o.l2_strength()},
+  // One file per solve of a regularisation path (the file itself without one).
+  for (std::size_t k = 0; k < r.path.size() && !o.weights_out.empty(); ++k) {
+    const auto& p = r.path[k];
+    workloads::write_logreg_weights(ctx, workloads::logreg_path_file(o.weights_out, k, r.path.size()),
+                                    {p.W, p.bias, r.features, r.classes},
+                                    {optim::to_string(p.status), p.iterations, p.value, o.data, o.input_scale.text,
+                                     models::to_string(o.precision), p.W64, p.bias64, workloads::to_string(o.penalty),
+                                     p.l1, p.l2},
                                     outputs);
+  }
   const auto breakdown = s.time_breakdown();
   auto j = workloads::startup_json(ctx);  // collective: every rank
   if (!o.metrics_csv.empty()) outputs.write_text(o.metrics_csv, workloads::metrics_csv(r));

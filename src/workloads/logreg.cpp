@@ -52,6 +52,7 @@ class CheckedObjective {
     }
     return value + 0.5 * l2_ * squares;
   }
+  void set_l2(double l2) { l2_ = l2; }
 
  private:
   void check_replicas(std::span<const double> x) {
@@ -231,7 +232,7 @@ LogregResult run_logreg(const runtime::Context& ctx, const LogregOptions& o,
     rec.evaluations = it.evaluations;
     rec.seconds = since(last);
     last = Clock::now();
-    if (it.iteration == 1) r.setup_seconds = since(start);
+    if (it.iteration == 1 && r.setup_seconds == 0) r.setup_seconds = since(start);
     r.history.push_back(rec);
     ctx.set_phase("logreg iteration " + std::to_string(it.iteration + 1));
     if (on_iteration) on_iteration(rec);
@@ -247,29 +248,61 @@ LogregResult run_logreg(const runtime::Context& ctx, const LogregOptions& o,
   const auto stop = [&] { return (r.stop_signal = runtime::agreed_stop_signal(ctx)) != 0; };
   // W's entries come first in x (the intercept's row last): only they carry the L1 term.
   const auto penalised = static_cast<std::size_t>(r.features) * static_cast<std::size_t>(r.classes);
-  const auto result =
-      o.l1_strength() > 0
-          ? optim::owlqn_minimize<double>(checked, std::span<const double>(x0), solver, o.l1_strength(), penalised,
-                                          callback, stop)
-          : optim::lbfgs_minimize<double>(checked, std::span<const double>(x0), solver, callback, stop);
+  // One point per strength of --reg-path (one without), each from the last one's weights.
+  std::vector<double> strengths = o.reg_path;
+  if (strengths.empty()) strengths.push_back(o.reg);
+  std::vector<double> start_x = x0;
+  for (std::size_t p = 0; p < strengths.size(); ++p) {
+    LogregOptions point_options = o;
+    if (!o.reg_path.empty()) {
+      point_options.reg = strengths[p];
+      point_options.l2 = 0;
+    }
+    LogregPathPoint point;
+    point.reg = strengths[p];
+    point.l1 = point_options.l1_strength();
+    point.l2 = point_options.l2_strength();
+    objective.set_l2(o.standardize ? 0.0 : point.l2);
+    checked.set_l2(point.l2);
+    const auto point_start = Clock::now();
+    const auto result =
+        point.l1 > 0 ? optim::owlqn_minimize<double>(checked, std::span<const double>(start_x), solver, point.l1,
+                                                     penalised, callback, stop)
+                     : optim::lbfgs_minimize<double>(checked, std::span<const double>(start_x), solver, callback, stop);
+    point.solve_seconds = since(point_start);
+    point.status = result.status;
+    point.iterations = result.iterations;
+    point.value = static_cast<double>(result.value);
+    point.error = static_cast<double>(result.error);
+    point.evaluations = result.evaluations;
+    start_x.assign(result.x.begin(), result.x.end());
+    // x is W' = [W; b] row-major: W's rows first, then the intercept's; standardized, in the
+    // scaled features' units, reported in the original ones.
+    auto x = start_x;
+    for (std::size_t k = 0; k < x.size() && !inverse_scales.empty(); ++k)
+      x[k] *= inverse_scales[k / static_cast<std::size_t>(r.classes)];
+    point.W64.assign(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(penalised));
+    if (o.fit_intercept) point.bias64.assign(x.begin() + static_cast<std::ptrdiff_t>(penalised), x.end());
+    point.W.assign(point.W64.begin(), point.W64.end());
+    point.bias.assign(point.bias64.begin(), point.bias64.end());
+    point.nonzero_weights = std::count_if(point.W64.begin(), point.W64.end(), [](double w) { return w != 0; });
+    r.path.push_back(std::move(point));
+    if (r.stop_signal != 0 || result.status == optim::LBFGSStatus::non_finite) break;  // the rest is not solved
+  }
   r.solve_seconds = since(solve_start);
-  r.status = result.status;
-  r.iterations = result.iterations;
-  r.value = static_cast<double>(result.value);
-  r.error = static_cast<double>(result.error);
-  r.evaluations = result.evaluations;
+  const LogregPathPoint& last_point = r.path.back();
+  r.status = last_point.status;
+  r.iterations = last_point.iterations;
+  r.value = last_point.value;
+  r.error = last_point.error;
+  r.evaluations = 0;
+  for (const auto& point : r.path) r.evaluations += point.evaluations;
   r.seconds_per_evaluation = r.evaluations ? r.solve_seconds / static_cast<double>(r.evaluations) : 0;
   if (r.setup_seconds == 0) r.setup_seconds = since(start);
-  // x is W' = [W; b] row-major: W's rows first, then the intercept's; standardized, in the
-  // scaled features' units, reported in the original ones.
-  auto x = result.x;
-  for (std::size_t k = 0; k < x.size() && !inverse_scales.empty(); ++k)
-    x[k] *= inverse_scales[k / static_cast<std::size_t>(r.classes)];
-  const size_t weights = static_cast<size_t>(r.features) * static_cast<size_t>(r.classes);
-  r.W64.assign(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(weights));
-  if (o.fit_intercept) r.bias64.assign(x.begin() + static_cast<std::ptrdiff_t>(weights), x.end());
-  r.W.assign(r.W64.begin(), r.W64.end());
-  r.bias.assign(r.bias64.begin(), r.bias64.end());
+  r.W64 = last_point.W64;
+  r.bias64 = last_point.bias64;
+  r.W = last_point.W;
+  r.bias = last_point.bias;
   return r;
 }
 

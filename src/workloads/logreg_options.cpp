@@ -1,6 +1,10 @@
 #include "spmd/data/dataset.hpp"
 #include "spmd/workloads/logreg.hpp"
 
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
 namespace spmd::workloads {
 
 const char* to_string(LogregPenalty penalty) {
@@ -31,6 +35,32 @@ double LogregOptions::l2_strength() const {
 }
 
 namespace {
+std::vector<double> parse_reg_path(const std::string& text) {
+  std::vector<double> values;
+  if (text.empty()) return values;  // the default: no path
+  std::size_t at = 0;
+  while (at <= text.size()) {
+    const std::size_t comma = std::min(text.find(',', at), text.size());
+    const std::string item = text.substr(at, comma - at);
+    char* end = nullptr;
+    const double v = std::strtod(item.c_str(), &end);
+    if (item.empty() || end == item.c_str() || *end != '\0' || !(v >= 0) || !std::isfinite(v))
+      throw Error("--reg-path must be a comma-separated list of strengths >= 0, such as 1e-2,1e-3,1e-4 (got '" + text +
+                  "': '" + item + "')");
+    values.push_back(v);
+    at = comma + 1;
+  }
+  return values;
+}
+std::string reg_path_text(const std::vector<double>& values) {
+  std::string text;
+  for (std::size_t k = 0; k < values.size(); ++k) {
+    char number[32];
+    std::snprintf(number, sizeof number, "%.17g", values[k]);
+    text += (k ? "," : "") + std::string(number);
+  }
+  return text;
+}
 models::LogregPrecision parse_precision(const std::string& text) { return models::parse_logreg_precision(text, "precision"); }
 }  // namespace
 
@@ -56,6 +86,9 @@ const std::vector<Option<LogregOptions>>& LogregOptions::declared() {
        "L2 regularisation: adds l2/2 * ||W||^2 (>= 0; never the intercept). sklearn's C is 1 / (l2 * N). The same as "
        "--penalty l2 --reg L2",
        non_negative},
+      {"reg-path", SPMD_TEXT(reg_path, reg_path_text, parse_reg_path),
+       "a regularisation path: --reg's strengths a,b,c solved in this order, each warm-started from the last "
+       "(largest first is fastest); --weights-out FILE.h5 writes FILE-1.h5, FILE-2.h5, ..."},
       {"penalty", SPMD_TEXT(penalty, to_string, parse_logreg_penalty),
        "the penalty on W (never the intercept), of strength --reg: l2 (reg/2 ||W||^2), l1 (reg ||W||_1) or elasticnet "
        "(reg (l1_ratio ||W||_1 + (1 - l1_ratio)/2 ||W||^2)); an L1 part is solved by OWL-QN. sklearn's C = 1 / (reg * N)"},
@@ -98,6 +131,8 @@ void LogregOptions::validate() const {
   optim::validate(solver);
   if (!(l1_ratio >= 0 && l1_ratio <= 1))
     throw Error("--l1-ratio must be in [0, 1] (got " + std::to_string(l1_ratio) + ")");
+  if (!reg_path.empty() && (l2 > 0 || reg > 0))
+    throw Error("--reg-path gives the strengths; leave --reg and --l2 out");
   if (l2 > 0 && reg > 0)
     throw Error("--l2 and --reg both set: --l2 L is --penalty l2 --reg L; give the strength once");
   if (l2 > 0 && penalty != LogregPenalty::l2)
@@ -106,8 +141,17 @@ void LogregOptions::validate() const {
   if (l1_ratio != 0.5 && penalty != LogregPenalty::elasticnet)
     throw Error(std::string("--l1-ratio applies to --penalty elasticnet only (the penalty is ") + to_string(penalty) +
                 ")");
-  if (l1_strength() > 0 && solver.stepsize > 0)
+  if ((l1_strength() > 0 || (!reg_path.empty() && penalty != LogregPenalty::l2)) && solver.stepsize > 0)
     throw Error("--stepsize (a fixed step) and an L1 penalty: OWL-QN needs its projected line search; leave --stepsize 0");
+}
+
+std::string logreg_path_file(const std::string& weights_out, std::size_t k, std::size_t n) {
+  if (n <= 1) return weights_out;
+  const auto slash = weights_out.rfind('/');
+  const auto dot = weights_out.rfind('.');
+  const bool has_extension = dot != std::string::npos && (slash == std::string::npos || dot > slash + 1);
+  const std::string suffix = "-" + std::to_string(k + 1);
+  return has_extension ? weights_out.substr(0, dot) + suffix + weights_out.substr(dot) : weights_out + suffix;
 }
 
 }  // namespace spmd::workloads

@@ -25,6 +25,20 @@ std::string summary_text(const LogregResult& r, const LogregOptions& o, const ru
                     (r.weighting.empty() ? std::string()
                                          : format("# rows weighted by %s (weights sum to %.6g over %lld rows)\n",
                                                   r.weighting.c_str(), r.weight_total, static_cast<long long>(r.rows)));
+  if (r.path.size() > 1) {
+    Table path({{"point", "", 5}, {"reg", "", 11}, {"status", "", 18}, {"iterations", "", 10}, {"value", "", 14},
+                {"non-zero W", "", 10}, {"solve", "s", 8}});
+    out += "# regularisation path (each point from the last one's weights):\n" + path.header();
+    for (std::size_t k = 0; k < r.path.size(); ++k) {
+      const auto& p = r.path[k];
+      out += path.row({std::to_string(k + 1), format("%.4g", p.reg), optim::to_string(p.status),
+                       std::to_string(p.iterations), format("%.8f", p.value), std::to_string(p.nonzero_weights),
+                       format("%.3f", p.solve_seconds)});
+    }
+    if (r.path.size() < o.reg_path.size())
+      out += format("# the path ended after point %zu of %zu (%s)\n", r.path.size(), o.reg_path.size(),
+                    optim::to_string(r.status));
+  }
   if (r.status == optim::LBFGSStatus::precision_limit && o.precision == models::LogregPrecision::float32)
     out += format(
         "# precision_limit: no step can lower the objective by an amount float32 represents at this value "
@@ -84,18 +98,32 @@ nlohmann::json to_json(const LogregResult& r, const LogregOptions& o) {
   j["history_size"] = o.solver.history;
   j["maxiter"] = o.solver.maxiter;
   j["tol"] = o.solver.tol;
-  j["solver"] = o.l1_strength() > 0 ? "owlqn" : "lbfgs";
+  j["solver"] = (r.path.empty() ? o.l1_strength() : r.path.back().l1) > 0 ? "owlqn" : "lbfgs";
   j["penalty"] = to_string(o.penalty);
   j["reg"] = o.penalty == LogregPenalty::l2 && o.reg == 0 ? o.l2 : o.reg;
   if (o.penalty == LogregPenalty::elasticnet) j["l1_ratio"] = o.l1_ratio;
-  j["l1"] = o.l1_strength();  // what the objective adds: l1 ||W||_1 + l2/2 ||W||^2
-  j["l2"] = o.l2_strength();
+  // What the objective adds, l1 ||W||_1 + l2/2 ||W||^2 (a path: its last point's).
+  j["l1"] = r.path.empty() ? o.l1_strength() : r.path.back().l1;
+  j["l2"] = r.path.empty() ? o.l2_strength() : r.path.back().l2;
   if (!o.init_weights.empty()) j["init_weights"] = o.init_weights;
   if (!o.sample_weight_key.empty()) j["sample_weight_key"] = o.sample_weight_key;
   if (!r.class_weights.empty()) j["class_weights"] = r.class_weights;
   j["weight_total"] = r.weight_total;
   j["fit_intercept"] = o.fit_intercept;
   j["standardize"] = o.standardize;
+  if (!o.reg_path.empty()) {
+    j["reg_path"] = o.reg_path;
+    j["path"] = nlohmann::json::array();
+    for (std::size_t k = 0; k < r.path.size(); ++k) {
+      const auto& p = r.path[k];
+      j["path"].push_back({{"reg", p.reg}, {"l1", p.l1}, {"l2", p.l2}, {"status", optim::to_string(p.status)},
+                           {"iterations", p.iterations}, {"value", p.value}, {"error", p.error},
+                           {"evaluations", p.evaluations}, {"solve_seconds", p.solve_seconds},
+                           {"nonzero_weights", p.nonzero_weights},
+                           {"weights_out", o.weights_out.empty() ? std::string()
+                                                                 : logreg_path_file(o.weights_out, k, r.path.size())}});
+    }
+  }
   if (o.standardize) j["constant_features"] = r.constant_features;
   j["precision"] = models::to_string(o.precision);
   nlohmann::json h = nlohmann::json::array();
@@ -116,6 +144,12 @@ std::string metrics_csv(const LogregResult& r) {
 
 namespace {
 std::string penalty_text(const LogregOptions& o) {
+  if (!o.reg_path.empty()) {
+    std::string values;
+    for (std::size_t k = 0; k < o.reg_path.size(); ++k) values += (k ? "," : "") + format("%g", o.reg_path[k]);
+    return std::string(to_string(o.penalty)) + " path " + values +
+           (o.penalty == LogregPenalty::elasticnet ? format(" (l1_ratio %g)", o.l1_ratio) : std::string());
+  }
   switch (o.penalty) {
     case LogregPenalty::l2: return format("l2 %g", o.l2_strength());
     case LogregPenalty::l1: return format("l1 %g", o.l1_strength());
@@ -128,7 +162,7 @@ std::string penalty_text(const LogregOptions& o) {
 }  // namespace
 
 std::string run_header(const LogregOptions& o) {
-  const bool owlqn = o.l1_strength() > 0;
+  const bool owlqn = o.reg_path.empty() ? o.l1_strength() > 0 : o.penalty != LogregPenalty::l2;
   const char* search = owlqn ? "projected backtracking"
                        : o.solver.stepsize > 0 ? "none (fixed step)"
                                                : optim::to_string(o.solver.linesearch);

@@ -119,6 +119,40 @@ if l1:
   cat "$LAST_OUT"
 done
 
+# A regularisation path: each point warm-started from the last reaches the optimum a cold solve
+# at that strength reaches (the last one is the sklearn-checked fit above), in fewer iterations.
+for reg in 0.01 0.002; do
+  run "cold_$reg" 0 120 "$SPMD" logreg --data "$D" --features-key X --labels-key y --fit-intercept --l2 $reg \
+    --precision float64 --maxiter 3000 --tol 1e-8 --weights-out "$WORK/cold_$reg.h5" --json "$WORK/cold_$reg.json" --quiet
+done
+run path 0 240 mpi 2 "$SPMD" logreg --data "$D" --features-key X --labels-key y --fit-intercept \
+  --reg-path 0.01,0.002,0.0005 --precision float64 --maxiter 3000 --tol 1e-8 --weights-out "$WORK/path.h5" \
+  --json "$WORK/path.json"
+expect_in "path: the summary lists the points" "regularisation path"
+run path_matches_cold_solves 0 60 py "
+import json, sys, h5py, numpy as np; sys.path.insert(0, '$WORK')
+from objective import objective
+j = json.load(open('$WORK/path.json'))
+assert [p['reg'] for p in j['path']] == [0.01, 0.002, 0.0005], j['path']
+cold = ['$WORK/cold_0.01', '$WORK/cold_0.002', '$WORK/w_l2_sparse']
+for k, p in enumerate(j['path']):
+    assert p['weights_out'] == '$WORK/path-%d.h5' % (k + 1), p['weights_out']
+    f = h5py.File(p['weights_out'], 'r'); g = h5py.File(cold[k] + '.h5', 'r')
+    assert f.attrs['l2'] == p['reg']
+    ours = objective(f['W'][()], f['b'][()], 0, p['reg']); theirs = objective(g['W'][()], g['b'][()], 0, p['reg'])
+    print('point %d reg %g: path %.15f (%s, %d iterations), cold %.15f: relative %.2e' %
+          (k + 1, p['reg'], ours, p['status'], p['iterations'], theirs, (ours - theirs) / theirs))
+    assert p['status'] == 'converged', p
+    assert abs(ours - theirs) <= 1e-11 * theirs
+cold_iterations = [json.load(open(c + '.json'))['iterations'] for c in ('$WORK/cold_0.002', '$WORK/fit_l2_sparse')]
+warm_iterations = [p['iterations'] for p in j['path'][1:]]
+print('points 2 and 3: iterations warm-started', warm_iterations, 'from zeros', cold_iterations)
+assert all(w < c for w, c in zip(warm_iterations, cold_iterations))"
+cat "$LAST_OUT"
+run path_and_reg_refused nonzero 20 "$SPMD" logreg --data "$D" --features-key X --labels-key y --reg 0.1 \
+  --reg-path 0.1,0.01 --weights-out "$WORK/never.h5"
+expect_in "path_and_reg_refused says why" "leave --reg and --l2 out"
+
 # The same bits on every layout (the chunks cut by ranks and devices), with class weights.
 for layout in "1 1" "2 2" "3 1" "4 1"; do
   set -- $layout

@@ -53,6 +53,9 @@ struct LogregOptions {
   LogregPenalty penalty = LogregPenalty::l2;
   double reg = 0.0;       // the penalty's strength (0: none)
   double l1_ratio = 0.5;  // elasticnet's share of L1 (sklearn's l1_ratio, Spark's elasticNetParam)
+  // A regularisation path: one solve per strength in this order, each from the last one's
+  // weights; --weights-out FILE then writes FILE-1.h5, FILE-2.h5, ... (logreg_path_file).
+  std::vector<double> reg_path;
   std::string init_weights;  // "": start from zeros; else a --weights-out file of the same shape
   std::string sample_weight_key;  // "": unweighted; else a dataset [N] of the data file (logreg_row_weights.hpp)
   std::string class_weight;       // "": none; "balanced", "W0,W1,..." or a text file of them
@@ -81,6 +84,23 @@ struct LogregIterationRecord {
   double seconds = 0;  // wall time of this iteration (all its evaluations)
 };
 
+// One solve of a regularisation path (--reg-path).
+struct LogregPathPoint {
+  double reg = 0, l1 = 0, l2 = 0;  // the strength given, and what the objective adds
+  optim::LBFGSStatus status = optim::LBFGSStatus::max_iterations;
+  int iterations = 0;
+  double value = 0, error = 0;
+  long long evaluations = 0;
+  double solve_seconds = 0;
+  std::int64_t nonzero_weights = 0;  // entries of W that are not 0
+  std::vector<float> W, bias;
+  std::vector<double> W64, bias64;
+};
+
+// The weights file of path point k (0-based) of n: FILE itself when n == 1, else FILE with
+// "-<k+1>" before its extension (w.h5 -> w-1.h5, w-2.h5, ...).
+std::string logreg_path_file(const std::string& weights_out, std::size_t k, std::size_t n);
+
 struct LogregResult {
   optim::LBFGSStatus status = optim::LBFGSStatus::max_iterations;
   int stop_signal = 0;  // status stopped: the signal agreed between iterations (runtime/stop_request.hpp)
@@ -108,6 +128,9 @@ struct LogregResult {
   std::string labels;                 // a sparse matrix's label column, described
   std::vector<std::string> class_names;  // an AnnData categorical column's categories
   std::int64_t constant_features = 0;    // --standardize: features of std 0 (their weights stay 0)
+  // Every solve in order (one without --reg-path); the fields above (status ... bias64) are
+  // the last one's. history holds every solve's iterations, each counted from 1.
+  std::vector<LogregPathPoint> path;
 };
 
 // Collective. on_warning runs on every rank with each warning about the data as soon as it

@@ -55,6 +55,7 @@ class DataParallelLogreg {
   double value_and_grad(std::span<const double> x, std::span<double> grad);
 
   long long evaluations() const { return evaluations_; }
+  void set_l2(double l2) { l2_ = l2; }  // the next evaluations' L2 strength (a regularisation path)
   std::int64_t chunk_rows() const { return chunk_rows_; }
   int features() const { return features_; }  // rows of W: the sample's, + 1 for the intercept
   int classes() const { return classes_; }
