@@ -153,14 +153,15 @@ run path_and_reg_refused nonzero 20 "$SPMD" logreg --data "$D" --features-key X 
   --reg-path 0.1,0.01 --weights-out "$WORK/never.h5"
 expect_in "path_and_reg_refused says why" "leave --reg and --l2 out"
 
-# The same bits on every layout (the chunks cut by ranks and devices), with class weights.
-for layout in "1 1" "2 2" "3 1" "4 1"; do
+# The same bits on every layout (the chunks cut by ranks and devices; 16 ranks for 10 chunks:
+# ranks without rows), with class weights.
+for layout in "1 1" "2 2" "3 1" "4 1" "16 1"; do
   set -- $layout
   run "layout_np$1_d$2" 0 180 mpi $1 "$SPMD" logreg --data "$D" --features-key X --labels-key y --fit-intercept \
     --l2 0.0005 --class-weight balanced --maxiter 60 --tol 1e-9 --devices $2 --verify-replicas \
     --metrics-csv "$WORK/l$1$2.csv" --json "$WORK/l$1$2.json" --weights-out "$WORK/l$1$2.h5" --quiet
 done
-run layouts_identical 0 20 "$PY" "$SPMD_SOURCE_DIR/tests/support/logreg_same_bits.py" 15 "$WORK/l" 11 22 31 41
+run layouts_identical 0 20 "$PY" "$SPMD_SOURCE_DIR/tests/support/logreg_same_bits.py" 15 "$WORK/l" 11 22 31 41 161
 # ... and from every CPU kernel variant this host has (they share the softmax's arithmetic).
 for isa in portable avx2; do
   run "kernel_$isa" 0 180 env SPMD_MAX_CPU_ISA=$isa "$SPMD" logreg --data "$D" --features-key X --labels-key y \
