@@ -8,6 +8,7 @@
 #include "spmd/data/h5_parallel_reader.hpp"
 #include "spmd/data/h5_reader.hpp"
 #include "spmd/runtime/agree.hpp"
+#include "spmd/runtime/check.hpp"
 #include "spmd/runtime/collectives.hpp"
 #include "spmd/runtime/context.hpp"
 #include "spmd/runtime/error.hpp"
@@ -36,7 +37,7 @@ void require_integer_column(const H5Reader& in, const std::string& name, const s
     throw Error(where + " has shape " + format_shape(dims) + "; it must be [" + std::to_string(global_rows) +
                 "] (or [" + std::to_string(global_rows) + ", 1]), one label per row of the features");
   H5Dataset dataset = open_dataset(in.file(), in.path(), name, "labels");
-  H5Datatype type(H5Dget_type(dataset.get()));
+  H5Datatype type(SPMD_CHECK_HDF5(H5Dget_type(dataset.get()), ("reading the type of " + where).c_str()));
   bool is_enum = false;
   const auto label_type = label_type_of(type.get(), is_enum);
   if (!label_type || is_enum)
@@ -74,8 +75,9 @@ ColumnPlan plan_column(const std::string& path, const std::string& key, std::int
     throw Error(where + ": a categorical column needs datasets codes and categories");
   require_integer_column(in, plan.dataset, where + " codes", global_rows);
   const std::string categories = child(key, "categories");
-  if (H5Dataset d = open_dataset(in.file(), path, categories, "categories"); true) {
-    H5Datatype type(H5Dget_type(d.get()));
+  {
+    const H5Dataset d = open_dataset(in.file(), path, categories, "categories");
+    H5Datatype type(SPMD_CHECK_HDF5(H5Dget_type(d.get()), ("reading the type of " + where + " categories").c_str()));
     if (H5Tget_class(type.get()) == H5T_STRING) {
       plan.categories = in.read_strings(categories);
     } else {
