@@ -90,7 +90,7 @@ import json, warnings, numpy as np, scipy.sparse as sp
 from sklearn.linear_model import LogisticRegression
 warnings.simplefilter('ignore')  # Newton-CG's line search warns once at the rounding floor
 X = sp.load_npz('$WORK/X.npz'); y = np.load('$WORK/y.npy')
-m = LogisticRegression(penalty='$penalty', C=1.0 / ($reg * len(y)), solver='$solver', tol=$sk_tol, max_iter=100000,
+m = LogisticRegression(penalty='$penalty', C=1.0 / ($reg * len(y)), solver='$solver', tol=$sk_tol, max_iter=20000, random_state=0,
                        multi_class='multinomial').fit(X, y)
 json.dump({'W': m.coef_.T.tolist(), 'b': m.intercept_.tolist(), 'n_iter': int(m.n_iter_[0])}, open('$WORK/sk_$penalty.json', 'w'))"
   for form in sparse dense; do

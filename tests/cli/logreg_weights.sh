@@ -36,7 +36,7 @@ reg = float(reg)
 d = h5py.File(data, 'r'); X = d['X'][()].astype(np.float64); y = d['y'][()]; sw = d['sw'][()]
 if class_weight not in ('none', 'balanced'):
     class_weight = {c: float(w) for c, w in enumerate(class_weight.split(','))}
-m = LogisticRegression(penalty=penalty, C=1.0 / (reg * len(y)), solver='saga', tol=1e-13, max_iter=200000,
+m = LogisticRegression(penalty=penalty, C=1.0 / (reg * len(y)), solver='saga', tol=1e-10, max_iter=20000, random_state=0,
                        multi_class='multinomial', class_weight=None if class_weight == 'none' else class_weight
                        ).fit(X, y, sample_weight=sw)
 json.dump({'W': m.coef_.T.tolist(), 'b': m.intercept_.tolist()}, open(out, 'w'))
