@@ -65,15 +65,14 @@ lost_node() {
   await_end "$name" "$t0" $((hang + 30)) || return 1
   expect_in "$name: the launcher names the lost node" 'lost communication with a remote daemon|Remote daemon: .* on node node2'
   expect_in "$name: spmd names the node and its ranks" 'lost or unreachable: node2 \(ranks 2 3\)'
+  local left=""
   if [ "$await_cut_off" != yes ]; then
-    local left
     left=$(spmd_pids_on "$c" 2)
     [ -z "$left" ] || kill -9 $left 2>/dev/null
     return 0
   fi
   # The ranks on the cut-off node: their own watchdog aborts after hang + 30 s, and they
   # exit at most 10 s after asking for the abort, whether or not it reaches anyone.
-  local left=""
   for _ in $(seq 1 $((10 * (hang + 30 + 15)))); do
     left=$(spmd_pids_on "$c" 2)
     [ -z "$left" ] && break

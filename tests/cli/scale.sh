@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Many ranks (ctest label `scale`): 7 (8 for the ensemble, whose 64 members must split evenly)
 # and 64 ranks oversubscribed on this machine's cores, small data: a count that divides nothing
-# evenly, and many ranks (a 64-rank start costs ~15 s here, so no third size). Eval (pad and infinite-pad, 2 devices per rank) counts every example exactly
-# once with the counts of 1 rank; logreg's iterates are the bits of 1 rank (most of the 64
-# ranks own a few 2048-row chunks, some none); a tiny ensemble of 64 members gives the
+# evenly, and many ranks (a 64-rank start costs ~15 s here, so no third size). Eval (pad and
+# infinite-pad, 2 devices per rank) counts every example exactly once with the counts of 1
+# rank; logreg's iterates are the bits of 1 rank (most of the 64 ranks own a few 2048-row
+# chunks, some none); a tiny ensemble of 64 members gives the
 # parameters digest of 1 rank x 64 devices. Every run must finish within its time limit
 # (a hang or a start-up that grows badly with P fails).
 source "$(dirname "$0")/../support/cli_lib.sh"
