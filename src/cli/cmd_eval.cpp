@@ -6,6 +6,7 @@
 #include "option_binder.hpp"
 #include "session.hpp"
 #include "spmd/data/dataset.hpp"
+#include "spmd/data/feature_source.hpp"
 #include "spmd/data/output_set.hpp"
 #include "spmd/workloads/eval.hpp"
 #include "spmd/workloads/eval_benchmark.hpp"
@@ -42,7 +43,7 @@ int cmd_eval(const Args& args) {
   j["data"] = o.data;
   j["keys"] = data::to_json(keys);
   // Before anything is allocated: the batch within the data, the memory within the node's.
-  const auto shape = data::probe_shape(ctx, o.data, o.keys);
+  const auto shape = data::probe_feature_source(ctx, o.data, o.keys).shape;
   workloads::fit_input_scale_to_model(o, *model, shape);
   print_root(workloads::fit_eval_batch(ctx, o, shape.rows));
   const std::string memory = workloads::require_memory_fits(
@@ -56,6 +57,7 @@ int cmd_eval(const Args& args) {
   }
   const auto shard = workloads::load_eval_shard(ctx, o, *model);
   j["model"] = model->describe();
+  if (shard.sparse) j["sparse"] = shard.sparse->describe();
   print_root(workloads::eval_header(o, shard, *model));
   std::optional<workloads::PredictionRecorder> predictions;
   if (!o.predictions.empty()) predictions.emplace(shard, model->classes());

@@ -5,6 +5,8 @@
 #include <ctime>
 
 #include "spmd/data/feature_decoder.hpp"
+#include "spmd/data/feature_source.hpp"
+#include "spmd/data/label_column.hpp"
 #include "spmd/runtime/agree.hpp"
 #include "spmd/runtime/check.hpp"
 #include "spmd/runtime/collectives.hpp"
@@ -130,6 +132,7 @@ FileRows file_rows_of(const EvalShard& es) {
   rows.path = es.path;
   rows.features_key = es.features_key;
   rows.shape = es.features_shape;
+  rows.sparse = es.sparse;
   rows.scale = es.shard.scale;
   rows.first_file_row = es.shard.first_row;
   rows.file_rows = es.file_rows;
@@ -338,15 +341,32 @@ EvalResult run_pass(const Context& ctx, const EvalOptions& o, const models::Clas
 }  // namespace
 
 EvalShard load_eval_shard(const Context& ctx, const EvalOptions& o, const models::Classifier& model) {
-  const auto shape = data::probe_shape(ctx, o.data, o.keys);
+  const auto source = data::probe_feature_source(ctx, o.data, o.keys);
+  const auto& shape = source.shape;
   model.check_sample_shape(shape.sample_shape, o.data);
   const auto range = sharding::split_for_process(shape.rows, ctx.rank(), ctx.size());
   EvalShard es;
   es.path = o.data;
   es.features_key = o.keys.features;
   es.features_shape = shape;
-  es.shard = data::load_shard(ctx, o.data, o.keys, range.first, range.size, model.classes(), o.input_scale,
-                              data::FeatureForm::LeftInFile);
+  es.sparse = source.sparse;
+  if (source.sparse) {
+    auto column = data::load_label_column(ctx, o.data, o.keys.labels, shape.rows, range.first, range.size,
+                                          model.classes());
+    auto& s = es.shard;
+    s.labels = std::move(column.labels);
+    s.classes = column.classes;
+    s.class_counts = std::move(column.class_counts);
+    s.warnings = std::move(column.warnings);
+    s.sample_shape = shape.sample_shape;
+    s.sample_size = shape.sample_size;
+    s.global_rows = shape.rows;
+    s.first_row = range.first;
+    s.rows = range.size;
+  } else {
+    es.shard = data::load_shard(ctx, o.data, o.keys, range.first, range.size, model.classes(), o.input_scale,
+                                data::FeatureForm::LeftInFile);
+  }
   es.file_rows = es.shard.rows;
   if (o.drop_label) {
     auto& s = es.shard;

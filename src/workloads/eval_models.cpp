@@ -2,6 +2,7 @@
 
 #include "spmd/backends/backend.hpp"
 #include "spmd/data/dataset.hpp"
+#include "spmd/data/feature_source.hpp"
 #include "spmd/models/cnn_classifier.hpp"
 #include "spmd/models/logreg_classifier.hpp"
 #include "spmd/models/onnx_classifier.hpp"
@@ -51,7 +52,7 @@ const std::vector<EvalModel>& eval_models() {
          runtime::agree_on(ctx.comm(), [&] {
            model = models::make_onnx_classifier(o.weights, {o.onnx_output, o.model_output}, {o.input_mean, o.input_std},
                                                 &ctx.devices().front(),
-                                                [&] { return data::probe_shape(o.data, o.keys).sample_shape; });
+                                                [&] { return data::probe_feature_source(o.data, o.keys).shape.sample_shape; });
          });
          return model;
        },

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "spmd/data/dataset.hpp"
+#include "spmd/data/feature_source.hpp"
 #include "spmd/sharding/step_plan.hpp"
 #include "spmd/sharding/host_array.hpp"
 #include "spmd/sharding/split.hpp"
@@ -88,7 +89,7 @@ std::string confusion_table(const ConfusionMatrix& m) {
 
 
 std::string eval_dry_run(const Context& ctx, const EvalOptions& o, const models::Classifier& model, nlohmann::json* json) {
-  const auto shape = data::probe_shape(ctx, o.data, o.keys);
+  const auto shape = data::probe_feature_source(ctx, o.data, o.keys).shape;
   model.check_sample_shape(shape.sample_shape, o.data);
   const int d = ctx.devices_per_rank();
   const sharding::BatchGeometry geometry{d, o.per_device_batch};
@@ -164,7 +165,8 @@ nlohmann::json to_json(const EvalResult& r, const EvalOptions& o) {
 std::string eval_header(const EvalOptions& o, const EvalShard& shard, const models::Classifier& model) {
   return format("# data %s: %lld examples, model %s, per-device batch %lld, strategy %s\n", o.data.c_str(),
                 static_cast<long long>(shard.shard.global_rows), model.describe().c_str(),
-                static_cast<long long>(o.per_device_batch), to_string(o.strategy));
+                static_cast<long long>(o.per_device_batch), to_string(o.strategy)) +
+         (shard.sparse ? "# features " + shard.sparse->describe() + ", streamed as dense float32 rows\n" : std::string());
 }
 
 // Rank 0 shows progress from what it knows locally (run_eval's estimate: no communication).

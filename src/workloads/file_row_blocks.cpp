@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "spmd/data/feature_decoder.hpp"
+#include "spmd/data/serial_csr_reader.hpp"
 #include "spmd/data/serial_row_reader.hpp"
 #include "spmd/runtime/error.hpp"
 #include "spmd/sharding/buffer_pool.hpp"
@@ -25,6 +26,7 @@ struct FileBlockProducer {
   data::FeatureDecoder decoder;
   std::shared_ptr<sharding::BufferPool> buffers;
   std::optional<data::SerialRowReader> reader;  // opened by the first read, on the prefetch thread
+  std::optional<data::SerialCsrReader> csr;      // instead, for a CSR matrix
   std::vector<std::byte> staging;                // --drop-label: a run of file rows, kept ones among them
   std::int64_t next = 0;                         // first evaluated row not handed over; -1 at the end
 
@@ -38,15 +40,25 @@ struct FileBlockProducer {
         buffers(sharding::BufferPool::make(static_cast<std::size_t>(
             std::min(block_rows_, std::max<std::int64_t>(r.evaluated_rows(), 1)) * row_bytes))) {}
 
-  data::SerialRowReader& file() {
+  // File rows [first, first + count) (absolute) into out, as the blocks hold them.
+  void read_file_rows(std::int64_t first, std::int64_t count, std::byte* out) {
+    if (rows.sparse) {
+      if (!csr) csr.emplace(rows.path, *rows.sparse);
+      return csr->read_dense(first, count, reinterpret_cast<float*>(out));
+    }
     if (!reader) reader.emplace(rows.path, rows.features_key, rows.shape);
-    return *reader;
+    reader->read(first, count, out);
+  }
+
+  // The loader's checks of rows as stored; a CSR reader has made its own (finite values).
+  void check(const std::byte* out, std::int64_t first, std::int64_t count) {
+    if (!rows.sparse) decoder.check(out, first, count, rows.shape.sample_size);
   }
 
   // Reads file rows [first, first + count) of the rank (relative) into out and checks them.
   void read_checked(std::int64_t first, std::int64_t count, std::byte* out) {
-    file().read(rows.first_file_row + first, count, out);
-    decoder.check(out, rows.first_file_row + first, count, rows.shape.sample_size);
+    read_file_rows(rows.first_file_row + first, count, out);
+    check(out, rows.first_file_row + first, count);
   }
 
   // Evaluated rows [first, first + count) when some file rows are dropped: contiguous runs of
@@ -58,11 +70,11 @@ struct FileBlockProducer {
       const std::int64_t run_first = rows.kept[static_cast<std::size_t>(i)];
       const std::int64_t run_end =
           std::min(run_first + std::min(block_rows, rows.file_rows), rows.kept[static_cast<std::size_t>(end - 1)] + 1);
-      file().read(rows.first_file_row + run_first, run_end - run_first, staging.data());
+      read_file_rows(rows.first_file_row + run_first, run_end - run_first, staging.data());
       for (; i < end && rows.kept[static_cast<std::size_t>(i)] < run_end; ++i) {
         const std::int64_t file_row = rows.kept[static_cast<std::size_t>(i)];
         const std::byte* row = staging.data() + (file_row - run_first) * row_bytes;
-        decoder.check(row, rows.first_file_row + file_row, 1, rows.shape.sample_size);
+        check(row, rows.first_file_row + file_row, 1);
         std::memcpy(out + (i - first) * row_bytes, row, static_cast<std::size_t>(row_bytes));
       }
     }

@@ -26,6 +26,7 @@
 #include <nlohmann/json.hpp>
 
 #include "spmd/data/dataset.hpp"
+#include "spmd/data/sparse_matrix.hpp"
 #include "spmd/models/classifier.hpp"
 #include "spmd/models/onnx_classifier.hpp"
 #include "spmd/runtime/context.hpp"
@@ -79,6 +80,7 @@ struct EvalShard {
   std::string path;                    // the file and the dataset the passes stream
   std::string features_key;
   data::DatasetShape features_shape;   // as probed: element type, sample shape
+  std::optional<data::SparseMatrixInfo> sparse;  // a CSR group, streamed as dense float32 rows (data/feature_source.hpp)
   std::int64_t filtered = 0;  // rows this rank removed with --drop-label
   // This rank's rows of the file are [shard.first_row, shard.first_row + file_rows). With
   // --drop-label, kept[i] is evaluated row i's index among them and file_labels holds every
@@ -122,6 +124,9 @@ void require_layout_fits(const runtime::Context& ctx, const EvalOptions& options
 // Collective. Reads this rank's split of the file's labels (and applies --drop-label); the
 // features are checked now only where the check must see them all (--input-scale auto on
 // images: data/dataset.hpp's FeatureForm::LeftInFile), else as each pass streams them.
+// Features that are a CSR matrix (data/sparse_matrix.hpp) are streamed as dense float32
+// rows; their labels are a column of their own (an integer dataset or an AnnData
+// categorical obs column: data/label_column.hpp).
 EvalShard load_eval_shard(const runtime::Context& ctx, const EvalOptions& options, const models::Classifier& model);
 
 // Collective. The same shard with its features read once into memory, as stored (uint8

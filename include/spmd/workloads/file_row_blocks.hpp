@@ -14,11 +14,14 @@
 // its row of the file and its element.
 //
 // I/O: the producer opens its own data::SerialRowReader (POSIX driver, independent reads, no
-// MPI) on its first call, on the prefetch thread. HDF5 is not thread-safe here, so while a
+// MPI; data::SerialCsrReader for a CSR matrix) on its first call, on the prefetch thread. HDF5 is not thread-safe here, so while a
 // pass runs, no other thread may call HDF5: the evaluation loops make none (their
 // collectives are MPI calls on the main thread), and the file is closed when the
 // RowBlocks is destroyed, after its thread has ended. Labels and predictions stay in memory
 // until the pass is over.
+//
+// A CSR matrix's block holds its rows dense (float32, zeros included): what every model
+// takes; the reader's entries (12 bytes each) are reused from block to block.
 //
 // Memory: block buffers come from a sharding::BufferPool: depth + 1 of them (depth queued,
 // one read by the consumer: BlockReader gives its block back before taking the next), or one
@@ -26,10 +29,12 @@
 // memory however many rows it reads. Plus, with --drop-label, one staging buffer of at most
 // block_rows rows for the file rows between kept ones.
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 
 #include "spmd/data/dataset.hpp"
+#include "spmd/data/sparse_matrix.hpp"
 #include "spmd/workloads/row_blocks.hpp"
 
 namespace spmd::workloads {
@@ -39,6 +44,9 @@ struct FileRows {
   std::string path;
   std::string features_key;
   data::DatasetShape shape;         // as probed; the reader checks that the file still matches
+  // A CSR group instead of a dense dataset (data/feature_source.hpp): shape is then float32
+  // [N, F], and each block's rows are read through data::SerialCsrReader, densified.
+  std::optional<data::SparseMatrixInfo> sparse;
   data::FeatureScale scale;         // what the checks' conversion applies (float64's range)
   std::int64_t first_file_row = 0;  // the rank's rows of the file: [first_file_row, first_file_row + file_rows)
   std::int64_t file_rows = 0;
