@@ -225,6 +225,7 @@ LogregResult run_logreg(const runtime::Context& ctx, const LogregOptions& o,
   const auto solve_start = last;
   auto callback = [&](const optim::LBFGSIteration& it) {
     LogregIterationRecord rec;
+    rec.point = static_cast<int>(r.path.size()) + 1;  // the solve under way
     rec.iteration = it.iteration;
     rec.value = it.value;
     rec.error = it.error;

@@ -115,7 +115,9 @@ const std::vector<Option<LogregOptions>>& LogregOptions::declared() {
        "original scale, 0 for a constant feature"},
       {"weights-out", SPMD_MEMBER(weights_out),
        "write W [F, C] (and b [C] with --fit-intercept) here (HDF5, atomic) for spmd eval --model logreg", output_file},
-      {"metrics-csv", SPMD_MEMBER(metrics_csv), "per-iteration CSV: iteration,value,error,stepsize,evaluations,seconds",
+      {"metrics-csv", SPMD_MEMBER(metrics_csv),
+       "per-iteration CSV: iteration,value,error,stepsize,evaluations,seconds (with --reg-path each row starts with "
+       "point,reg: its solve, from 1, and that strength)",
        output_file},
       {"verify-replicas", SPMD_MEMBER(verify_replicas),
        "check every evaluation that all ranks hold the same iterate (one extra allreduce)"},

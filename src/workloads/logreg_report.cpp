@@ -128,17 +128,25 @@ nlohmann::json to_json(const LogregResult& r, const LogregOptions& o) {
   j["precision"] = models::to_string(o.precision);
   nlohmann::json h = nlohmann::json::array();
   for (const auto& it : r.history)
-    h.push_back({{"iteration", it.iteration}, {"value", it.value}, {"error", it.error}, {"stepsize", it.stepsize},
-                 {"evaluations", it.evaluations}, {"seconds", it.seconds}});
+    h.push_back({{"point", it.point}, {"iteration", it.iteration}, {"value", it.value}, {"error", it.error},
+                 {"stepsize", it.stepsize}, {"evaluations", it.evaluations}, {"seconds", it.seconds}});
   j["history"] = h;
   return j;
 }
 
+// A regularisation path's rows start with the solve they belong to (point, 1-based, and its
+// strength): its iterations are counted from 1 in each.
 std::string metrics_csv(const LogregResult& r) {
-  std::string out = "iteration,value,error,stepsize,evaluations,seconds\n";
-  for (const auto& it : r.history)
+  const bool path = r.path.size() > 1;
+  std::string out = std::string(path ? "point,reg," : "") + "iteration,value,error,stepsize,evaluations,seconds\n";
+  for (const auto& it : r.history) {
+    if (path) {
+      const auto k = static_cast<std::size_t>(it.point - 1);
+      out += format("%d,%.17g,", it.point, k < r.path.size() ? r.path[k].reg : 0.0);
+    }
     out += format("%d,%.17g,%.17g,%.17g,%lld,%.9f\n", it.iteration, it.value, it.error, it.stepsize, it.evaluations,
                   it.seconds);
+  }
   return out;
 }
 

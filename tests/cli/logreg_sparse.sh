@@ -131,8 +131,18 @@ for reg in 0.01 0.002; do
 done
 run path 0 240 mpi 2 "$SPMD" logreg --data "$D" --features-key X --labels-key y --fit-intercept \
   --reg-path 0.01,0.002,0.0005 --precision float64 --maxiter 3000 --tol 1e-8 --weights-out "$WORK/path.h5" \
-  --json "$WORK/path.json"
+  --json "$WORK/path.json" --metrics-csv "$WORK/path.csv"
 expect_in "path: the summary lists the points" "regularisation path"
+run path_csv_marks_points 0 20 py "
+import csv, json
+rows = list(csv.DictReader(open('$WORK/path.csv'))); j = json.load(open('$WORK/path.json'))
+assert list(rows[0])[:3] == ['point', 'reg', 'iteration'], list(rows[0])
+for k, p in enumerate(j['path']):
+    mine = [r for r in rows if int(r['point']) == k + 1]
+    assert len(mine) == p['iterations'] and all(float(r['reg']) == p['reg'] for r in mine), (k, len(mine), p)
+    assert [int(r['iteration']) for r in mine] == list(range(1, p['iterations'] + 1))
+    assert [h['point'] for h in j['history']].count(k + 1) == p['iterations']
+print('path CSV:', len(rows), 'rows over', len(j['path']), 'points')"
 run path_matches_cold_solves 0 60 py "
 import json, sys, h5py, numpy as np; sys.path.insert(0, '$WORK')
 from objective import objective

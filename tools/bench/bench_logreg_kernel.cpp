@@ -2,7 +2,9 @@
 // workload's objective), single thread: the fused kernel (each variant this CPU runs)
 // against a two-pass OpenBLAS sgemm baseline and against a memory-read floor; then the
 // float64 kernels (spmd logreg --precision float64) against the float32 ones and against
-// numpy/scipy's float64 evaluation (logreg_float64_peer.py, run by this benchmark).
+// numpy/scipy's float64 evaluation (logreg_float64_peer.py, run by this benchmark); then the
+// weighted evaluation (--sample-weight-key, --class-weight: a weight per row) against the
+// unweighted one, per variant, float32 and float64.
 //
 //   bench_logreg_kernel [rows=50000] [features=784] [classes=10] [repeats=21]
 //
@@ -86,6 +88,7 @@ struct SgemmBaseline {
   std::int64_t n;
   int F, C;
   std::vector<float> Z, G;
+  std::vector<double> row_loss;  // [n]: for the weighted check
   double loss = 0.0;
   void run(const float* X, const std::int32_t* y, const float* W) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(n), C, F, 1.0f, X, F, W, C, 0.0f, Z.data(), C);
@@ -96,7 +99,9 @@ struct SgemmBaseline {
       const float label_logit = z[y[i]];
       float s = 0.0f;
       for (int c = 0; c < C; ++c) s += (z[c] = std::exp(z[c] - m));
-      loss += static_cast<double>(m) + std::log(static_cast<double>(s)) - static_cast<double>(label_logit);
+      const double row = static_cast<double>(m) + std::log(static_cast<double>(s)) - static_cast<double>(label_logit);
+      row_loss[static_cast<std::size_t>(i)] = row;
+      loss += row;
       const float inverse = 1.0f / s;
       for (int c = 0; c < C; ++c) z[c] *= inverse;
       z[y[i]] -= 1.0f;
@@ -166,6 +171,60 @@ int float64_rows(const float* X, const std::int32_t* y, std::int64_t n, int F, i
   return errors;
 }
 
+// The weighted objective (a weight per row: sample x class weights) against the unweighted
+// one, each variant in float32 and float64, over the workload's chunks (logreg_range_partials).
+// Checks: all-ones weights give the unweighted bits; random weights give the weighted sum of
+// the sgemm baseline's row losses. Returns the errors.
+template <class T>
+int weighted_rows(const float* X, const std::int32_t* y, std::int64_t n, int F, int C, const std::vector<float>& W32,
+                  int repeats, const SgemmBaseline& baseline) {
+  const std::vector<T> W(W32.begin(), W32.end());
+  const std::int64_t chunks = (n + kLogregChunkRows - 1) / kLogregChunkRows;
+  const std::size_t record = logreg_partials_size(F, C);
+  std::vector<double> plain(static_cast<std::size_t>(chunks) * record), weighted(plain.size()), ones(plain.size());
+  const std::vector<double> unit_weights(static_cast<std::size_t>(n), 1.0);
+  std::vector<double> weights(static_cast<std::size_t>(n));
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> spread(0.25, 4.0);
+  double reference = 0.0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    weights[static_cast<std::size_t>(i)] = spread(rng);
+    reference += weights[static_cast<std::size_t>(i)] * baseline.row_loss[static_cast<std::size_t>(i)];
+  }
+  int errors = 0;
+  const char* precision = sizeof(T) == 8 ? "float64" : "float32";
+  for (auto kernel : {LogregKernel::avx512, LogregKernel::avx2, LogregKernel::portable}) {
+    if (!logreg_kernel_supported(kernel)) continue;
+    LogregWorkspace ws(kernel);
+    const int r = kernel == LogregKernel::portable ? std::max(1, repeats / 7) : repeats;
+    const auto partials = [&](const double* w, std::vector<double>& out) {
+      logreg_range_partials<T>(X, y, n, F, C, W.data(), kLogregChunkRows, out.data(), ws, w);
+    };
+    // Interleaved, so that a change of the VM's placement hits both alike.
+    std::vector<double> plain_ms, weighted_ms;
+    partials(nullptr, plain);
+    partials(weights.data(), weighted);
+    for (int k = 0; k < r; ++k) {
+      plain_ms.push_back(time_runs(1, [&] { partials(nullptr, plain); }).cpu_ms);
+      weighted_ms.push_back(time_runs(1, [&] { partials(weights.data(), weighted); }).cpu_ms);
+    }
+    partials(unit_weights.data(), ones);
+    double loss = 0.0;
+    for (std::int64_t c = 0; c < chunks; ++c) loss += weighted[static_cast<std::size_t>(c) * record];
+    const double plain_median = median(plain_ms), weighted_median = median(weighted_ms);
+    const bool same_bits = ones == plain;
+    const double relative = std::abs(loss - reference) / std::abs(reference);
+    if (!same_bits || !(relative < 1e-5)) {
+      ++errors;
+      std::printf("# ERROR: weighted %s %s: all-ones weights %s the unweighted bits; weighted loss off by %.3g "
+                  "relative\n", precision, to_string(kernel), same_bits ? "give" : "do not give", relative);
+    }
+    std::printf("  %-46s %10.2f %10.2f %11.3fx\n", (std::string(precision) + " " + to_string(kernel)).c_str(),
+                plain_median, weighted_median, weighted_median / plain_median);
+  }
+  return errors;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -202,7 +261,7 @@ int main(int argc, char** argv) {
 
   // Baseline result, also the yardstick for the fused variants' answers.
   SgemmBaseline baseline{n, F, C, std::vector<float>(static_cast<std::size_t>(n) * C),
-                         std::vector<float>(static_cast<std::size_t>(F) * C)};
+                         std::vector<float>(static_cast<std::size_t>(F) * C), std::vector<double>(static_cast<std::size_t>(n))};
   std::vector<double> grad(W.size());
   const Timing base_t = time_runs(repeats, [&] { baseline.run(X.data(), y.data(), W.data()); });
   const double base_value = baseline.loss / static_cast<double>(n);
@@ -236,6 +295,13 @@ int main(int argc, char** argv) {
                 flops / (r.t.cpu_ms * 1e6), r.t.cpu_ms / fused_ms);
   std::printf("# GFLOP/s and 'vs fused' use the CPU-time medians\n");
   errors += float64_rows(X.data(), y.data(), n, F, C, W, repeats, base_value, rows);
+  std::printf("# %-46s %10s %10s %12s\n", "weighted rows (a weight per row)", "plain ms", "weighted ms",
+              "weighted/plain");
+  errors += weighted_rows<float>(X.data(), y.data(), n, F, C, W, repeats, baseline);
+  errors += weighted_rows<double>(X.data(), y.data(), n, F, C, W, repeats, baseline);
+  std::printf("# CPU-time medians of interleaved runs over the workload's %lld-row chunks; all-ones weights give "
+              "the unweighted bits, random weights the weighted sum of the baseline's row losses\n",
+              static_cast<long long>(kLogregChunkRows));
   std::printf("# errors: %d\n", errors);
   return errors == 0 ? 0 : 1;
 }

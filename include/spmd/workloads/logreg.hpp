@@ -78,6 +78,7 @@ struct LogregOptions {
 };
 
 struct LogregIterationRecord {
+  int point = 1;  // the solve of a regularisation path it belongs to (1-based; 1 without --reg-path)
   int iteration = 0;
   double value = 0, error = 0, stepsize = 0;
   long long evaluations = 0;
