@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "onnx_proto.hpp"
@@ -174,34 +175,110 @@ std::string read_file_bytes(const std::string& path) {
 
 namespace {
 
+// Bytes of one element of an ONNX tensor type; 0 where the size is not fixed (strings) or the
+// type is unknown (the loader refuses those later, naming the tensor).
+std::int64_t element_bytes(int data_type) {
+  switch (data_type) {
+    case onnx::TensorProto::BOOL:
+    case onnx::TensorProto::INT8:
+    case onnx::TensorProto::UINT8: return 1;
+    case onnx::TensorProto::INT16:
+    case onnx::TensorProto::UINT16:
+    case onnx::TensorProto::FLOAT16:
+    case onnx::TensorProto::BFLOAT16: return 2;
+    case onnx::TensorProto::INT32:
+    case onnx::TensorProto::UINT32:
+    case onnx::TensorProto::FLOAT: return 4;
+    case onnx::TensorProto::INT64:
+    case onnx::TensorProto::UINT64:
+    case onnx::TensorProto::DOUBLE:
+    case onnx::TensorProto::COMPLEX64: return 8;
+    case onnx::TensorProto::COMPLEX128: return 16;
+    default: return 0;
+  }
+}
+
+// What a path that is not a regular file is, for the refusal.
+std::string file_kind(std::filesystem::file_type type) {
+  switch (type) {
+    case std::filesystem::file_type::directory: return "a directory";
+    case std::filesystem::file_type::fifo: return "a FIFO";
+    case std::filesystem::file_type::socket: return "a socket";
+    case std::filesystem::file_type::character:
+    case std::filesystem::file_type::block: return "a device";
+    default: return "not a regular file";
+  }
+}
+
 // A tensor whose data lives in a file beside the model (ONNX's external data: PyTorch writes
 // models over 2 GB so, onnx.save(..., save_as_external_data=True) any): the bytes read into
-// raw_data, as if the model held them.
+// raw_data, as if the model held them. The file is untrusted input's pointer to more input,
+// so only what the model's folder holds is read: the location resolved through every symlink
+// must stay inside the folder (resolved too), be a regular file (a FIFO would block the open,
+// a device never end), and hold the bytes asked for, which must be those the tensor's type and
+// dims need: all of it checked from sizes before a byte is allocated or read.
 void read_external_data(onnx::TensorProto& t, const std::filesystem::path& dir, const std::string& what) {
+  namespace fs = std::filesystem;
   std::string location;
   std::int64_t offset = 0, length = -1;
   for (const auto& kv : t.external_data()) {
     try {
+      std::size_t used = 0;
       if (kv.key() == "location") location = kv.value();
-      else if (kv.key() == "offset") offset = std::stoll(kv.value());
-      else if (kv.key() == "length") length = std::stoll(kv.value());
+      else if (kv.key() == "offset") offset = std::stoll(kv.value(), &used);
+      else if (kv.key() == "length") length = std::stoll(kv.value(), &used);
+      if (used != 0 && used != kv.value().size()) throw Error("trailing characters");
     } catch (const std::exception&) {
       throw Error(what + ": tensor '" + t.name() + "' has external data " + kv.key() + " '" + kv.value() + "', not a number");
     }
   }
-  const std::filesystem::path rel(location);
+  const fs::path rel(location);
   if (location.empty() || rel.is_absolute() || std::find(rel.begin(), rel.end(), "..") != rel.end())
     throw Error(what + ": tensor '" + t.name() + "' names its external data file as '" + location +
                 "'; ONNX takes a path relative to the model's folder, inside it");
-  const std::filesystem::path file = dir / rel;
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw Error(what + ": cannot read '" + file.string() + "', the external data of tensor '" + t.name() + "'");
-  in.seekg(0, std::ios::end);
-  const std::int64_t size = in.tellg();
-  if (length < 0) length = size - offset;
-  if (offset < 0 || length < 0 || offset + length > size)
+  const fs::path folder = dir.empty() ? fs::path(".") : dir;
+  const fs::path file = folder / rel;
+  std::error_code error;
+  const fs::path real_folder = fs::canonical(folder, error);
+  const fs::path real_file = error ? fs::path() : fs::canonical(file, error);
+  if (error) throw Error(what + ": cannot read '" + file.string() + "', the external data of tensor '" + t.name() + "'");
+  const fs::path inside = real_file.lexically_relative(real_folder);
+  if (inside.empty() || *inside.begin() == "..")
+    throw Error(what + ": the external data of tensor '" + t.name() + "', '" + file.string() + "', resolves to '" +
+                real_file.string() + "', outside the model's folder '" + real_folder.string() +
+                "' (through a symlink): only files inside it are read");
+  const fs::file_status status = fs::status(real_file, error);
+  if (error || status.type() != fs::file_type::regular)
+    throw Error(what + ": the external data of tensor '" + t.name() + "', '" + file.string() + "', is " +
+                (error ? std::string("unreadable") : file_kind(status.type())) + ", not a regular file");
+  const auto size = static_cast<std::int64_t>(fs::file_size(real_file, error));
+  if (error) throw Error(what + ": cannot read '" + file.string() + "', the external data of tensor '" + t.name() + "'");
+  if (offset < 0 || offset > size || length > size - offset) {
+    const std::string end = length < 0                                                ? std::string("its end")
+                            : offset >= 0 && length <= std::numeric_limits<std::int64_t>::max() - offset
+                                ? std::to_string(offset + length)
+                                : std::string("past 2^63");
     throw Error(what + ": '" + file.string() + "' holds " + std::to_string(size) + " bytes; tensor '" + t.name() +
-                "' needs bytes " + std::to_string(offset) + " to " + std::to_string(offset + length) + " of it");
+                "' needs bytes " + std::to_string(offset) + " to " + end + " of it");
+  }
+  if (length < 0) length = size - offset;
+  // The bytes the tensor's type and dims need (0: not fixed, strings), overflow-safe.
+  if (const std::int64_t element = element_bytes(t.data_type()); element > 0) {
+    std::int64_t expected = element;
+    for (const auto d : t.dims()) {
+      if (d < 0 || (d > 0 && expected > std::numeric_limits<std::int64_t>::max() / d)) {
+        expected = -1;
+        break;
+      }
+      expected *= d;
+    }
+    if (expected != length)
+      throw Error(what + ": tensor '" + t.name() + "' takes " + std::to_string(length) + " bytes of '" + file.string() +
+                  "', but its type and dims need " +
+                  (expected < 0 ? std::string("more than any file holds") : std::to_string(expected)));
+  }
+  std::ifstream in(real_file, std::ios::binary);
+  if (!in) throw Error(what + ": cannot read '" + file.string() + "', the external data of tensor '" + t.name() + "'");
   std::string bytes(static_cast<std::size_t>(length), '\0');
   in.seekg(offset);
   in.read(bytes.data(), length);

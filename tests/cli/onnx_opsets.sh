@@ -79,6 +79,61 @@ sys.exit(0 if same else 1)
 PYEOF
 }
 run external_same_bits 0 30 same_predictions "$WORK/inline.h5" "$WORK/external.h5"
+# Only what the model's folder holds is read, checked from sizes before a byte is: a symlink
+# inside the folder is followed, one out of it refused (also to /dev/zero); a directory or a
+# FIFO (which would block the open) refused; offset + length past the file (int64 overflow
+# included), bytes that are not what the tensor's dims need, and a 16 GiB sparse file without
+# a length refused naming the tensor, without allocating it.
+run external_cases 0 60 $PY - "$WORK" <<'PYEOF'
+import sys, os, shutil, onnx
+work = sys.argv[1]
+m = onnx.load(f"{work}/ext/model.onnx", load_external_data=False)
+def case(name, location="weights.bin", offset=None, length=None, copy=True):
+    d = f"{work}/case_{name}"; os.makedirs(d, exist_ok=True)
+    if copy: shutil.copy(f"{work}/ext/weights.bin", f"{d}/weights.bin")
+    c = onnx.ModelProto(); c.CopyFrom(m)
+    for u in c.graph.initializer:
+        for e in u.external_data:
+            if e.key == "location": e.value = location
+    t = next(t for t in c.graph.initializer if t.name == "fc")
+    for e in t.external_data:
+        if e.key == "offset" and offset is not None: e.value = str(offset)
+        if e.key == "length" and length is not None: e.value = str(length)
+    if length == "drop":
+        keep = [(e.key, e.value) for e in t.external_data if e.key != "length"]
+        del t.external_data[:]
+        for k, v in keep: t.external_data.add(key=k, value=v)
+    with open(f"{d}/model.onnx", "wb") as f: f.write(c.SerializeToString())
+    return d
+os.makedirs(f"{work}/outside", exist_ok=True); shutil.copy(f"{work}/ext/weights.bin", f"{work}/outside/weights.bin")
+d = case("link_inside", "link.bin"); os.makedirs(f"{d}/real", exist_ok=True)
+os.rename(f"{d}/weights.bin", f"{d}/real/w.bin"); os.symlink("real/w.bin", f"{d}/link.bin")
+d = case("link_outside", copy=False); os.symlink("../outside/weights.bin", f"{d}/weights.bin")
+d = case("link_dir_outside", "data/weights.bin", copy=False); os.symlink("../outside", f"{d}/data")
+d = case("link_zero", copy=False); os.symlink("/dev/zero", f"{d}/weights.bin")
+d = case("directory", "data", copy=False); os.makedirs(f"{d}/data")
+d = case("fifo", "pipe", copy=False); os.mkfifo(f"{d}/pipe")
+fc = next(t for t in m.graph.initializer if t.name == "fc")
+offset = int(next(e.value for e in fc.external_data if e.key == "offset"))
+case("overflow", offset=offset, length=2**63 - 1 - offset + 8)
+case("short_length", length=100)
+d = case("sparse_16g", "big.bin", offset=0, length="drop", copy=False)
+with open(f"{d}/big.bin", "wb") as f: f.truncate(16 << 30)
+PYEOF
+run eval_link_inside 0 60 "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/case_link_inside/model.onnx" \
+  --predictions "$WORK/link_inside.h5"
+run link_inside_same_bits 0 30 same_predictions "$WORK/inline.h5" "$WORK/link_inside.h5"
+for c in "link_outside:outside the model's folder" "link_dir_outside:resolves to '.*outside/weights.bin', outside the model's folder" \
+         "link_zero:resolves to '/dev/zero', outside" "directory:is a directory, not a regular file" \
+         "fifo:is a FIFO, not a regular file" "overflow:needs bytes [0-9]+ to past 2\^63" \
+         "short_length:tensor 'fc' takes 100 bytes of .*its type and dims need 216320" \
+         "sparse_16g:tensor 'fc' takes 17179869184 bytes of .*big.bin', but its type and dims need 216320"; do
+  name=${c%%:*}; pattern=${c#*:}
+  refuse "external_$name" 2 "$pattern" \
+    "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/case_$name/model.onnx" --predictions "$OUT/p.h5"
+  run "info_external_$name" nonzero 30 "$SPMD" model info "$WORK/case_$name/model.onnx"
+  expect_in "model info refuses external_$name too" "$pattern"
+done
 run truncate_data 0 10 truncate -s 1000 "$WORK/ext/weights.bin"
 refuse external_short 2 "weights.bin' holds 1000 bytes; tensor '[a-z]+' needs bytes" \
   "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/ext/model.onnx" --predictions "$OUT/p.h5"
