@@ -311,6 +311,13 @@ bool onnx_checker_knows(const onnx::ModelProto& model) {
 
 onnx::ModelProto read_onnx_model(const std::string& path, const std::string& what) {
   onnx::ModelProto model;
+  // protobuf parses no message of 2 GiB or more: refused from the size, before the file is
+  // read (a whole copy of it, then a failed parse at several times its size).
+  std::error_code error;
+  if (const auto size = std::filesystem::file_size(path, error); !error && size >= (std::uintmax_t{1} << 31))
+    throw Error(what + " holds " + std::to_string(size) + " bytes, past protobuf's 2 GiB limit on one message: " +
+                "ONNX keeps such models' weights as external data (PyTorch's exporter does so by itself; "
+                "onnx.save_model(model, path, save_as_external_data=True))");
   if (!model.ParseFromString(read_file_bytes(path))) throw Error(what + " is not an ONNX model (its protobuf cannot be parsed)");
   read_all_external_data(model, path, what);
   // A file newer than the library (PyTorch 2's exports: IR 9-10, opset 18 and later) would be

@@ -4,8 +4,9 @@
 # (tests/support/onnx_new_opsets.py, which adds If and pools over three spatial dimensions;
 # every test must pass, none unsupported); IR 9 and 10 files
 # read without the library's checker; opsets outside 1-22 refused on every rank naming the
-# opset, nothing written; weights in an external data file read as if inline. Needs npm's onnxruntime-node (tools/setup.sh installs it); skipped
-# visibly without.
+# opset, nothing written; weights in an external data file read as if inline, only from the
+# model's folder, checked from sizes; a model past protobuf's 2 GiB refused from its size.
+# Needs npm's onnxruntime-node (tools/setup.sh installs it); skipped visibly without.
 source "$(dirname "$0")/../support/cli_lib.sh"
 source "$(dirname "$0")/../support/rank_exits.sh"
 PY=/usr/bin/python3
@@ -134,6 +135,13 @@ for c in "link_outside:outside the model's folder" "link_dir_outside:resolves to
   run "info_external_$name" nonzero 30 "$SPMD" model info "$WORK/case_$name/model.onnx"
   expect_in "model info refuses external_$name too" "$pattern"
 done
+# A model file of 2 GiB or more (a sparse file here): protobuf's limit, refused from its size
+# before it is read, with what to do instead.
+run make_huge 0 10 truncate -s 2200M "$WORK/huge.onnx"
+refuse huge_model 2 "holds 2306867200 bytes, past protobuf's 2 GiB limit.*save_as_external_data=True" \
+  "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/huge.onnx" --predictions "$OUT/p.h5"
+run info_huge_model nonzero 30 "$SPMD" model info "$WORK/huge.onnx"
+expect_in "model info refuses the huge model too" "past protobuf's 2 GiB limit"
 run truncate_data 0 10 truncate -s 1000 "$WORK/ext/weights.bin"
 refuse external_short 2 "weights.bin' holds 1000 bytes; tensor '[a-z]+' needs bytes" \
   "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/ext/model.onnx" --predictions "$OUT/p.h5"
