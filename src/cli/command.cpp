@@ -1,4 +1,6 @@
 #include "command.hpp"
+
+#include "spmd/data/output_set.hpp"
 #include "option_checks.hpp"
 #include "commands.hpp"
 
@@ -19,6 +21,7 @@
 #include "spmd/data/file_identity.hpp"
 #include "spmd/data/h5_file.hpp"
 #include "spmd/data/linked_files.hpp"
+#include "spmd/data/output_set.hpp"
 #include "spmd/data/output_targets.hpp"
 #include "spmd/runtime/agree.hpp"
 #include "spmd/runtime/io_deadline.hpp"
@@ -282,6 +285,8 @@ void require_writable_destination(const po::variables_map& vm, const std::string
   if (!fs::is_directory(dir, ec))
     throw Error("--" + name + " '" + p.string() + "': folder '" + dir.string() + "' does not exist");
   if (fs::is_directory(p, ec)) throw Error("--" + name + " '" + p.string() + "': is a directory, expected a file name");
+  if (const std::string why = data::replace_refusal(p.string()); !why.empty())
+    throw Error("--" + name + " " + why + "; nothing was started");
   // Probe by creating a file, as the final write will (a temporary file, then a rename):
   // permission bits alone miss read-only mounts and dropped capabilities.
   char host[256] = {0};

@@ -1,6 +1,9 @@
 #include "spmd/data/output_set.hpp"
 
 #include <fcntl.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -122,6 +125,24 @@ void write_text_atomic(const std::string& path, const std::string& text) {
   }
 }
 
+std::string replace_refusal(const std::string& final_path) {
+  struct stat st {};
+  if (::lstat(final_path.c_str(), &st) != 0) return "";  // nothing there yet
+  if (S_ISDIR(st.st_mode)) return "'" + final_path + "' is a directory";
+  if (!S_ISREG(st.st_mode)) return "";
+  const int fd = ::open(final_path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return "";
+  int flags = 0;
+  const bool known = ::ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0;
+  ::close(fd);
+  if (known && (flags & (FS_IMMUTABLE_FL | FS_APPEND_FL)))
+    return "'" + final_path + "' is " + ((flags & FS_IMMUTABLE_FL) ? "immutable" : "append-only") +
+           " (lsattr shows it; chattr -" + ((flags & FS_IMMUTABLE_FL) ? "i" : "a") +
+           " by its owner lifts it): it cannot be replaced";
+  return "";
+}
+
+
 OutputSet::OutputSet(const runtime::Context& ctx) : ctx_(ctx) {}
 
 OutputSet::~OutputSet() {
@@ -151,6 +172,9 @@ void OutputSet::publish() {
   std::size_t done = 0;
   runtime::agree_on(ctx_.comm(), [&] {
     if (!ctx_.is_root()) return;
+    for (const auto& staged : staged_)
+      if (const std::string why = replace_refusal(staged.second); !why.empty())
+        throw Error("cannot publish the run's outputs: " + why + "; no output was published");
     try {
       for (; done < staged_.size(); ++done) output_path::publish(staged_[done].first, staged_[done].second);
     } catch (const Error& e) {

@@ -145,4 +145,20 @@ run json_non_utf8_name 0 60 "$SPMD" eval --classes 3 --data x.h5 --json "$bad_na
 run json_non_utf8_valid 0 10 /usr/bin/python3 -c "import json, sys; d = json.load(open(sys.argv[1], 'rb')); print(d['outputs'] if 'outputs' in d else 'ok')" "$bad_name"
 rm -f "$bad_name" "$(printf 'p\xfe.h5')"
 
+# An output that cannot be replaced (chattr +i / +a, where this file system and user allow
+# them): refused at start-up, on every rank, naming it and what lifts it; nothing written.
+put_flag() { chattr "$1" "$2" 2>/dev/null; }
+echo previous > frozen.json; echo previous > appended.h5
+if put_flag +i frozen.json && put_flag +a appended.h5; then
+  run immutable_json nonzero 60 mpi 2 "$SPMD" eval --classes 3 --data x.h5 --predictions fresh.h5 --json frozen.json
+  expect_in "immutable_json: names it" "--json 'frozen.json' is immutable .*chattr -i.*nothing was started"
+  run append_only_predictions nonzero 60 mpi 2 "$SPMD" eval --classes 3 --data x.h5 --predictions appended.h5 --json fresh.json
+  expect_in "append_only_predictions: names it" "--predictions 'appended.h5' is append-only .*chattr -a"
+  run immutable_nothing_written 0 5 bash -c "[ ! -e fresh.h5 ] && [ ! -e fresh.json ] && ! ls -A . | grep -q '\.tmp\.'"
+  chattr -i frozen.json; chattr -a appended.h5
+else
+  echo "SKIP immutable outputs: chattr +i/+a not possible here (needs root and ext4, xfs or btrfs)"
+fi
+rm -f frozen.json appended.h5
+
 finish

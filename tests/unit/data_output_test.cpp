@@ -6,6 +6,9 @@
 // leaves no temporary. And data::require_safe_outputs' rules, case by case.
 #include <gtest/gtest.h>
 #include <mpi.h>
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -140,6 +143,53 @@ TEST(DataOutput, OutputSetPublishesAllOrNone) {
   EXPECT_EQ(file_bytes(json), "{\"run\": 3}\n");
   EXPECT_EQ(file_bytes(csv), "a,b\n5,6\n");
   EXPECT_EQ(dir.entries(), (std::vector<std::string>{"log.csv", "pred.h5", "run.json"}));
+}
+
+namespace {
+// Sets or clears FS_IMMUTABLE_FL on path (root's CAP_LINUX_IMMUTABLE, a file system that has
+// it); false where that cannot be done.
+bool set_immutable(const std::string& path, bool on) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  int flags = 0;
+  bool done = ::ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0;
+  if (done) {
+    flags = on ? flags | FS_IMMUTABLE_FL : flags & ~FS_IMMUTABLE_FL;
+    done = ::ioctl(fd, FS_IOC_SETFLAGS, &flags) == 0;
+  }
+  ::close(fd);
+  return done;
+}
+}  // namespace
+
+// A destination that cannot be replaced (chattr +i after the run's start-up checks): found
+// before the first rename, so no output is published and every old file stays.
+TEST(DataOutput, AnImmutableDestinationPublishesNone) {
+  Folder dir("spmd-output");
+  const std::string h5 = dir.file("pred.h5"), json = dir.file("run.json");
+  put(json, "{\"run\": 1}\n");
+  if (!set_immutable(json, true)) GTEST_SKIP() << "cannot set the immutable flag here (needs root and ext4/xfs/btrfs)";
+  EXPECT_NE(spmd::data::replace_refusal(json).find("is immutable"), std::string::npos);
+  spmd::runtime::Context ctx(MPI_COMM_SELF, {"cpu", 1, 60.0});
+  std::string message;
+  {
+    OutputSet set(ctx);
+    write_step(h5, 2, &set);        // staged first: renamed first, were it not checked
+    set.write_text(dir.file("log.csv"), "a\n");
+    try {
+      set.write_text(json, "{\"run\": 2}\n");
+      set.publish();
+    } catch (const spmd::Error& e) {
+      message = e.what();
+    }
+  }
+  set_immutable(json, false);
+  EXPECT_NE(message.find("'" + json + "' is immutable"), std::string::npos) << message;
+  EXPECT_NE(message.find("no output was published"), std::string::npos) << message;
+  EXPECT_EQ(file_bytes(json), "{\"run\": 1}\n");
+  EXPECT_EQ(dir.entries(), (std::vector<std::string>{"run.json"}));  // no pred.h5, no log.csv, no temporaries
+  EXPECT_EQ(spmd::data::replace_refusal(json), "");
+  EXPECT_EQ(spmd::data::replace_refusal(dir.file("absent.h5")), "");
 }
 
 namespace {

@@ -50,6 +50,13 @@ class OutputSet {
   bool published_ = false;
 };
 
+// Why a rename onto final_path would fail although a temporary beside it can be written, or ""
+// (as far as can be told; the rename still says why if it fails): an existing file that is
+// immutable or append-only (chattr +i, +a), or a directory. publish() asks it of every output
+// before the first rename, so that such a file leaves all of them unpublished instead of
+// some; the CLI asks it at start-up, before any work.
+std::string replace_refusal(const std::string& final_path);
+
 // Writes text to path through a temporary in the same folder, fsync and a rename, so a
 // reader never sees half a file (no MPI). Throws spmd::Error naming the path.
 void write_text_atomic(const std::string& path, const std::string& text);
