@@ -6,10 +6,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
 
+#include "output_path.hpp"
 #include "spmd/runtime/agree.hpp"
 #include "spmd/runtime/context.hpp"
 #include "spmd/runtime/error.hpp"
@@ -46,6 +48,23 @@ std::string read_holder(int fd) {
   return text;
 }
 
+// The dead holder's temporary of the output (`.NAME.tmp.PID`, output_path.hpp), which a kill
+// -9 in the middle of a write leaves: removed now that its writer is known to be gone (the
+// lock is free, and only the lock's holder writes the output). Returns what the take-over line
+// adds ("" when there was none).
+std::string remove_unfinished_output(const std::string& output, const std::string& holder) {
+  const auto at = holder.find(", pid ");
+  if (at == std::string::npos) return "";
+  char* end = nullptr;
+  const long pid = std::strtol(holder.c_str() + at + 6, &end, 10);
+  if (pid <= 0 || end == holder.c_str() + at + 6) return "";
+  const std::string temp = output_path::temp_path_for(output, pid);
+  struct stat st {};
+  if (::lstat(temp.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return "";
+  if (::unlink(temp.c_str()) != 0) return "; its unfinished '" + temp + "' could not be removed: " + std::strerror(errno);
+  return "; removed its unfinished '" + temp + "'";
+}
+
 }  // namespace
 
 OutputLock::OutputLock(const runtime::Context& ctx, const std::string& output, const std::string& option) {
@@ -79,7 +98,8 @@ OutputLock::OutputLock(const runtime::Context& ctx, const std::string& output, c
         const std::string stale = read_holder(fd);
         if (!stale.empty())
           takeover_line_ = "# --" + option + " '" + output + "': taking over a stale lock left by " + stale +
-                           " (no process holds it: that one ended without removing it)\n";
+                           " (no process holds it: that one ended without removing it" +
+                           remove_unfinished_output(output, stale) + ")\n";
         const std::string text = holder_text() + "\n";  // for the next job's message
         if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, text.data(), text.size(), 0) != static_cast<ssize_t>(text.size())) {
           // The claim holds without the text; only another job's message would be poorer.

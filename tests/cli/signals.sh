@@ -183,10 +183,12 @@ fi
 out=$WORK/stale.dir
 mkdir -p "$out"
 echo "host ghost, pid 4242, since 2026-01-01 00:00:00" >"$out/.ck.h5.lock"
+echo "half a checkpoint" >"$out/.ck.h5.tmp.4242"  # what the killed holder was writing
 run stale_lock_taken_over 0 120 mpi 2 "$SPMD" ensemble --train "$DATA/fashion/train.h5" --test "$DATA/fashion/test.h5" \
   --train-limit 320 --test-limit 200 --eval-batch 128 --epochs 1 --checkpoint "$out/ck.h5"
 expect_in "stale_lock_taken_over: says so at start-up" \
   "^# --checkpoint '$out/ck.h5': taking over a stale lock left by host ghost, pid 4242, since 2026-01-01 00:00:00"
+expect_in "stale_lock_taken_over: removes the dead holder's temporary" "removed its unfinished '$out/.ck.h5.tmp.4242'"
 folder_holds "stale_lock_taken_over: the checkpoint, no lock" "$out" ck.h5
 
 finish

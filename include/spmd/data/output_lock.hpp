@@ -7,7 +7,8 @@
 // text says who holds it (host, pid, since when) for the refusal message. The holder
 // removes the file when it lets go; the kernel releases a flock when its process ends,
 // however it ends (SIGKILL included), so a crash never leaves a stale claim (only an
-// unlocked file, which the next job takes over and says so). A signal that ends the holder
+// unlocked file, which the next job takes over and says so, removing the temporary
+// `.NAME.tmp.PID` the dead holder may have left half written). A signal that ends the holder
 // removes the file too (runtime::LiveFile). Linux's NFS client
 // maps flock to POSIX byte-range locks, which the server arbitrates across nodes; on file
 // systems mounted without lock support (Lustre's -o noflock) the claim is a no-op, said in
