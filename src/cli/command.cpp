@@ -23,6 +23,7 @@
 #include "spmd/data/linked_files.hpp"
 #include "spmd/data/output_set.hpp"
 #include "spmd/data/output_targets.hpp"
+#include "spmd/models/onnx_graph.hpp"
 #include "spmd/runtime/agree.hpp"
 #include "spmd/runtime/io_deadline.hpp"
 #include "spmd/runtime/check.hpp"
@@ -52,6 +53,9 @@ po::options_description common_options(bool with_devices) {
       "allow-outside-files", po::bool_switch(),
       "let an HDF5 input lead outside its own folder: external links, external raw files and virtual-dataset sources "
       "elsewhere are refused without it (a file from elsewhere must not make spmd read other files)")(
+      "max-loop-iterations", po::value<std::int64_t>()->default_value(models::kDefaultMaxLoopIterations),
+      "the most iterations an ONNX Loop may run (>= 1): a model from elsewhere with a trip count of 2^62 would "
+      "run until killed; past it the node is refused")(
       "hang-timeout", real_value(300.0),
       "seconds a rank may wait in one collective before the job is stopped with a report naming the "
       "ranks that did not arrive (0 disables; else at least 1)")(
@@ -157,6 +161,7 @@ CommandLine parse_command(const std::string& command, const std::string& usage, 
     check_hang_timeout(cl.vm);
     arm_io_deadline(cl.vm);
     data::set_outside_files_allowed(cl.vm.count("allow-outside-files") && cl.vm["allow-outside-files"].as<bool>());
+    if (cl.vm.count("max-loop-iterations")) models::set_max_loop_iterations(cl.vm["max-loop-iterations"].as<std::int64_t>());
   } catch (const po::error& e) {
     throw Error(shortened(e.what(), 400) + " (see spmd " + command + " --help)");
   }

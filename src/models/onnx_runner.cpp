@@ -1,6 +1,7 @@
 // OnnxRunner: runs an OnnxGraph's node table on the CPU, its tensors' storage pooled by
 // liveness, If branches and Loop bodies by runners of their own.
 #include <algorithm>
+#include <atomic>
 #include <limits>
 #include <string_view>
 
@@ -64,6 +65,16 @@ void OnnxRunner::run_if(const ops::OpCall& call, std::size_t index) {
   for (std::size_t k = 0; k < call.out.size(); ++k) *call.out[k] = runner->output(k);
 }
 
+namespace {
+std::atomic<std::int64_t> loop_limit{kDefaultMaxLoopIterations};
+}  // namespace
+
+void set_max_loop_iterations(std::int64_t iterations) {
+  if (iterations < 1) throw Error("--max-loop-iterations must be >= 1 (got " + std::to_string(iterations) + ")");
+  loop_limit.store(iterations);
+}
+std::int64_t max_loop_iterations() { return loop_limit.load(); }
+
 // ONNX's Loop: while the iteration is below the trip count (where given) and the condition
 // holds, the body runs on (iteration, condition, carried values, captured values); its outputs
 // are the condition, the next carried values, then the scan outputs, stacked along a new first
@@ -80,6 +91,10 @@ void OnnxRunner::run_loop(const ops::OpCall& call, std::size_t index) {
   };
   const std::int64_t trips = call.has_input(0) ? scalar(0, "its trip count") : std::numeric_limits<std::int64_t>::max();
   bool go = !call.has_input(1) || scalar(1, "its condition") != 0;
+  const std::int64_t limit = max_loop_iterations();
+  if (trips > limit && call.has_input(0))
+    call.fail("its trip count is " + std::to_string(trips) + ", over --max-loop-iterations " + std::to_string(limit) +
+              " (raise it for a model you trust)");
   const auto carried = static_cast<std::size_t>(call.node.attrs.i(kLoopCarriedAttr, 0));
   const std::size_t scans = call.out.size() - carried;
   for (std::size_t k = 0; k < carried; ++k) *call.out[k] = *call.in[2 + k];
@@ -89,6 +104,9 @@ void OnnxRunner::run_loop(const ops::OpCall& call, std::size_t index) {
   for (std::size_t k = 2 + carried; k < call.in.size(); ++k) runner->input(k) = *call.in[k];
   std::int64_t i = 0;
   for (; i < trips && go; ++i) {
+    if (i == limit)
+      call.fail("ran " + std::to_string(limit) + " iterations (--max-loop-iterations) and its condition still holds " +
+                "(raise the option for a model you trust)");
     runner->input(0).reset(ops::ElemType::Int64, {});
     runner->input(0).i[0] = i;
     runner->input(1).reset(ops::ElemType::Int64, {});

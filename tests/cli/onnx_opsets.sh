@@ -135,6 +135,41 @@ for c in "link_outside:outside the model's folder" "link_dir_outside:resolves to
   run "info_external_$name" nonzero 30 "$SPMD" model info "$WORK/case_$name/model.onnx"
   expect_in "model info refuses external_$name too" "$pattern"
 done
+# Loops from a stranger's model: a trip count past --max-loop-iterations refused before the first
+# iteration, a condition that never ends stopped at the limit, both naming the node and the
+# option; within the limit the Loop runs. model info does not run it.
+run loop_models 0 60 $PY - "$WORK" <<'PYEOF'
+import sys, numpy as np, onnx
+from onnx import helper, numpy_helper, TensorProto as T
+work = sys.argv[1]
+w = numpy_helper.from_array(np.random.default_rng(4).normal(size=(784, 10)).astype(np.float32), "w")
+body = helper.make_graph([helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+                          helper.make_node("Add", ["acc_in", "one"], ["acc_out"])], "body",
+                         [helper.make_tensor_value_info("i", T.INT64, []), helper.make_tensor_value_info("cond_in", T.BOOL, []),
+                          helper.make_tensor_value_info("acc_in", T.FLOAT, [])],
+                         [helper.make_tensor_value_info("cond_out", T.BOOL, []), helper.make_tensor_value_info("acc_out", T.FLOAT, [])],
+                         [numpy_helper.from_array(np.array(1.0, np.float32), "one")])
+for name, trips in (("loop_10", 10), ("loop_2p62", 2**62), ("loop_endless", None)):
+    inits = [w, numpy_helper.from_array(np.array(True), "go"), numpy_helper.from_array(np.array(0.0, np.float32), "acc0")]
+    if trips is not None: inits.append(numpy_helper.from_array(np.array(trips, np.int64), "trips"))
+    g = helper.make_graph([helper.make_node("Flatten", ["x"], ["f"]), helper.make_node("MatMul", ["f", "w"], ["z"]),
+                           helper.make_node("Loop", ["trips" if trips is not None else "", "go", "acc0"], ["acc"], body=body),
+                           helper.make_node("Add", ["z", "acc"], ["y"])], name,
+                          [helper.make_tensor_value_info("x", T.FLOAT, ["batch", 28, 28, 1])],
+                          [helper.make_tensor_value_info("y", T.FLOAT, ["batch", 10])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    onnx.checker.check_model(m)
+    onnx.save(m, f"{work}/{name}.onnx")
+PYEOF
+run eval_loop_10 0 60 "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/loop_10.onnx" --predictions "$WORK/loop_10.h5"
+refuse loop_over_limit 2 "Loop.*its trip count is 4611686018427387904, over --max-loop-iterations 1000000" \
+  "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/loop_2p62.onnx" --predictions "$OUT/p.h5"
+refuse loop_10_over_option 2 "its trip count is 10, over --max-loop-iterations 5" \
+  "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/loop_10.onnx" --max-loop-iterations 5 --predictions "$OUT/p.h5"
+refuse loop_endless 2 "ran 1000 iterations \(--max-loop-iterations\) and its condition still holds" \
+  "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/loop_endless.onnx" --max-loop-iterations 1000 --predictions "$OUT/p.h5"
+run info_loop_2p62 0 30 "$SPMD" model info "$WORK/loop_2p62.onnx"
+
 # A model file of 2 GiB or more (a sparse file here): protobuf's limit, refused from its size
 # before it is read, with what to do instead.
 run make_huge 0 10 truncate -s 2200M "$WORK/huge.onnx"

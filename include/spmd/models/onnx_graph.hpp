@@ -16,6 +16,14 @@
 
 namespace spmd::models {
 
+// The most iterations an ONNX Loop runs (the CLI's --max-loop-iterations, one value for the
+// process). A model is untrusted input: a trip count of 2^62, constant or computed, would run
+// until the job is killed; past the limit the Loop is refused naming its node and the option,
+// before the first iteration when the trip count says so.
+inline constexpr std::int64_t kDefaultMaxLoopIterations = 1000000;
+void set_max_loop_iterations(std::int64_t iterations);  // >= 1
+std::int64_t max_loop_iterations();
+
 // A serialized TensorProto file (ONNX's test data: input_0.pb) as a tensor; spmd::Error naming
 // the file when it cannot be read or holds another element type.
 ops::Tensor read_onnx_tensor(const std::string& path);
