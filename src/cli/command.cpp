@@ -442,6 +442,9 @@ CommandLine parse_validated(const std::string& command, const std::string& usage
     if (validate) validate(cl.vm);
   });
   share_identities(node.comm(), cl);
+  // On every rank: a file an input links to (a virtual dataset's source, ...) that is one of
+  // these is refused when the input is opened.
+  data::set_run_outputs(file_arguments(cl.vm, with_common(files.outputs, "json"), files.mpi_io));
   make_canonical(cl);
   runtime::require_identical_on_all_ranks(MPI_COMM_WORLD, cl.canonical, "options or input files");
   return cl;

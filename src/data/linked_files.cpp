@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "spmd/data/file_identity.hpp"
 #include "spmd/data/h5_handle.hpp"
 #include "spmd/runtime/check.hpp"
 #include "spmd/runtime/error.hpp"
@@ -17,6 +18,7 @@ namespace {
 namespace fs = std::filesystem;
 
 bool g_outside_allowed = false;
+std::vector<FileArgument> g_run_outputs;
 
 constexpr int kMaxVirtualDepth = 8;  // sources of sources: deeper is refused as a probable loop
 
@@ -64,6 +66,21 @@ struct Checker {
                 "read it");
   }
 
+  // An output's final name, resolved, or the same file under another name (a hard link).
+  void not_an_output(const std::string& how, const fs::path& target) const {
+    const fs::path real = resolved(target);
+    const FileIdentity target_id = file_identity(real.string());
+    for (const auto& out : g_run_outputs) {
+      const FileIdentity out_id = file_identity(out.path);
+      const bool same = real == resolved(out.path) ||
+                        (target_id.size >= 0 && out_id.size >= 0 && target_id.device == out_id.device && target_id.inode == out_id.inode);
+      if (same)
+        throw Error(culprit + " " + how + " '" + target.string() + "', which is --" + out.option + " '" + out.path +
+                    "', an output of this run: the run would read what it writes (or an earlier run's output as data). "
+                    "Give the output another name");
+    }
+  }
+
   void external_links(hid_t file, const std::string& name) const {
     std::string prefix;
     for (std::size_t at = 0; at != std::string::npos;) {
@@ -87,19 +104,20 @@ struct Checker {
         throw Error(culprit + " is reached through an external link '" + prefix + "' that cannot be read");
       }
       const fs::path target = located(target_file, folder);
+      not_an_output("is reached through an external link '" + prefix + "' into", target);
       if (!g_outside_allowed && !inside(folder, target))
         outside("is reached through an external link '" + prefix + "' (to '" + std::string(target_object) + "') in", target);
     }
   }
 
   void external_raw(const ExternalFiles& external) const {
-    if (g_outside_allowed) return;
     // HDF5_EXTFILE_PREFIX is the user's own word on where the raw files are: its folder counts.
     const char* prefix = std::getenv("HDF5_EXTFILE_PREFIX");
     const fs::path named = prefix != nullptr && *prefix ? resolved(prefix) : fs::path();
     for (const auto& f : external.files) {
       const fs::path p = f.path.empty() ? located(f.name, folder) : fs::path(f.path);
-      if (!inside(folder, p) && (named.empty() || !inside(named, p)))
+      not_an_output("keeps its values (HDF5 external storage) in the raw file", p);
+      if (!g_outside_allowed && !inside(folder, p) && (named.empty() || !inside(named, p)))
         outside("keeps its values (HDF5 external storage) in the raw file", p);
     }
   }
@@ -134,6 +152,7 @@ struct Checker {
                                   "' in '" + source_file + "')";
       const bool same_file = source_file == ".";
       const fs::path source = same_file ? file : located(source_file, file.parent_path());
+      if (!same_file) not_an_output("reads its " + mapping + " from", source);
       if (!same_file && !g_outside_allowed && !inside(folder, source)) outside("reads its " + mapping + " from", source);
       if (!same_file && !path_exists(source))
         throw Error(culprit + ": the file of its " + mapping + " is not at '" + source.string() +
@@ -169,6 +188,7 @@ struct Checker {
 
 void set_outside_files_allowed(bool allowed) { g_outside_allowed = allowed; }
 bool outside_files_allowed() { return g_outside_allowed; }
+void set_run_outputs(std::vector<FileArgument> outputs) { g_run_outputs = std::move(outputs); }
 
 void check_linked_files(hid_t file, const std::string& file_path, const std::string& name, const std::string& role,
                         hid_t dataset, const ExternalFiles& external) {

@@ -7,7 +7,8 @@
 # of a native copy, bit for bit); a virtual dataset whose source file or dataset is missing
 # (HDF5 would read fill values and report an accuracy over zeros) or that is its own source
 # (HDF5 recursed until a segfault) is refused; sources, links and raw files beside the file
-# are read as before. Every refusal within seconds on every rank, no output left.
+# are read as before; a linked file that is an output of the run (a source named as
+# --predictions, --json or --weights-out) is refused. Every refusal within seconds on every rank, no output left.
 source "$(dirname "$0")/../support/cli_lib.sh"
 source "$(dirname "$0")/../support/rank_exits.sh"
 PY=/usr/bin/python3
@@ -91,6 +92,19 @@ done
 (cd "$WORK" && run logreg_vds_beside_from_parent 0 60 mpi 2 "$SPMD" logreg --data in/vds_beside.h5 "${LOGREG[@]}" \
   --weights-out "$WORK/w_parent.h5")
 run vds_beside_from_parent_same_bits 0 30 same_weights "$WORK/w_native.h5" "$WORK/w_parent.h5"
+
+# A linked file that is an output of the run: the run would replace what it reads (or read an
+# earlier run's output as data). Refused with or without the option, the file untouched.
+sums_before=$(md5sum source_beside.h5 raw_beside.bin)
+for allow in "" --allow-outside-files; do
+  refuse "vds_source_is_predictions$allow" 2 "'vds_beside.h5': features dataset '/?X' reads its source 0 .* which is --predictions 'source_beside.h5', an output of this run" \
+    "$SPMD" eval --data vds_beside.h5 --classes 3 $allow --predictions source_beside.h5
+  refuse "elink_target_is_json$allow" 2 "'elink_beside.h5': features dataset '/?X' is reached through an external link '/X' into .* which is --json '$WORK/in/source_beside.h5', an output" \
+    "$SPMD" logreg --data elink_beside.h5 "${LOGREG[@]}" $allow --json "$WORK/in/source_beside.h5"
+  refuse "raw_file_is_weights_out$allow" 2 "'raw_beside.h5': features dataset '/?X' keeps its values \(HDF5 external storage\) in the raw file 'raw_beside.bin', which is --weights-out '../in/raw_beside.bin', an output" \
+    "$SPMD" logreg --data raw_beside.h5 "${LOGREG[@]}" $allow --weights-out ../in/raw_beside.bin
+done
+run linked_outputs_untouched 0 10 test "$sums_before" = "$(md5sum source_beside.h5 raw_beside.bin)"
 
 # Virtual datasets that would read fill values or recurse: refused, with or without the option.
 for allow in "" --allow-outside-files; do
