@@ -20,6 +20,7 @@
 #include "spmd/backends/backend.hpp"
 #include "spmd/data/file_identity.hpp"
 #include "spmd/data/h5_file.hpp"
+#include "spmd/data/h5_metadata_probe.hpp"
 #include "spmd/data/linked_files.hpp"
 #include "spmd/data/output_set.hpp"
 #include "spmd/data/output_targets.hpp"
@@ -56,6 +57,9 @@ po::options_description common_options(bool with_devices) {
       "max-loop-iterations", po::value<std::int64_t>()->default_value(models::kDefaultMaxLoopIterations),
       "the most iterations an ONNX Loop may run (>= 1): a model from elsewhere with a trip count of 2^62 would "
       "run until killed; past it the node is refused")(
+      "max-range-length", po::value<std::int64_t>()->default_value(ops::kDefaultMaxRangeLength),
+      "the most values an ONNX Range may make (>= 1): its bounds come from the model or its input; past it the node "
+      "is refused")(
       "hang-timeout", real_value(300.0),
       "seconds a rank may wait in one collective before the job is stopped with a report naming the "
       "ranks that did not arrive (0 disables; else at least 1)")(
@@ -162,6 +166,7 @@ CommandLine parse_command(const std::string& command, const std::string& usage, 
     arm_io_deadline(cl.vm);
     data::set_outside_files_allowed(cl.vm.count("allow-outside-files") && cl.vm["allow-outside-files"].as<bool>());
     if (cl.vm.count("max-loop-iterations")) models::set_max_loop_iterations(cl.vm["max-loop-iterations"].as<std::int64_t>());
+    if (cl.vm.count("max-range-length")) ops::set_max_range_length(cl.vm["max-range-length"].as<std::int64_t>());
   } catch (const po::error& e) {
     throw Error(shortened(e.what(), 400) + " (see spmd " + command + " --help)");
   }
@@ -440,6 +445,8 @@ CommandLine parse_validated(const std::string& command, const std::string& usage
     require_writable_destination(cl.vm, "json");
     require_safe_outputs(cl.vm, files);
     if (validate) validate(cl.vm);
+    // Last: the inputs are known to be readable files now.
+    for (const auto& in : cl.inputs) data::require_hdf5_walk_survives(in.path);
   });
   share_identities(node.comm(), cl);
   // On every rank: a file an input links to (a virtual dataset's source, ...) that is one of

@@ -382,6 +382,7 @@ std::shared_ptr<const OnnxGraph> OnnxGraph::load(const std::string& path, const 
     g->outputs_.push_back({graph.output(k).name(), dims_of(graph.output(k))});
     g->output_index_.push_back(reader.output_slot(graph, k, s));
   }
+  if (graph.output_size() == 0) throw Error(what + " declares no graph outputs: there is nothing to evaluate");
   if (!output.empty() && g->outputs_.empty()) {
     std::string names;
     for (int k = 0; k < graph.output_size() && k < 8; ++k) names += (k ? ", '" : "'") + graph.output(k).name() + "'";

@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <map>
 #include <stdexcept>
 
@@ -23,26 +24,35 @@ thread_local bool scope_open = false;
 
 // Only growth counts, against what is free now plus what this op was already granted: a buffer
 // reused at its size asks for nothing, and earlier ops' outputs, written, have left the node's
-// free memory; this op's own are not yet written.
+// free memory; this op's own are not yet written. Every rank of the node and every device of a
+// rank asks for the same size at about the same moment (SPMD), so the node must hold it that
+// many times, and the process as many times as it has devices.
 // `what` names the buffer for a refusal; it is called only then (every op's outputs come here).
 template <class What>
 void require_room(const What& what, double grow_bytes) {
   constexpr double kAskFrom = 64.0 * 1024 * 1024;  // below this, reading /proc costs more than it saves
   if (grow_bytes <= 0) return;
-  const double node_need = scope_open ? granted_in_scope + grow_bytes : grow_bytes;
+  const double op_need = scope_open ? granted_in_scope + grow_bytes : grow_bytes;
   if (grow_bytes >= kAskFrom) {
+    const runtime::MemorySharers sharers = runtime::memory_sharers();
+    const double node_need = op_need * sharers.total(), process_need = grow_bytes * sharers.devices_per_rank;
     const runtime::MemoryRoom node = runtime::node_memory_room(), process = runtime::address_space_room();
     // RLIMIT_AS's room is less the address space already mapped: this op's grants are in it.
     const bool node_short = node_need > node.bytes;
-    if (node_short || grow_bytes > process.bytes) {
+    if (node_short || process_need > process.bytes) {
       const runtime::MemoryRoom& room = node_short ? node : process;
-      const bool with_others = node_short && node_need > grow_bytes;
-      throw TooLarge(what() + " (" + runtime::format_bytes(grow_bytes) + " more" +
-                     (with_others ? "; " + runtime::format_bytes(node_need) + " with the op's other new buffers" : "") +
-                     "): more than the " + runtime::format_bytes(room.bytes) + " free (" + room.source + ")");
+      std::string need = runtime::format_bytes(grow_bytes) + " more";
+      if (node_short && op_need > grow_bytes) need += "; " + runtime::format_bytes(op_need) + " with the op's other new buffers";
+      const int times = node_short ? sharers.total() : sharers.devices_per_rank;
+      if (times > 1)
+        need += "; " + runtime::format_bytes(node_short ? node_need : process_need) + " for " +
+                (node_short ? "this node's " + std::to_string(sharers.ranks_on_node) + " rank(s) x " +
+                                  std::to_string(sharers.devices_per_rank) + " device(s)"
+                            : "this rank's " + std::to_string(times) + " devices") + " running it at once";
+      throw TooLarge(what() + " (" + need + "): more than the " + runtime::format_bytes(room.bytes) + " free (" + room.source + ")");
     }
   }
-  if (scope_open) granted_in_scope = node_need;
+  if (scope_open) granted_in_scope = op_need;
 }
 
 // The element count of `dims`, or TooLarge for a negative dimension or past 2^40 elements.
@@ -58,6 +68,16 @@ std::int64_t element_count(const std::vector<std::int64_t>& dims, const What& wh
   return count;
 }
 }  // namespace
+
+namespace {
+std::atomic<std::int64_t> range_limit{kDefaultMaxRangeLength};
+}  // namespace
+
+void set_max_range_length(std::int64_t length) {
+  if (length < 1) throw Error("--max-range-length must be >= 1 (got " + std::to_string(length) + ")");
+  range_limit.store(length);
+}
+std::int64_t max_range_length() { return range_limit.load(); }
 
 OpMemoryScope::OpMemoryScope() : outer_granted_(granted_in_scope), outer_open_(scope_open) {
   granted_in_scope = 0;

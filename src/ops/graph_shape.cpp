@@ -1,7 +1,10 @@
 // Graph ops that move or select elements, and the shape arithmetic exporters emit (Shape,
 // Gather, Slice, Concat, Cast, ConstantOfShape on small int64 tensors).
 #include <algorithm>
+#include <charconv>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <numeric>
 
 #include "spmd/ops/graph_op.hpp"
@@ -53,6 +56,9 @@ void reshape(const OpCall& c) {
       if (infer >= 0) c.fail("more than one -1 in the target shape");
       infer = static_cast<std::int64_t>(k);
     } else {
+      if (dims[k] < 0) c.fail("a negative dimension (" + std::to_string(dims[k]) + ") in the target shape " + to_string(dims));
+      if (dims[k] > 0 && known > std::numeric_limits<std::int64_t>::max() / dims[k])
+        c.fail("the target shape " + to_string(dims) + " overflows a 64-bit size");
       known *= dims[k];
     }
   }
@@ -93,7 +99,12 @@ void unsqueeze(const OpCall& c) {
   const auto axes = c.node.opset < 13 ? c.node.attrs.ints_or("axes", {}) : c.input(1).as_ints();
   const std::size_t rank = x.shape.size() + axes.size();
   std::vector<bool> added(rank, false);
-  for (const auto a : axes) added[c.axis(a, rank)] = true;
+  for (const auto a : axes) {
+    const std::size_t at = c.axis(a, rank);
+    // Twice the same axis would leave the output a dimension short of `rank`.
+    if (added[at]) c.fail("axes " + to_string(axes) + " name axis " + std::to_string(at) + " twice");
+    added[at] = true;
+  }
   std::vector<std::int64_t> shape;
   for (std::size_t k = 0, from = 0; k < rank; ++k) shape.push_back(added[k] ? 1 : x.shape[from++]);
   copy_as(c, shape);
@@ -209,7 +220,13 @@ void tile(const OpCall& c) {
   const auto repeats = c.input(1).as_ints();
   if (repeats.size() != x.shape.size()) c.fail("repeats has " + std::to_string(repeats.size()) + " values for rank " + std::to_string(x.shape.size()));
   auto shape = x.shape;
-  for (std::size_t d = 0; d < shape.size(); ++d) shape[d] *= repeats[d];
+  for (std::size_t d = 0; d < shape.size(); ++d) {
+    if (repeats[d] < 0) c.fail("a negative repeat (" + std::to_string(repeats[d]) + ") on axis " + std::to_string(d));
+    if (repeats[d] > 0 && shape[d] > std::numeric_limits<std::int64_t>::max() / repeats[d])
+      c.fail("dimension " + std::to_string(shape[d]) + " repeated " + std::to_string(repeats[d]) + " times on axis " +
+             std::to_string(d) + " overflows a 64-bit size");
+    shape[d] *= repeats[d];
+  }
   const auto in_strides = strides_of(x.shape);
   Tensor& y = *c.out[0];
   y.reset(x.type, shape);
@@ -220,21 +237,45 @@ void tile(const OpCall& c) {
   });
 }
 
-// Range(start, limit, delta): scalars of one type; max(ceil((limit - start) / delta), 0) values.
+namespace {
+std::string shortest(float v) {
+  char text[32];
+  const auto end = std::to_chars(text, text + sizeof text, v).ptr;
+  return std::string(text, end);
+}
+}  // namespace
+
+// Range(start, limit, delta): scalars of one type; max(ceil((limit - start) / delta), 0) values,
+// at most --max-range-length: a model's constants (or its input) decide the length.
 void range(const OpCall& c) {
   const Tensor& start = c.input(0);
   Tensor& y = *c.out[0];
+  const std::int64_t limit = max_range_length();
+  const auto over = [&](const std::string& count) {
+    c.fail("it would make " + count + " values, over --max-range-length " + std::to_string(limit) +
+           " (raise it for a model you trust)");
+  };
   if (start.type == ElemType::Float32) {
     const float s = start.f.at(0), l = c.float_input(1).f.at(0), d = c.float_input(2).f.at(0);
-    const auto n = std::max<std::int64_t>(0, static_cast<std::int64_t>(std::ceil((l - s) / d)));
+    if (d == 0) c.fail("a delta of 0");
+    const float q = std::ceil((l - s) / d);
+    if (!std::isfinite(q))
+      c.fail("start " + shortest(s) + ", limit " + shortest(l) + " and delta " + shortest(d) + " give no finite count");
+    if (q > static_cast<float>(limit)) over(shortest(q));
+    const auto n = std::max<std::int64_t>(0, static_cast<std::int64_t>(q));
     y.reset(ElemType::Float32, {n});
     for (std::int64_t k = 0; k < n; ++k) y.f[static_cast<std::size_t>(k)] = s + static_cast<float>(k) * d;
   } else {
     const std::int64_t s = start.i.at(0), l = c.input(1).as_ints().at(0), d = c.input(2).as_ints().at(0);
     if (d == 0) c.fail("a delta of 0");
-    const std::int64_t n = std::max<std::int64_t>(0, (l - s + d + (d > 0 ? -1 : 1)) / d);
-    y.reset(ElemType::Int64, {n});
-    for (std::int64_t k = 0; k < n; ++k) y.i[static_cast<std::size_t>(k)] = s + k * d;
+    // In unsigned arithmetic: limit - start spans up to 2^64 - 1, past int64.
+    const auto us = static_cast<std::uint64_t>(s), ul = static_cast<std::uint64_t>(l), ud = static_cast<std::uint64_t>(d);
+    std::uint64_t n = 0;
+    if (d > 0 && l > s) n = (ul - us - 1) / ud + 1;
+    if (d < 0 && l < s) n = (us - ul - 1) / (0 - ud) + 1;
+    if (n > static_cast<std::uint64_t>(limit)) over(std::to_string(n));
+    y.reset(ElemType::Int64, {static_cast<std::int64_t>(n)});
+    for (std::uint64_t k = 0; k < n; ++k) y.i[static_cast<std::size_t>(k)] = static_cast<std::int64_t>(us + k * ud);
   }
 }
 

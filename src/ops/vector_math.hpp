@@ -16,7 +16,9 @@
 namespace spmd::ops {
 
 [[gnu::always_inline]] inline float fast_exp(float x) {
-  const float c = x < -87.3f ? -87.3f : x > 88.72283f ? 88.72283f : x;
+  // NaN takes the low bound here (its result is chosen below): a NaN reaching the int cast
+  // would be undefined behaviour, though the vector instruction gives a harmless INT_MIN.
+  const float c = x >= -87.3f ? (x > 88.72283f ? 88.72283f : x) : -87.3f;
   // n = round(c / ln 2) by the 1.5 * 2^23 trick (vectorises, unlike nearbyint), r = c - n ln 2
   // with ln 2 split in two for an exact product.
   const float n = (c * 1.44269504088896341f + 12582912.0f) - 12582912.0f;

@@ -1,4 +1,5 @@
 #include "spmd/runtime/context.hpp"
+#include "spmd/runtime/memory_limits.hpp"
 
 #include <unistd.h>
 
@@ -88,6 +89,7 @@ Context::Context(MPI_Comm comm, const ContextOptions& options)
     agree_or_throw(comm, rank_tag() + ": ranks disagree on devices per rank (" + std::to_string(lo[0]) + ".." +
                              std::to_string(hi[0]) + ") or backend; every rank must have the same devices");
   pool_ = std::make_unique<DevicePool>(std::move(devices));
+  set_memory_sharers({local_size_, pool_->size()});
   if (rank_ == options.slow_rank) pool_->set_simulated_delay(options.slow_seconds);
   watchdog_ = std::make_unique<Watchdog>(comm, options.hang_timeout_s);
 }

@@ -3,6 +3,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -77,6 +78,16 @@ std::string format_bytes(double bytes) {
   std::snprintf(text, sizeof text, u == 0 ? "%.0f %s" : "%.1f %s", bytes, units[u]);
   return text;
 }
+
+namespace {
+std::atomic<int> sharer_ranks{1}, sharer_devices{1};
+}  // namespace
+
+void set_memory_sharers(MemorySharers sharers) {
+  sharer_ranks.store(std::max(1, sharers.ranks_on_node));
+  sharer_devices.store(std::max(1, sharers.devices_per_rank));
+}
+MemorySharers memory_sharers() { return {sharer_ranks.load(), sharer_devices.load()}; }
 
 MemoryRoom node_memory_room() {
   MemoryRoom room;

@@ -89,4 +89,26 @@ for input in "$REG"/fuzz_config_file/*; do
   base=$(basename "$input")
   for cmd in info logreg; do replay "config[$base, $cmd]" "$SPMD" $cmd --config "$input"; done
 done
+# HDF5 data files (fuzz_h5_file): each through spmd data info and spmd eval. Some crash the
+# HDF5 library itself (a heap overflow in its global-heap read): start-up's walk in a child
+# process must refuse them naming the file, before any rank opens them.
+for input in "$REG"/fuzz_h5_file/*; do
+  [ -f "$input" ] || continue
+  name="h5[$(basename "$input")]"
+  replay "$name info" "$SPMD" data info "$input"
+  replay "$name eval" "$SPMD" eval --data "$input" --classes 3 --predictions "$WORK/h5_pred.h5"
+  [ "$REPLAY_RC" = 1 ] && { [ ! -e "$WORK/h5_pred.h5" ] || fail "$name: predictions written for a bad input"; }
+  rm -f "$WORK/h5_pred.h5"
+done
+
+# ONNX models (fuzz_onnx_model): each through spmd model info and spmd eval on 20 images.
+fashion_subset 20 "$WORK/sub.h5"
+for input in "$REG"/fuzz_onnx_model/*; do
+  [ -f "$input" ] || continue
+  name="onnx[$(basename "$input")]"
+  replay "$name info" "$SPMD" model info "$input"
+  replay "$name eval" "$SPMD" eval --data "$WORK/sub.h5" --model onnx --weights "$input" --predictions "$WORK/onnx_pred.h5"
+  rm -f "$WORK/onnx_pred.h5"
+done
+
 finish

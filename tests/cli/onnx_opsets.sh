@@ -5,7 +5,8 @@
 # every test must pass, none unsupported); IR 9 and 10 files
 # read without the library's checker; opsets outside 1-22 refused on every rank naming the
 # opset, nothing written; weights in an external data file read as if inline, only from the
-# model's folder, checked from sizes; a model past protobuf's 2 GiB refused from its size.
+# model's folder, checked from sizes; a model past protobuf's 2 GiB refused from its size; Range
+# bounded by --max-range-length, a tensor past the node's memory counted once per rank and device.
 # Needs npm's onnxruntime-node (tools/setup.sh installs it); skipped visibly without.
 source "$(dirname "$0")/../support/cli_lib.sh"
 source "$(dirname "$0")/../support/rank_exits.sh"
@@ -169,6 +170,64 @@ refuse loop_10_over_option 2 "its trip count is 10, over --max-loop-iterations 5
 refuse loop_endless 2 "ran 1000 iterations \(--max-loop-iterations\) and its condition still holds" \
   "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/loop_endless.onnx" --max-loop-iterations 1000 --predictions "$OUT/p.h5"
 run info_loop_2p62 0 30 "$SPMD" model info "$WORK/loop_2p62.onnx"
+
+# Range from a stranger's model: bounds at the ends of int64, both directions, give the values
+# ONNX defines (the same bits as a model holding them as a constant); a length past
+# --max-range-length, a zero delta and bounds that give no finite count refused naming the node.
+# An Expand that fits the node's free memory once but not once per rank refused before any of
+# it is allocated (each rank alone would have been granted it, and the node OOM-killed).
+run range_models 0 60 $PY - "$WORK" <<'PYEOF'
+import sys, numpy as np, onnx
+from onnx import helper, numpy_helper, TensorProto as T
+work = sys.argv[1]
+w = numpy_helper.from_array(np.random.default_rng(5).normal(size=(784, 10)).astype(np.float32), "w")
+c = lambda v, name, dt: numpy_helper.from_array(np.array(v, dt), name)
+lo, hi = np.iinfo(np.int64).min, np.iinfo(np.int64).max
+def model(name, nodes, inits):
+    g = helper.make_graph([helper.make_node("Flatten", ["x"], ["f"]), helper.make_node("MatMul", ["f", "w"], ["z"])] + nodes +
+                          [helper.make_node("Add", ["z", "offsets"], ["y"])], name,
+                          [helper.make_tensor_value_info("x", T.FLOAT, ["batch", 28, 28, 1])],
+                          [helper.make_tensor_value_info("y", T.FLOAT, ["batch", 10])], [w] + inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    onnx.checker.check_model(m)
+    onnx.save(m, f"{work}/{name}.onnx")
+R = lambda out, s, l, d: helper.make_node("Range", [s, l, d], [out])
+model("range_ends", [R("rf", "fs", "fl", "fd"), R("up", "lo", "lo10", "one"), R("down", "hi", "hi10", "minus1"),
+                     helper.make_node("Sub", ["up", "lo"], ["up0"]), helper.make_node("Sub", ["down", "hi"], ["down0"]),
+                     helper.make_node("Cast", ["up0"], ["upf"], to=T.FLOAT), helper.make_node("Cast", ["down0"], ["downf"], to=T.FLOAT),
+                     helper.make_node("Add", ["rf", "upf"], ["a"]), helper.make_node("Sub", ["a", "downf"], ["offsets"])],
+      [c(0.5, "fs", np.float32), c(10, "fl", np.float32), c(1, "fd", np.float32), c(lo, "lo", np.int64), c(lo + 10, "lo10", np.int64),
+       c(1, "one", np.int64), c(hi, "hi", np.int64), c(hi - 10, "hi10", np.int64), c(-1, "minus1", np.int64)])
+offsets = (np.arange(0.5, 10, 1, dtype=np.float32) + np.arange(10).astype(np.float32)) + np.arange(10).astype(np.float32)
+model("range_constant", [helper.make_node("Identity", ["k"], ["offsets"])], [c(offsets, "k", np.float32)])
+def bad(name, s, l, d, dt):
+    model(name, [R("r", "s", "l", "d"), helper.make_node("ReduceSum", ["r"], ["rs"], keepdims=0),
+                 helper.make_node("Cast", ["rs"], ["offsets"], to=T.FLOAT)], [c(s, "s", dt), c(l, "l", dt), c(d, "d", dt)])
+bad("range_int64_span", lo, hi, 1, np.int64)
+bad("range_100", 0, 100, 1, np.int64)
+bad("range_zero_delta", 0.0, 10.0, 0.0, np.float32)
+bad("range_nan", 0.0, np.nan, 1.0, np.float32)
+free = min(int(l.split()[1]) * 1024 for l in open("/proc/meminfo") if l.startswith("MemAvailable"))
+values = int(0.7 * free / 4)  # 70 % of the node's free memory as float32
+model("expand_most_of_node", [helper.make_node("Expand", ["one_f", "shape"], ["e"]), helper.make_node("ReduceSum", ["e"], ["offsets"], keepdims=0)],
+      [c([1.0], "one_f", np.float32), c([values], "shape", np.int64)])
+PYEOF
+run eval_range_ends 0 60 "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/range_ends.onnx" --predictions "$WORK/range_ends.h5"
+run eval_range_constant 0 60 "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/range_constant.onnx" --predictions "$WORK/range_constant.h5"
+run range_ends_same_bits 0 30 same_predictions "$WORK/range_ends.h5" "$WORK/range_constant.h5"
+refuse range_int64_span 2 "node 'r' \(Range\): it would make 18446744073709551615 values, over --max-range-length 16777216" \
+  "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/range_int64_span.onnx" --predictions "$OUT/p.h5"
+refuse range_over_option 2 "it would make 100 values, over --max-range-length 99" \
+  "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/range_100.onnx" --max-range-length 99 --predictions "$OUT/p.h5"
+run range_100_within 0 60 "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/range_100.onnx" --max-range-length 100 --predictions "$WORK/r100.h5"
+refuse range_zero_delta 2 "node 'r' \(Range\): a delta of 0" \
+  "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/range_zero_delta.onnx" --predictions "$OUT/p.h5"
+refuse range_nan 2 "node 'r' \(Range\): start 0, limit nan and delta 1 give no finite count" \
+  "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/range_nan.onnx" --predictions "$OUT/p.h5"
+refuse expand_once_per_rank 2 "node 'e' \(Expand\): too large for this rank: .* for this node's 2 rank\(s\) x 1 device\(s\) running it at once" \
+  "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/expand_most_of_node.onnx" --predictions "$OUT/p.h5"
+refuse expand_once_per_device 1 "node 'e' \(Expand\): too large for this rank: .* for this node's 1 rank\(s\) x 2 device\(s\) running it at once" \
+  "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/expand_most_of_node.onnx" --devices 2 --predictions "$OUT/p.h5"
 
 # A model file of 2 GiB or more (a sparse file here): protobuf's limit, refused from its size
 # before it is read, with what to do instead.

@@ -8,6 +8,11 @@
 #include <cstdint>
 
 #include "../../src/cli/command.hpp"
+#include "../../src/cli/commands.hpp"
+
+// The spmd program's (src/cli/main.cpp, not in the library): the parser prints --help through
+// it. Each target is a program of its own, including this once.
+void spmd::cli::print_root(const std::string&) {}
 
 namespace spmd::fuzz {
 

@@ -12,25 +12,18 @@
 #include <cstdio>
 #include <string>
 
+#include "fuzz_input_file.hpp"
 #include "spmd/data/fashion_mnist.hpp"
 #include "spmd/runtime/error.hpp"
 
 namespace {
 
 const std::string& input_path() {
-  static const std::string path = [] {
-    const char* dir = std::getenv("TMPDIR");
-    return std::string(dir && *dir ? dir : "/tmp") + "/spmd-fuzz-idx." + std::to_string(::getpid()) + ".gz";
-  }();
+  static const std::string path = spmd::fuzz::input_file_path("idx", ".gz");
   return path;
 }
 
-void write_input(const std::uint8_t* data, std::size_t size) {
-  std::FILE* f = std::fopen(input_path().c_str(), "wb");
-  if (!f) __builtin_trap();  // the harness itself is broken, not the importer
-  if (size && std::fwrite(data, 1, size, f) != size) __builtin_trap();
-  std::fclose(f);
-}
+void write_input(const std::uint8_t* data, std::size_t size) { spmd::fuzz::write_input_file(input_path(), data, size); }
 
 }  // namespace
 

@@ -49,6 +49,13 @@ struct TooLarge : std::length_error {
   using std::length_error::length_error;
 };
 
+// The most values an ONNX Range may make (the CLI's --max-range-length, one value for the
+// process): its start, limit and delta come from the model's constants or its input, and a
+// stranger's model can ask for 2^62 of them. Past it the node is refused naming the option.
+inline constexpr std::int64_t kDefaultMaxRangeLength = std::int64_t{1} << 24;
+void set_max_range_length(std::int64_t length);  // >= 1
+std::int64_t max_range_length();
+
 // While one lives, the sizes this thread's Tensor::reset and scratch() grant are counted
 // together: an op's output is not yet written (its pages not yet taken from the node's free
 // memory) when the op asks for its scratch. The graph runner opens one per op call.

@@ -23,6 +23,18 @@ MemoryRoom node_memory_room();
 // This process's room under RLIMIT_AS: the limit less its current address space (VmSize).
 MemoryRoom address_space_room();
 
+// Who draws the same sizes at the same moment: SPMD ranks of one node run the same shapes, and
+// so do a rank's devices. A size that fits the node's free memory once may not fit it that many
+// times (two ranks each granted 16 GiB of 23 GiB free were both OOM-killed). runtime::Context
+// sets them; one of each until then.
+struct MemorySharers {
+  int ranks_on_node = 1;
+  int devices_per_rank = 1;
+  int total() const { return ranks_on_node * devices_per_rank; }
+};
+void set_memory_sharers(MemorySharers sharers);
+MemorySharers memory_sharers();
+
 // "1.5 GiB", "512 B"; for messages.
 std::string format_bytes(double bytes);
 
