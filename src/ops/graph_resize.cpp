@@ -65,7 +65,10 @@ Geometry geometry(const OpCall& c, const Tensor& x) {
       const auto a = static_cast<std::size_t>(axes[k]);
       if (!(given[k] > 0.0f)) c.fail("scales must be positive");
       g.scale[a] = given[k];
-      g.out[a] = static_cast<std::int64_t>(std::floor(static_cast<float>(x.shape[a]) * given[k]));
+      const float size = std::floor(static_cast<float>(x.shape[a]) * given[k]);
+      // Past 2^40 (or infinite) no tensor is that large; the cast to int64 would be undefined.
+      if (!(size <= 0x1p40f)) c.fail("scale " + std::to_string(given[k]) + " on axis " + std::to_string(a) + " gives a size past 2^40");
+      g.out[a] = static_cast<std::int64_t>(size);
     }
   }
   if (!old && c.has_input(1) && c.input(1).size() > 0) {  // roi: starts then ends, of the axes

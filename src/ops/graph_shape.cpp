@@ -421,6 +421,10 @@ void pad(const OpCall& c) {
   const std::int64_t int_value = constant && constant->type == ElemType::Int64 ? constant->i.at(0) : 0;
   const std::size_t r = x.shape.size();
   if (pads.size() != 2 * r) c.fail("pads has " + std::to_string(pads.size()) + " values for rank " + std::to_string(r));
+  // A pad past 2^40 is past any tensor's size: refused before the sum could overflow.
+  constexpr std::int64_t kMaxPad = std::int64_t{1} << 40;
+  for (const std::int64_t p : pads)
+    if (p > kMaxPad || p < -kMaxPad) c.fail("a pad of " + std::to_string(p) + " (past 2^40)");
   auto shape = x.shape;
   for (std::size_t k = 0; k < r; ++k) shape[k] += pads[k] + pads[k + r];
   // PyTorch exports AvgPool2d (count_include_pad) as a Pad of zeros before the pool.

@@ -207,6 +207,12 @@ bad("range_int64_span", lo, hi, 1, np.int64)
 bad("range_100", 0, 100, 1, np.int64)
 bad("range_zero_delta", 0.0, 10.0, 0.0, np.float32)
 bad("range_nan", 0.0, np.nan, 1.0, np.float32)
+# Sizes from a stranger's constants: a pad of 2^62 and a scale of 1e30 overflowed int64.
+reduced = lambda node, inits: model(node.name, [node, helper.make_node("ReduceSum", ["big"], ["offsets"], keepdims=0)], inits)
+reduced(helper.make_node("Pad", ["k", "pads"], ["big"], name="pad_2p62"),
+        [c(np.ones((1, 2)), "k", np.float32), c([0, 0, 0, 2**62], "pads", np.int64)])
+reduced(helper.make_node("Resize", ["k", "", "scales"], ["big"], name="resize_1e30"),
+        [c(np.ones((1, 1, 2, 2)), "k", np.float32), c([1, 1, 1e30, 1], "scales", np.float32)])
 free = min(int(l.split()[1]) * 1024 for l in open("/proc/meminfo") if l.startswith("MemAvailable"))
 values = int(0.7 * free / 4)  # 70 % of the node's free memory as float32
 model("expand_most_of_node", [helper.make_node("Expand", ["one_f", "shape"], ["e"]), helper.make_node("ReduceSum", ["e"], ["offsets"], keepdims=0)],
@@ -224,6 +230,10 @@ refuse range_zero_delta 2 "node 'r' \(Range\): a delta of 0" \
   "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/range_zero_delta.onnx" --predictions "$OUT/p.h5"
 refuse range_nan 2 "node 'r' \(Range\): start 0, limit nan and delta 1 give no finite count" \
   "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/range_nan.onnx" --predictions "$OUT/p.h5"
+refuse pad_2p62 2 "node 'pad_2p62' \(Pad\): a pad of 4611686018427387904 \(past 2\^40\)" \
+  "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/pad_2p62.onnx" --predictions "$OUT/p.h5"
+refuse resize_1e30 2 "node 'resize_1e30' \(Resize\): scale .* on axis 2 gives a size past 2\^40" \
+  "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/resize_1e30.onnx" --predictions "$OUT/p.h5"
 refuse expand_once_per_rank 2 "node 'e' \(Expand\): too large for this rank: .* for this node's 2 rank\(s\) x 1 device\(s\) running it at once" \
   "$SPMD" eval --data "$SUB" --model onnx --weights "$WORK/expand_most_of_node.onnx" --predictions "$OUT/p.h5"
 refuse expand_once_per_device 1 "node 'e' \(Expand\): too large for this rank: .* for this node's 1 rank\(s\) x 2 device\(s\) running it at once" \
